@@ -1,0 +1,44 @@
+# Taskfinder: the two commands of the README.
+#   make run    set up, migrate the embedded SQLite database, load the demo catalog, serve on localhost
+#   make test   set up (with the local LLM) and run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
+
+.PHONY: run test setup setup-dev llm serve-llm clean
+
+run: setup
+	$(PY) app.py load-demo
+	$(PY) app.py serve
+
+test: setup-dev llm
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+setup: $(VENV)/.runtime
+
+setup-dev: $(VENV)/.dev
+
+llm: $(VENV)/.llm
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	$(PIP) install -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(PIP) install -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.llm: requirements-llm.txt ops/install_llm.sh $(VENV)/.runtime
+	$(PIP) install -r requirements-llm.txt
+	bash ops/install_llm.sh $(VENV)
+	touch $@
+
+serve-llm: llm
+	$(PY) app.py llm serve
+
+clean:
+	rm -rf $(VENV) instance .pytest_cache

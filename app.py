@@ -1,0 +1,96 @@
+"""Taskfinder: find the right task from a plain-language query.
+
+    python app.py serve               # HTTP API on HOST:PORT (waitress)
+    python app.py search "devlopmental screning"
+    python app.py --help              # every command
+
+`create_app(settings)` is the app factory; every dependency is built here, once, and handed
+to the parts that need it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import click
+import diskcache
+from flask import Flask, current_app
+from flask.cli import FlaskGroup
+
+from catalog.cli import COMMANDS as CATALOG_COMMANDS
+from catalog.db import make_engine
+from catalog.store import CatalogStore
+from ops.metrics import Metrics
+from rerank import Reranker
+from search.api import render_text, search_bp
+from search.embeddings import build_embedder
+from search.service import BadQuery, SearchService
+from settings import Settings
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    store: CatalogStore
+    search: SearchService
+    metrics: Metrics
+    cache: diskcache.Cache
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    settings = settings or Settings.from_env()
+    app = Flask(__name__)
+    app.config["SETTINGS"] = settings
+    app.json.sort_keys = False
+    settings.cache_dir.mkdir(parents=True, exist_ok=True)
+
+    store = CatalogStore(make_engine(settings.database))
+    metrics = Metrics()
+    cache = diskcache.Cache(str(settings.cache_dir))
+    reranker = Reranker(settings, cache) if settings.llm_base_url else None
+    search = SearchService(settings, store, build_embedder(settings, cache), reranker, metrics)
+    app.extensions["taskfinder"] = Services(settings, store, search, metrics, cache)
+
+    app.register_blueprint(search_bp)
+    for command in (*CATALOG_COMMANDS, search_command, serve_command):
+        app.cli.add_command(command)
+    return app
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("-k", "--k", "k", default=10, show_default=True, help="Number of results.")
+@click.option("--role", default=None, help="Only tasks visible to this role.")
+@click.option("--rerank/--no-rerank", default=None, help="LLM re-ranking (default: RERANK_DEFAULT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
+def search_command(query: str, k: int, role: str | None, rerank: bool | None, as_json: bool):
+    """Search the catalog and print the ranking."""
+    try:
+        body = current_app.extensions["taskfinder"].search.search(query, k=k, role=role, rerank=rerank)
+    except BadQuery as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(json.dumps(body, indent=2, ensure_ascii=False) if as_json else render_text(body))
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Default: HOST.")
+@click.option("--port", default=None, type=int, help="Default: PORT.")
+@click.option("--threads", default=8, show_default=True)
+def serve_command(host: str | None, port: int | None, threads: int):
+    """Serve the HTTP API with waitress (a production WSGI server)."""
+    from waitress import serve
+
+    settings: Settings = current_app.config["SETTINGS"]
+    host, port = host or settings.host, port or settings.port
+    services = current_app.extensions["taskfinder"]
+    services.search.live()  # build the index (and task embeddings) before the first request
+    click.echo(f"Taskfinder serving on http://{host}:{port}  (database: "
+               f"{services.store.engine.url.render_as_string(hide_password=True)})")
+    serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder")
+
+
+cli = FlaskGroup(create_app=lambda: create_app(), add_version_option=False,
+                 help="Taskfinder: task discovery for enterprise platforms.")
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,1 @@
+"""Catalog store: tasks and developer test cases in SQL, with import/export."""

@@ -1,0 +1,101 @@
+"""CLI commands that drive the store: import/export, migrations, demo data."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from flask import current_app
+
+from catalog import db
+from catalog.formats import ImportRejected, load_cases_file, load_tasks_file, write_catalog, write_jsonl
+from catalog.store import StoreConflict
+
+DEMO_DIR = Path(__file__).resolve().parent / "data"
+DEMO_CATALOG = DEMO_DIR / "headstart_catalog.jsonl"
+DEMO_CASES = DEMO_DIR / "headstart_cases.jsonl"
+
+
+def _store():
+    return current_app.extensions["taskfinder"].store
+
+
+def _fail_on(exc: Exception):
+    raise click.ClickException(str(exc)) from exc
+
+
+@click.command("import-catalog")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="Delete tasks that are not in the file.")
+def import_catalog(path: Path, replace: bool):
+    """Import tasks from JSON Lines or CSV (all-or-nothing)."""
+    try:
+        report = _store().import_tasks(load_tasks_file(path), replace=replace)
+    except (ImportRejected, StoreConflict) as exc:
+        _fail_on(exc)
+    click.echo(f"{path}: {report}")
+
+
+@click.command("import-cases")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="Delete test cases that are not in the file.")
+def import_cases(path: Path, replace: bool):
+    """Import developer test cases from JSON Lines (all-or-nothing)."""
+    store = _store()
+    try:
+        known = {t.id for t in store.tasks(include_inactive=True)}
+        report = store.import_cases(load_cases_file(path, known), replace=replace)
+    except ImportRejected as exc:
+        _fail_on(exc)
+    click.echo(f"{path}: {report}")
+
+
+@click.command("export-catalog")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def export_catalog(path: Path):
+    """Export all tasks (JSON Lines, or CSV when PATH ends in .csv)."""
+    count = write_catalog(path, _store().tasks(include_inactive=True))
+    click.echo(f"wrote {count} tasks to {path}")
+
+
+@click.command("export-cases")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def export_cases(path: Path):
+    """Export all test cases as JSON Lines."""
+    count = write_jsonl(path, (c.to_row() for c in _store().cases()))
+    click.echo(f"wrote {count} test cases to {path}")
+
+
+@click.group("db")
+def db_group():
+    """Database migrations (the database named by DATABASE_URL)."""
+
+
+@db_group.command("upgrade")
+@click.option("--revision", default="head", show_default=True)
+def db_upgrade(revision: str):
+    db.upgrade(_store().engine, revision)
+    click.echo(f"database at {revision}: {_store().engine.url.render_as_string(hide_password=True)}")
+
+
+@db_group.command("downgrade")
+@click.option("--revision", default="base", show_default=True)
+def db_downgrade(revision: str):
+    db.downgrade(_store().engine, revision)
+    click.echo(f"database at {revision}")
+
+
+@click.command("load-demo")
+@click.option("--force", is_flag=True, help="Import even if the catalog already has tasks.")
+def load_demo(force: bool):
+    """Migrate, then load the bundled Head Start catalog and test cases if the store is empty."""
+    store = _store()
+    db.upgrade(store.engine)
+    if store.tasks(include_inactive=True) and not force:
+        click.echo("catalog already loaded; use --force to re-import the demo data")
+        return
+    tasks = load_tasks_file(DEMO_CATALOG)
+    click.echo(f"catalog: {store.import_tasks(tasks)}")
+    click.echo(f"test cases: {store.import_cases(load_cases_file(DEMO_CASES, {t.id for t in tasks}))}")
+
+
+COMMANDS = (import_catalog, import_cases, export_catalog, export_cases, db_group, load_demo)

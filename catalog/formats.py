@@ -1,0 +1,224 @@
+"""File formats of the catalog and the test cases: JSON Lines (both) and CSV (catalog).
+
+Every row is validated against a JSON schema, then against the other rows (duplicate ids,
+gold ids that name no task). A file with any bad row is rejected whole: `ImportRejected`
+carries one message per problem, each naming the line and the field.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Iterable
+
+from jsonschema import Draft202012Validator
+
+from catalog.records import CaseRecord, TaskRecord
+
+CASE_CATEGORIES = ("exact", "synonym", "abbreviation", "natural_language", "multi_word", "typo")
+MAX_GOLD = 5
+
+_SHORT_TEXT = {"type": "string", "minLength": 1, "maxLength": 300}
+_ID = {"type": "string", "minLength": 1, "maxLength": 128, "pattern": r"^\S(.*\S)?$"}
+
+TASK_ROW_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "catalog row",
+    "type": "object",
+    "required": ["id", "name", "help"],
+    "additionalProperties": False,
+    "properties": {
+        "id": _ID,
+        "name": _SHORT_TEXT,
+        "help": {"type": "string", "maxLength": 5000},
+        "category": {"type": "string", "maxLength": 64},
+        "aliases": {"type": "array", "items": _SHORT_TEXT, "maxItems": 50},
+        "url": {"type": "string", "maxLength": 500},
+        "roles": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                  "maxItems": 50},
+        "active": {"type": "boolean"},
+    },
+}
+
+CASE_ROW_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "test-case row",
+    "type": "object",
+    "required": ["query", "gold"],
+    "additionalProperties": False,
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": 500},
+        "gold": {"type": "array", "items": _ID, "maxItems": MAX_GOLD, "uniqueItems": True},
+        "rationale": {"type": "string", "maxLength": 5000},
+        "category": {"type": "string", "enum": list(CASE_CATEGORIES)},
+    },
+}
+
+_TASK_VALIDATOR = Draft202012Validator(TASK_ROW_SCHEMA)
+_CASE_VALIDATOR = Draft202012Validator(CASE_ROW_SCHEMA)
+CSV_COLUMNS = ("id", "name", "help", "category", "aliases", "url", "roles")
+CSV_LIST_SEPARATOR = "|"
+
+
+class ImportRejected(ValueError):
+    """A file failed validation; nothing was written. `errors` names each bad line and field."""
+
+    def __init__(self, source: str, errors: list[str]):
+        self.source = source
+        self.errors = errors
+        shown = "\n".join(f"  {e}" for e in errors[:50])
+        more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
+        super().__init__(f"{source}: rejected, {len(errors)} error(s), nothing imported:\n{shown}{more}")
+
+
+Row = tuple[int, object]  # (line number, parsed value)
+
+
+def parse_jsonl(text: str) -> tuple[list[Row], list[str]]:
+    rows: list[Row] = []
+    errors: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})")
+    return rows, errors
+
+
+def parse_catalog_csv(text: str) -> tuple[list[Row], list[str]]:
+    """CSV with a header of CSV_COLUMNS; list columns are '|'-separated."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("id", "name", "help") if c not in (reader.fieldnames or [])]
+    if missing:
+        return [], [f"line 1: header lacks column(s) {', '.join(missing)}"]
+    unknown = [c for c in reader.fieldnames or [] if c not in CSV_COLUMNS]
+    if unknown:
+        return [], [f"line 1: unknown column(s) {', '.join(unknown)}"]
+    rows: list[Row] = []
+    for record in reader:
+        row: dict = {}
+        for column, value in record.items():
+            value = value or ""
+            if column in ("aliases", "roles"):
+                items = [v.strip() for v in value.split(CSV_LIST_SEPARATOR) if v.strip()]
+                if items:
+                    row[column] = items
+            elif column in ("category", "url"):
+                if value.strip():
+                    row[column] = value.strip()
+            else:
+                row[column] = value
+        rows.append((reader.line_num, row))
+    return rows, []
+
+
+def read_rows(path: Path) -> tuple[list[Row], list[str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return [], [f"not UTF-8 text ({exc.reason} at byte {exc.start})"]
+    if path.suffix.lower() == ".csv":
+        return parse_catalog_csv(text)
+    return parse_jsonl(text)
+
+
+def _schema_errors(validator: Draft202012Validator, lineno: int, row: object) -> list[str]:
+    found = []
+    for error in sorted(validator.iter_errors(row), key=lambda e: list(e.path)):
+        where = "/".join(str(p) for p in error.absolute_path) or "(row)"
+        found.append(f"line {lineno}: field '{where}': {error.message}")
+    return found
+
+
+def validate_tasks(rows: Iterable[Row], source: str, parse_errors: list[str] = ()) -> list[TaskRecord]:
+    errors = list(parse_errors)
+    tasks: list[TaskRecord] = []
+    first_line: dict[str, int] = {}
+    for lineno, row in rows:
+        row_errors = _schema_errors(_TASK_VALIDATOR, lineno, row)
+        if row_errors:
+            errors.extend(row_errors)
+            continue
+        task_id = row["id"]
+        if task_id in first_line:
+            errors.append(f"line {lineno}: field 'id': duplicate id {task_id!r} (first on line {first_line[task_id]})")
+            continue
+        first_line[task_id] = lineno
+        tasks.append(TaskRecord(
+            id=task_id, name=row["name"].strip(), help=row["help"].strip(),
+            category=row.get("category") or None, aliases=tuple(row.get("aliases", ())),
+            url=row.get("url") or None, roles=tuple(row.get("roles", ())),
+            active=row.get("active", True),
+        ))
+    if errors:
+        raise ImportRejected(source, errors)
+    return tasks
+
+
+def validate_cases(rows: Iterable[Row], known_task_ids: set[str], source: str,
+                   parse_errors: list[str] = ()) -> list[CaseRecord]:
+    errors = list(parse_errors)
+    cases: list[CaseRecord] = []
+    first_line: dict[str, int] = {}
+    for lineno, row in rows:
+        row_errors = _schema_errors(_CASE_VALIDATOR, lineno, row)
+        if row_errors:
+            errors.extend(row_errors)
+            continue
+        query = row["query"].strip()
+        if not query:
+            errors.append(f"line {lineno}: field 'query': must not be blank")
+            continue
+        unknown = [g for g in row["gold"] if g not in known_task_ids]
+        if unknown:
+            errors.append(f"line {lineno}: field 'gold': unknown task id(s) {', '.join(map(repr, unknown))}")
+            continue
+        if query in first_line:
+            errors.append(f"line {lineno}: field 'query': duplicate query {query!r} (first on line {first_line[query]})")
+            continue
+        first_line[query] = lineno
+        cases.append(CaseRecord(query=query, gold=tuple(row["gold"]),
+                                rationale=row.get("rationale", "").strip(), category=row.get("category")))
+    if errors:
+        raise ImportRejected(source, errors)
+    return cases
+
+
+def load_tasks_file(path: Path) -> list[TaskRecord]:
+    rows, parse_errors = read_rows(path)
+    return validate_tasks(rows, str(path), parse_errors)
+
+
+def load_cases_file(path: Path, known_task_ids: set[str]) -> list[CaseRecord]:
+    rows, parse_errors = read_rows(path)
+    if path.suffix.lower() == ".csv":
+        parse_errors = ["test cases are JSON Lines only (.jsonl)"]
+    return validate_cases(rows, known_task_ids, str(path), parse_errors)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> int:
+    count = 0
+    with path.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def write_catalog(path: Path, tasks: Iterable[TaskRecord]) -> int:
+    if path.suffix.lower() != ".csv":
+        return write_jsonl(path, (t.to_row() for t in tasks))
+    count = 0
+    with path.open("w", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for task in tasks:
+            writer.writerow({"id": task.id, "name": task.name, "help": task.help,
+                             "category": task.category or "",
+                             "aliases": CSV_LIST_SEPARATOR.join(task.aliases),
+                             "url": task.url or "", "roles": CSV_LIST_SEPARATOR.join(task.roles)})
+            count += 1
+    return count

@@ -1,0 +1,52 @@
+"""Plain, immutable records that flow from the store into the (pure) search pipeline."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    id: str
+    name: str
+    help: str = ""
+    category: str | None = None
+    aliases: tuple[str, ...] = ()
+    url: str | None = None
+    roles: tuple[str, ...] = ()
+    active: bool = True
+
+    def visible_to(self, role: str | None) -> bool:
+        """Unrestricted tasks (no roles) are visible to everyone; others only to their roles."""
+        return not self.roles or (role is not None and role in self.roles)
+
+    def to_row(self) -> dict:
+        row = {"id": self.id, "name": self.name, "help": self.help}
+        if self.category:
+            row["category"] = self.category
+        if self.aliases:
+            row["aliases"] = list(self.aliases)
+        if self.url:
+            row["url"] = self.url
+        if self.roles:
+            row["roles"] = list(self.roles)
+        return row
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """A developer test case: query -> gold task ids (empty: out of scope) -> rationale."""
+
+    query: str
+    gold: tuple[str, ...]
+    rationale: str = ""
+    category: str | None = None
+    id: int | None = None
+    version: int | None = None
+
+    def to_row(self) -> dict:
+        row = {"query": self.query, "gold": list(self.gold)}
+        if self.rationale:
+            row["rationale"] = self.rationale
+        if self.category:
+            row["category"] = self.category
+        return row

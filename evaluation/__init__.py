@@ -1,0 +1,1 @@
+"""Offline evaluation: splits, metrics, configurations, reports."""

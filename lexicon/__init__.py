@@ -1,0 +1,1 @@
+"""Text pipeline and the rationale lexicon built from developer test cases."""

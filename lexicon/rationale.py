@@ -1,0 +1,65 @@
+"""The rationale lexicon (Eq. 1 of the design paper) built from developer test cases.
+
+    L = {(w, t) : w in tokens(r), t in T_gold, for each test case (q, T_gold, r)}
+
+Each rationale's terms (the same normalised, stemmed terms as everywhere else) are linked to
+the case's gold tasks. We also link the case's own query terms: the query is the most direct
+evidence of how users phrase a need (switch off with `include_queries=False`; the evaluation
+reports both). Out-of-scope cases (empty gold list) contribute nothing.
+
+Each case's query also becomes a *pin* (keyed by its set of terms): a later query with exactly
+those terms gets the case's gold tasks first, like a curated query rule. That makes every
+test case a passing regression test of the product, and an admin's new case takes visible
+effect at once. Pins never fire on held-out queries (they are not in the training store).
+
+The lexicon is a pure function of the test cases, so it is rebuilt whenever they change, and
+an evaluation builds it from its training split only.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from catalog.records import CaseRecord
+from lexicon.text import stem, terms, words
+
+
+@dataclass(frozen=True)
+class RationaleLexicon:
+    """term -> {task id -> number of test cases linking them}; plus the surface words seen,
+    which join the typo-correction vocabulary."""
+
+    associations: Mapping[str, Mapping[str, int]]
+    surface_words: frozenset[str]
+    pins: Mapping[frozenset[str], tuple[str, ...]]
+
+    def pinned_for(self, query: str) -> tuple[str, ...]:
+        """Gold tasks of the test cases whose query has exactly the terms of `query`."""
+        return self.pins.get(frozenset(terms(query)), ())
+
+    def tasks_for(self, term: str) -> Mapping[str, int]:
+        return self.associations.get(term, {})
+
+    def __len__(self) -> int:
+        return sum(len(tasks) for tasks in self.associations.values())
+
+
+def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True) -> RationaleLexicon:
+    links: dict[str, Counter] = defaultdict(Counter)
+    surface: set[str] = set()
+    pins: dict[frozenset[str], list[str]] = defaultdict(list)
+    for case in cases:
+        if not case.gold:
+            continue
+        key = frozenset(terms(case.query))
+        pins[key].extend(g for g in case.gold if g not in pins[key])
+        texts = [case.rationale, case.query] if include_queries else [case.rationale]
+        case_words = {w for text in texts for w in words(text)}
+        surface |= case_words
+        for term in {stem(w) for w in case_words}:
+            for task_id in case.gold:
+                links[term][task_id] += 1
+    return RationaleLexicon(associations={t: dict(c) for t, c in links.items()},
+                            surface_words=frozenset(surface),
+                            pins={key: tuple(gold) for key, gold in pins.items() if key})

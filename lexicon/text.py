@@ -1,0 +1,80 @@
+"""The one text pipeline: every query, task field, rationale and document goes through here.
+
+normalise -> words (surface forms, stopwords dropped) -> terms (Snowball stems).
+
+Hyphen/colon/slash compounds such as "ASQ-3", "ASQ:SE-2" or "In-Kind" also yield a joined form
+("asq3", "asqse2", "inkind") so that users who type the acronym with or without punctuation
+land on the same term.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import Stemmer
+
+_STEMMER = Stemmer.Stemmer("english")
+
+# A short English stopword list: function words that carry no task signal. Kept small on
+# purpose: "home", "visit", "child" and similar domain words must survive.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me might more most must my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    want need needs like please get go going find show see look looking where's whats i'm im
+    """.split()
+)
+
+_WORD = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
+_JOINERS = re.compile(r"[-:/']")
+
+
+def normalise(text: str) -> str:
+    """Unicode-normalise any input: NFKC, case-fold, strip accents, drop control characters.
+
+    Never raises: unpaired surrogates and control characters are replaced, so arbitrary user
+    input (emoji, RTL marks, NUL bytes) yields a clean, possibly empty, string.
+    """
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = unicodedata.normalize("NFKC", text).casefold()
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return "".join(ch if ch.isprintable() else " " for ch in stripped)
+
+
+def words(text: str) -> list[str]:
+    """Surface words of `text`, stopwords removed; compounds are split and also joined."""
+    out: list[str] = []
+    for match in _WORD.finditer(normalise(text)):
+        token = match.group(0)
+        parts = [p for p in _JOINERS.split(token) if p]
+        if len(parts) > 1:
+            out.extend(p for p in parts if p not in STOPWORDS)
+            out.append("".join(parts))
+        elif token not in STOPWORDS:
+            out.append(token)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Snowball (Porter2) stem; digits and short acronyms pass through unchanged."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    return _STEMMER.stemWord(word)
+
+
+def terms(text: str) -> list[str]:
+    """Index/query terms: stemmed surface words, in order, duplicates kept."""
+    return [stem(w) for w in words(text)]
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """|a & b| / |a | b|: the token-overlap similarity of Eq. 6 (0 when both are empty)."""
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0

@@ -1,0 +1,110 @@
+"""HTTP edge of the search pipeline: /api/search, health, readiness, metrics, OpenAPI spec."""
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from search.service import BadQuery
+from settings import PROJECT_ROOT
+
+search_bp = Blueprint("search", __name__)
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def services():
+    return current_app.extensions["taskfinder"]
+
+
+def bad_request(message: str) -> tuple[Response, int]:
+    return jsonify({"error": message}), 400
+
+
+def parse_flag(name: str) -> bool | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise BadQuery(f"{name} must be 0 or 1, not {raw!r}")
+
+
+def parse_k(default: int = 10) -> int:
+    raw = request.args.get("k")
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadQuery(f"k must be an integer, not {raw!r}") from None
+
+
+@search_bp.get("/api/search")
+def api_search():
+    svc = services()
+    try:
+        body = svc.search.search(request.args.get("q"), k=parse_k(), role=request.args.get("role") or None,
+                                 rerank=parse_flag("rerank"))
+    except BadQuery as exc:
+        svc.metrics.requests.labels("search", "400").inc()
+        return bad_request(str(exc))
+    svc.metrics.requests.labels("search", "200").inc()
+    return jsonify(body)
+
+
+@search_bp.get("/healthz")
+def healthz():
+    """Liveness: the process answers."""
+    return jsonify({"status": "ok"})
+
+
+@search_bp.get("/readyz")
+def readyz():
+    """Readiness: the database answers and the index is built (embeddings may be degraded)."""
+    svc = services()
+    try:
+        live = svc.search.live()
+    except Exception as exc:  # any store failure means "not ready", with the reason
+        return jsonify({"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}), 503
+    status = {"status": "ready", "revision": live.revision, "tasks": len(live.index.tasks),
+              "test_cases": len(live.cases), "embeddings": "ok" if live.vectors_ok else "unavailable",
+              "rerank": "configured" if svc.search.reranker is not None else "off"}
+    if not live.index.tasks:
+        return jsonify({**status, "status": "empty", "error": "the catalog has no active task"}), 503
+    return jsonify(status)
+
+
+@search_bp.get("/metrics")
+def metrics():
+    return Response(generate_latest(services().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+@search_bp.get("/openapi.json")
+def openapi():
+    return Response((PROJECT_ROOT / "openapi.json").read_text(encoding="utf-8"), mimetype="application/json")
+
+
+@search_bp.app_errorhandler(404)
+def not_found(_error):
+    return jsonify({"error": f"no such endpoint: {request.path}"}), 404
+
+
+@search_bp.app_errorhandler(405)
+def method_not_allowed(_error):
+    return jsonify({"error": f"method {request.method} not allowed on {request.path}"}), 405
+
+
+def render_text(body: dict) -> str:
+    """The CLI's human-readable form of a search response."""
+    lines = [f"query: {body['query']!r}" + (f"  (degraded: {', '.join(body['degraded'])})" if body["degraded"] else "")]
+    for rank, row in enumerate(body["results"], start=1):
+        parts = ", ".join(f"{name}={value:.2f}" for name, value in row["contributions"].items() if value)
+        lines.append(f"{rank:>2}. {row['name']}  [{row['id']}]  score={row['score']:.3f}  ({parts})")
+    if body["corrections"]:
+        lines.append("typo corrections: " + json.dumps(body["corrections"]))
+    lines.append(f"timings (ms): {json.dumps(body['timings_ms'])}")
+    return "\n".join(lines)

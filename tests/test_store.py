@@ -1,0 +1,78 @@
+"""The catalog store on SQLite and PostgreSQL: migrations, upserts, revisions, conflicts."""
+import pytest
+from sqlalchemy import inspect
+
+from catalog import db
+from catalog.records import CaseRecord, TaskRecord
+from catalog.store import StoreConflict
+
+TASKS = [
+    TaskRecord(id="health.asq3", name="ASQ-3 Screening", help="Ages and Stages developmental screening",
+               category="health", aliases=("Developmental screening",), url="/health/asq3"),
+    TaskRecord(id="fiscal.inkind", name="In-Kind Tracking", help="Non-federal share", category="fiscal",
+               roles=("fiscal", "director")),
+]
+
+
+def test_migrations_create_the_schema_and_downgrade_cleanly(engine):
+    tables = set(inspect(engine).get_table_names())
+    assert {"tasks", "test_cases", "store_revision", "alembic_version"} <= tables
+    db.downgrade(engine, "base")
+    assert not {"tasks", "test_cases"} & set(inspect(engine).get_table_names())
+    db.upgrade(engine)
+    assert "tasks" in inspect(engine).get_table_names()
+
+
+def test_import_round_trips_every_field_and_bumps_the_revision(store):
+    assert store.revision() == 0
+    report = store.import_tasks(TASKS)
+    assert report == {"created": 2, "updated": 0, "removed": 0, "unchanged": 0}
+    assert store.tasks() == sorted(TASKS, key=lambda t: t.id)
+    assert store.revision() == 1
+    assert store.roles() == {"fiscal", "director"}
+
+
+def test_reimport_updates_only_changed_tasks(store):
+    store.import_tasks(TASKS)
+    changed = [TASKS[0], TaskRecord(**{**TASKS[1].__dict__, "help": "Non-federal share (20% match)"})]
+    assert store.import_tasks(changed) == {"created": 0, "updated": 1, "removed": 0, "unchanged": 1}
+    assert {t.id: t.help for t in store.tasks()}["fiscal.inkind"] == "Non-federal share (20% match)"
+
+
+def test_replace_refuses_to_drop_a_task_that_a_case_names(store):
+    store.import_tasks(TASKS)
+    store.import_cases([CaseRecord(query="match funds", gold=("fiscal.inkind",), rationale="in-kind")])
+    with pytest.raises(StoreConflict, match="fiscal.inkind"):
+        store.import_tasks([TASKS[0]], replace=True)
+    assert len(store.tasks()) == 2  # nothing was written
+
+
+def test_inactive_tasks_are_hidden_from_search_reads(store):
+    store.import_tasks([TASKS[0], TaskRecord(**{**TASKS[1].__dict__, "active": False})])
+    assert [t.id for t in store.tasks()] == ["health.asq3"]
+    assert len(store.tasks(include_inactive=True)) == 2
+
+
+def test_cases_upsert_by_query_and_out_of_scope_cases_keep_empty_gold(store):
+    store.import_tasks(TASKS)
+    cases = [CaseRecord(query="ASQ", gold=("health.asq3",), rationale="Ages and Stages", category="abbreviation"),
+             CaseRecord(query="book a flight", gold=(), rationale="travel is not a task", category="natural_language")]
+    assert store.import_cases(cases)["created"] == 2
+    assert store.import_cases(cases) == {"created": 0, "updated": 0, "unchanged": 2}
+    stored = {c.query: c for c in store.cases()}
+    assert stored["book a flight"].gold == ()
+    assert stored["ASQ"].category == "abbreviation"
+
+
+def test_stale_edit_is_rejected_not_silently_applied(store):
+    store.import_tasks(TASKS)
+    case = store.add_case(CaseRecord(query="ASQ", gold=("health.asq3",), rationale="first"))
+    first = store.update_case(case.id, case.version, CaseRecord(query="ASQ", gold=("health.asq3",), rationale="second"))
+    with pytest.raises(StoreConflict, match="version"):
+        store.update_case(case.id, case.version, CaseRecord(query="ASQ", gold=("health.asq3",), rationale="third"))
+    assert store.case(case.id).rationale == "second"
+    assert first.version == case.version + 1
+    with pytest.raises(StoreConflict):
+        store.delete_case(case.id, case.version)
+    store.delete_case(case.id, first.version)
+    assert store.cases() == []
