@@ -15,13 +15,16 @@ from dataclasses import dataclass
 import click
 import diskcache
 from flask import Flask, current_app
-from flask.cli import FlaskGroup
+from flask.cli import FlaskGroup, with_appcontext
 
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
+from kb.api import kb_bp
+from kb.cli import corpus_group
 from ops.metrics import Metrics
 from rerank import Reranker
+from rerank.cli import llm_group
 from search.api import render_text, search_bp
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
@@ -52,12 +55,14 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["taskfinder"] = Services(settings, store, search, metrics, cache)
 
     app.register_blueprint(search_bp)
-    for command in (*CATALOG_COMMANDS, search_command, serve_command):
+    app.register_blueprint(kb_bp)
+    for command in (*CATALOG_COMMANDS, corpus_group, llm_group, search_command, serve_command):
         app.cli.add_command(command)
     return app
 
 
 @click.command("search")
+@with_appcontext
 @click.argument("query")
 @click.option("-k", "--k", "k", default=10, show_default=True, help="Number of results.")
 @click.option("--role", default=None, help="Only tasks visible to this role.")
@@ -73,6 +78,7 @@ def search_command(query: str, k: int, role: str | None, rerank: bool | None, as
 
 
 @click.command("serve")
+@with_appcontext
 @click.option("--host", default=None, help="Default: HOST.")
 @click.option("--port", default=None, type=int, help="Default: PORT.")
 @click.option("--threads", default=8, show_default=True)

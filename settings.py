@@ -92,6 +92,7 @@ class Settings:
     embeddings_model: str = "multilingual-e5-small-q4"
     embeddings_api_key: str = ""
     embeddings_timeout_s: float = 2.0
+    embeddings_input_type: bool = False
     # LLM re-ranking
     llm_base_url: str = ""
     llm_model: str = "gemma3-270m"
@@ -166,6 +167,7 @@ class Settings:
             if (raw := get(name)) is not None:
                 values[attr] = _as_float(name, raw, minimum)
         for attr, name in {"embeddings_enabled": "EMBEDDINGS_ENABLED",
+                           "embeddings_input_type": "EMBEDDINGS_INPUT_TYPE",
                            "rerank_default": "RERANK_DEFAULT"}.items():
             if (raw := get(name)) is not None:
                 values[attr] = _as_bool(name, raw)

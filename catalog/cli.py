@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 from flask import current_app
+from flask.cli import AppGroup, with_appcontext
 
 from catalog import db
 from catalog.formats import ImportRejected, load_cases_file, load_tasks_file, write_catalog, write_jsonl
@@ -24,6 +25,7 @@ def _fail_on(exc: Exception):
 
 
 @click.command("import-catalog")
+@with_appcontext
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--replace", is_flag=True, help="Delete tasks that are not in the file.")
 def import_catalog(path: Path, replace: bool):
@@ -36,6 +38,7 @@ def import_catalog(path: Path, replace: bool):
 
 
 @click.command("import-cases")
+@with_appcontext
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--replace", is_flag=True, help="Delete test cases that are not in the file.")
 def import_cases(path: Path, replace: bool):
@@ -50,6 +53,7 @@ def import_cases(path: Path, replace: bool):
 
 
 @click.command("export-catalog")
+@with_appcontext
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def export_catalog(path: Path):
     """Export all tasks (JSON Lines, or CSV when PATH ends in .csv)."""
@@ -58,6 +62,7 @@ def export_catalog(path: Path):
 
 
 @click.command("export-cases")
+@with_appcontext
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def export_cases(path: Path):
     """Export all test cases as JSON Lines."""
@@ -65,9 +70,7 @@ def export_cases(path: Path):
     click.echo(f"wrote {count} test cases to {path}")
 
 
-@click.group("db")
-def db_group():
-    """Database migrations (the database named by DATABASE_URL)."""
+db_group = AppGroup("db", help="Database migrations (the database named by DATABASE_URL).")
 
 
 @db_group.command("upgrade")
@@ -85,6 +88,7 @@ def db_downgrade(revision: str):
 
 
 @click.command("load-demo")
+@with_appcontext
 @click.option("--force", is_flag=True, help="Import even if the catalog already has tasks.")
 def load_demo(force: bool):
     """Migrate, then load the bundled Head Start catalog and test cases if the store is empty."""

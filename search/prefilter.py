@@ -132,12 +132,39 @@ def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]
     }
 
 
-def prefilter(index: SearchIndex, query: str, weights: Weights, k: int, role: str | None = None,
-              restrict_roles: bool = True, query_vector: np.ndarray | None = None,
-              typo_min_similarity: float = 80.0) -> PrefilterResult:
-    """Rank every task visible to `role` and return the top `k` with per-signal explanations."""
+@dataclass(frozen=True)
+class AnalysedQuery:
+    text: str
+    words: list[str]
+    corrections: dict[str, list[tuple[str, float]]]
+    embedding_text: str   # the query as the embedder should see it
+
+
+def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0) -> AnalysedQuery:
+    """Normalise, split and typo-correct a query once, for every signal.
+
+    The embedder gets the query with its out-of-vocabulary words (unknown to the catalog and the
+    lexicon) replaced by their best correction: a small embedding model reads "devlopmental
+    screning" as noise. Measured on the training split's CV: typo cases MRR 0.89 -> 0.94, all
+    cases unchanged within noise (0.834 -> 0.830).
+    """
     query_words = unique(words(query))
     corrections = typo_corrections(index, query_words, typo_min_similarity)
+    out_of_vocabulary = {w for w in corrections if stem(w) not in index.vocabulary}
+    if out_of_vocabulary:
+        embedding_text = " ".join(corrections[w][0][0] if w in out_of_vocabulary else w for w in query_words)
+    else:
+        embedding_text = query
+    return AnalysedQuery(query, query_words, corrections, embedding_text)
+
+
+def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights: Weights, k: int, role: str | None = None,
+              restrict_roles: bool = True, query_vector: np.ndarray | None = None,
+              typo_min_similarity: float = 80.0) -> PrefilterResult:
+    """Rank every task visible to `role` and return the top `k` with per-signal explanations.
+    `query_vector` should embed `analyse_query(...).embedding_text`."""
+    analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query, typo_min_similarity)
+    query, query_words, corrections = analysed.text, analysed.words, analysed.corrections
     visible = index.visible_mask(role, restrict_roles)
     rows = np.flatnonzero(visible)
     if rows.size == 0:

@@ -15,12 +15,12 @@ from typing import Protocol
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
-from lexicon.text import normalise, words
+from lexicon.text import normalise
 from ops.metrics import Metrics
 from rerank import Candidate, Reranker, prefilter_is_confident, select_examples
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.index import Enrichment, SearchIndex, build_index, embedding_text
-from search.prefilter import PrefilterResult, prefilter
+from search.prefilter import PrefilterResult, analyse_query, prefilter
 from settings import Settings
 
 
@@ -115,21 +115,24 @@ class SearchService:
         degraded: list[str] = []
 
         stage = time.perf_counter()
+        analysed = analyse_query(live.index, query, self.settings.typo_min_similarity)
+        timings["analyse"] = _ms(stage)
+
+        stage = time.perf_counter()
         query_vector = None
-        if self.embedder is not None and words(query):
+        if self.embedder is not None and analysed.words:
             try:
                 if not live.vectors_ok:
                     raise EmbeddingUnavailable("task vectors are not built")
-                query_vector = self.embedder.embed([query], "query")[0]
+                query_vector = self.embedder.embed([analysed.embedding_text], "query")[0]
             except EmbeddingUnavailable:
                 degraded.append("embeddings_unavailable")
         timings["embedding"] = _ms(stage)
 
         stage = time.perf_counter()
         shortlist_size = max(k, self.settings.shortlist_size)
-        result = prefilter(live.index, query, self.settings.weights, shortlist_size, role=role,
-                           restrict_roles=restrict_roles, query_vector=query_vector,
-                           typo_min_similarity=self.settings.typo_min_similarity)
+        result = prefilter(live.index, analysed, self.settings.weights, shortlist_size, role=role,
+                           restrict_roles=restrict_roles, query_vector=query_vector)
         timings["prefilter"] = _ms(stage)
 
         stage = time.perf_counter()

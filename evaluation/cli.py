@@ -1,0 +1,162 @@
+"""`python app.py evaluate`: offline evaluation (Hit@K/MRR, ablations, threshold, error analysis).
+
+    python app.py evaluate --catalog C.jsonl --cases CASES.jsonl [--holdout 0.2 --seed 42 | --test-cases T.jsonl]
+                           [--config all|NAME ...] [--out DIR] [--json FILE] [--tune] [--adaptation]
+    python app.py evaluate --clinc150 ../shared/data/clinc150 [--max-per-intent N]
+    python app.py evaluate                 # the current database's tasks and cases (read only)
+
+Everything is built in a throw-away store from the TRAINING cases only; the live database and
+its cases are only read. Register with `app.cli.add_command(evaluate_command)`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+from catalog.formats import ImportRejected, load_cases_file, load_tasks_file
+
+from . import adaptation as adaptation_experiment
+from . import clinc150 as clinc
+from .configs import resolve
+from .evaluate import evaluate
+from .report import write_all
+from .splits import holdout_split
+
+
+def _clean(value):
+    """JSON-safe: NaN/inf -> null, tuples -> lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int,
+          clinc_dir: Path | None, max_per_intent: int | None, max_test_per_intent: int | None):
+    if clinc_dir is not None:
+        data = clinc.load(clinc_dir, max_per_intent, max_test_per_intent)
+        return data.tasks, data.train, data.test, {
+            "catalog": f"clinc150:{clinc_dir}", "cases": f"{clinc_dir}/train.jsonl + oos_train.jsonl",
+            "test_cases": f"{clinc_dir}/val.jsonl + oos_val.jsonl",
+            "split": "CLINC150 train (+oos_train) -> lexicon; val (+oos_val) -> evaluation"
+                     + (f"; max {max_per_intent} training requests per intent" if max_per_intent else "")
+                     + (f"; max {max_test_per_intent} val requests per intent" if max_test_per_intent else ""),
+            "dropped_duplicate_requests": data.dropped_duplicates,
+            "rationale_note": "CLINC cases have no rationale: the lexicon links the training requests' own words"}
+    if (catalog is None) != (cases is None):
+        raise click.UsageError("--catalog and --cases go together (or give neither to use the current database)")
+    if catalog is not None:
+        tasks = load_tasks_file(catalog)
+        ids = {t.id for t in tasks}
+        all_cases = load_cases_file(cases, ids)
+        source = {"catalog": str(catalog), "cases": str(cases)}
+    else:
+        store = current_app.extensions["taskfinder"].store
+        tasks, all_cases = store.tasks(), store.cases()
+        url = store.engine.url.render_as_string(hide_password=True)
+        source = {"catalog": f"database:{url}", "cases": f"database:{url}"}
+        ids = {t.id for t in tasks}
+    if test_cases is not None:
+        test = load_cases_file(test_cases, ids)
+        held = {c.query for c in test}
+        train = [c for c in all_cases if c.query not in held]
+        source.update(test_cases=str(test_cases), dropped_train_overlap=len(all_cases) - len(train),
+                      split=f"explicit test file ({len(all_cases) - len(train)} training cases with the same query dropped)")
+    else:
+        train, test = holdout_split(all_cases, holdout, seed)
+        source.update(split=f"hash holdout {holdout} seed {seed} (evaluation.splits.holdout_split)", holdout=holdout)
+    return tasks, train, test, source
+
+
+@click.command("evaluate")
+@click.option("--catalog", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--cases", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--test-cases", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--holdout", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.2, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--config", "configs", multiple=True, help="Configuration name(s), comma-separated or repeated; 'all'.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--tune", is_flag=True, help="Grid-search a,b,g,d (and K) by k-fold CV on the training split.")
+@click.option("--adaptation", is_flag=True, help="Paper 4.7: new acronym tasks before/after teaching cases.")
+@click.option("--clinc150", "clinc_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option("--max-per-intent", type=click.IntRange(1), default=None)
+@click.option("--max-test-per-intent", type=click.IntRange(1), default=None)
+@click.option("--folds", type=click.IntRange(2), default=5, show_default=True)
+@click.option("--depth", type=click.IntRange(10, 100), default=20, show_default=True)
+@click.option("--cv-max-queries", type=click.IntRange(10), default=2000, show_default=True)
+@click.option("--bootstrap", "resamples", type=click.IntRange(100), default=1000, show_default=True)
+@click.option("--max-hit-loss", type=click.FloatRange(0.0, 1.0), default=0.02, show_default=True,
+              help="MIN_CONFIDENCE may cost at most this much CV in-scope Hit@5.")
+@click.option("--progress/--no-progress", default=True)
+@with_appcontext
+def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, json_path, tune, adaptation,
+                     clinc_dir, max_per_intent, max_test_per_intent, folds, depth, cv_max_queries, resamples,
+                     max_hit_loss, progress):
+    """Offline evaluation: Hit@K, MRR, nDCG, ablations, threshold, error analysis."""
+    services = current_app.extensions["taskfinder"]
+    settings = services.settings
+    try:
+        names = resolve(configs)
+        tasks, train, test, source = _load(catalog, cases, test_cases, holdout, seed, clinc_dir,
+                                           max_per_intent, max_test_per_intent)
+    except (ValueError, ImportRejected) as exc:
+        raise click.UsageError(str(exc)) from exc
+    if not test:
+        raise click.UsageError("no held-out cases: raise --holdout or pass --test-cases")
+    embedder = services.search.embedder
+    report, artefacts = evaluate(settings, tasks, train, test, embedder, services.cache, names, seed=seed,
+                                 depth=depth, folds=folds, do_tune=tune, cv_max_queries=cv_max_queries,
+                                 show=progress, data=source, bootstrap_resamples=resamples, max_hit_loss=max_hit_loss)
+    command = "python app.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    extra = []
+    if adaptation:
+        result = adaptation_experiment.run(settings, tasks, train, test, embedder, progress)
+        report["adaptation"] = result
+        extra.append(adaptation_experiment.markdown(result))
+    report = _clean(report)
+    if out is not None:
+        write_all(out, report, artefacts, command, extra)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    click.echo(summary_table(report))
+    if out is not None:
+        click.echo(f"report: {out / 'report.md'}")
+
+
+def summary_table(report: dict) -> str:
+    def f(v):
+        return "    -" if v is None else f"{v:.3f}"
+
+    lines = [f"{'config':26} {'n':>5} {'Hit@1':>6} {'Hit@3':>6} {'Hit@5':>6} {'MRR':>6} {'nDCG10':>6} {'OOSFPR':>6} {'p50ms':>7}"]
+    for name, c in report["configs"].items():
+        if c.get("skipped"):
+            lines.append(f"{name:26} skipped: {c['skipped']}")
+            continue
+        lat = c.get("latency_ms_p50")
+        lines.append(f"{name:26} {c['n']:>5} {f(c['hit@1']):>6} {f(c['hit@3']):>6} {f(c['hit@5']):>6} "
+                     f"{f(c['mrr']):>6} {f(c['ndcg@10']):>6} {f(c.get('oos_fpr')):>6} {lat if lat is None else round(lat, 1):>7}")
+    mc = report.get("min_confidence")
+    if mc and mc.get("feature"):
+        lines.append(f"MIN_CONFIDENCE: {mc['feature']} >= {mc['value']:.4f} (CV: Hit@5 {f(mc['cv'].get('hit@5'))}, "
+                     f"OOS FPR {f(mc['cv'].get('oos_fpr'))})")
+    if report.get("tuning"):
+        t = report["tuning"]
+        lines.append(f"tuned weights (CV MRR {f(t['best']['mrr'])}): {t['best']['weights']}; product CV MRR "
+                     f"{f(t['product']['mrr'])}; paper CV MRR {f(t['paper']['mrr'])}; suggested K {t['suggested_k']}")
+    if report.get("adaptation"):
+        a = report["adaptation"]
+        lines.append(f"adaptation Hit@5 on new-task queries: before {a['before']['new_queries']['hit@5']:.3f} -> "
+                     f"after {a['after']['new_queries']['hit@5']:.3f}")
+    return "\n".join(lines)

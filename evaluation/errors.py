@@ -1,0 +1,146 @@
+"""Error analysis (paper §4.5): every miss (in-scope query, no gold task in the top 5) gets one
+class, by the first rule that holds, evaluated on the prefilter's own signal values for the
+query (evaluation.fastrank.SignalBlock over the index built from the TRAINING cases):
+
+1. ``ambiguous``: a gold task is in the shortlist (top K = settings.shortlist_size) with a
+   fused score above 0, and either
+   the top result's fused score is within AMBIGUITY_GAP (10%) of that gold task's, i.e.
+   (top - gold) / top <= 0.10, or the top result has the same catalog category as a gold task.
+   The system found the right neighbourhood but could not tell the near-equal tasks apart.
+2. ``lexical_gap``: no query word links to any gold task (the gold's lexical, rationale and
+   typo signals are all 0) AND at least one query word is unknown to both the catalog text and
+   the training lexicon (its stem is in neither vocabulary and typo correction finds no
+   neighbour): a novel acronym or term the system has never seen.
+3. ``missing_rationale``: no query word links to any gold task (as in 2) although every query
+   word is known somewhere (catalog or lexicon, possibly after typo correction): the terms
+   exist, but no test-case rationale connects them to the gold task.
+4. ``embedding_failure``: some query word does link to a gold task, yet both the embedding
+   signal alone and the sparse evidence (lexical + rationale + typo) alone rank every gold task
+   below 5th: the embedding did not rescue a query whose sparse evidence was too weak.
+5. ``fusion``: anything else: one signal alone places a gold task in the top 5 but the fused
+   score does not (a weighting problem rather than missing knowledge).
+
+Classes 2 and 3 (and usually 1) are fixed by adding a test case; each miss therefore comes with
+a suggested case: the query, its gold ids and a rationale built from the gold task's name and
+help text plus the query words that did not link to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lexicon.text import stem, words
+from search.index import SearchIndex
+from search.prefilter import typo_corrections
+from search.signals import unique
+
+from .fastrank import SignalBlock
+
+AMBIGUITY_GAP = 0.10
+CLASSES = ("ambiguous", "lexical_gap", "missing_rationale", "embedding_failure", "fusion")
+
+
+@dataclass(frozen=True)
+class Miss:
+    query: str
+    gold: tuple[str, ...]
+    category: str | None
+    cls: str
+    reason: str
+    top: list[str]
+    gold_rank: int | None
+    unknown_words: list[str]
+    suggestion: dict
+
+
+def _rank_of(scores: np.ndarray, row: int) -> int:
+    return int(np.count_nonzero(scores > scores[row])) + 1
+
+
+def suggest_case(query: str, gold: tuple[str, ...], category: str | None, tasks_by_id, unlinked: list[str]) -> dict:
+    gold_tasks = [tasks_by_id[g] for g in gold if g in tasks_by_id]
+    parts = []
+    for task in gold_tasks:
+        help_text = task.help.split(". ")[0].rstrip(".") if task.help else ""
+        parts.append(f"{task.name}" + (f": {help_text}" if help_text else ""))
+    rationale = "; ".join(parts) + "."
+    if unlinked:
+        rationale += f" Users say \"{' '.join(unlinked)}\" for this task."
+    row = {"query": query, "gold": list(gold), "rationale": rationale}
+    if category:
+        row["category"] = category
+    return row
+
+
+def classify(index: SearchIndex, block: SignalBlock, fused: np.ndarray, ranking: list[str], query: str,
+             gold: tuple[str, ...], shortlist_size: int, typo_min_similarity: float = 80.0) -> tuple[str, str, list[str], list[str]]:
+    """(class, reason, unknown words, unlinked words) for one miss; see the module docstring."""
+    tasks_by_id = {t.id: t for t in index.tasks}
+    rows = [block.task_ids.index(g) for g in gold if g in block.task_ids]
+    query_words = unique(words(query))
+    corrections = typo_corrections(index, query_words, typo_min_similarity)
+    unknown = [w for w in query_words if stem(w) not in index.vocabulary and w not in corrections]
+    gold_rows_index = [index.tasks.index(tasks_by_id[g]) for g in gold if g in tasks_by_id]
+    unlinked = []
+    for w in query_words:
+        column = index.vocabulary.get(stem(w))
+        linked = column is not None and any(index.lexical[r, column] > 0 or index.rationale[r, column] > 0
+                                            for r in gold_rows_index)
+        if not linked:
+            unlinked.append(w)
+    if not rows:
+        return "lexical_gap", "gold task is not in the (active) catalog", unknown, unlinked
+
+    shortlist = ranking[:shortlist_size]
+    in_shortlist = [g for g in gold if g in shortlist]
+    if in_shortlist and ranking:
+        top_row = block.task_ids.index(ranking[0])
+        top_score = float(fused[top_row])
+        best_gold = max(float(fused[block.task_ids.index(g)]) for g in in_shortlist)
+        gap = (top_score - best_gold) / top_score if top_score > 0 else 0.0
+        top_cat = tasks_by_id[ranking[0]].category
+        same_cat = top_cat is not None and top_cat in {tasks_by_id[g].category for g in gold}
+        if best_gold > 0 and (gap <= AMBIGUITY_GAP or same_cat):
+            why = f"gold in shortlist, score gap {gap:.0%}" if gap <= AMBIGUITY_GAP else \
+                f"gold in shortlist, top result shares category {top_cat!r}"
+            return "ambiguous", why, unknown, unlinked
+
+    sparse = sum(block.values[n] for n in ("lexical", "rationale", "typo") if n in block.values)
+    evidence = any(float(sparse[r]) > 0 for r in rows)
+    if not evidence:
+        if unknown:
+            return "lexical_gap", f"no link to gold; unknown word(s): {', '.join(unknown)}", unknown, unlinked
+        return "missing_rationale", "no query word links to the gold task in catalog text or lexicon", unknown, unlinked
+    emb = block.values.get("embedding")
+    emb_rank = min(_rank_of(emb, r) for r in rows) if emb is not None else None
+    sparse_rank = min(_rank_of(np.asarray(sparse), r) for r in rows)
+    if (emb_rank is None or emb_rank > 5) and sparse_rank > 5:
+        return ("embedding_failure",
+                f"embedding ranks gold {emb_rank if emb_rank is not None else 'n/a'}, sparse evidence ranks it {sparse_rank}",
+                unknown, unlinked)
+    return "fusion", f"embedding rank {emb_rank}, sparse rank {sparse_rank}, but fused rank > 5", unknown, unlinked
+
+
+def analyse(index: SearchIndex, rows, blocks: dict[str, SignalBlock], weights, use_pins: bool,
+            shortlist_size: int, typo_min_similarity: float = 80.0) -> dict:
+    """Classify the misses among `rows` (QueryRuns of one configuration)."""
+    tasks_by_id = {t.id: t for t in index.tasks}
+    misses: list[Miss] = []
+    for row in rows:
+        gold = tuple(row.gold)
+        if not gold or set(gold) & set(row.ranking[:5]):
+            continue
+        block = blocks[row.query]
+        fused, _ = block.fused(weights)
+        ranking = block.rank_fast(weights, max(shortlist_size, 20), use_pins)
+        cls, reason, unknown, unlinked = classify(index, block, np.asarray(fused), ranking, row.query, gold,
+                                                  shortlist_size, typo_min_similarity)
+        rank = next((i for i, t in enumerate(row.ranking, start=1) if t in gold), None)
+        misses.append(Miss(row.query, gold, row.category, cls, reason, row.ranking[:5], rank, unknown,
+                           suggest_case(row.query, gold, row.category, tasks_by_id, unlinked)))
+    counts = {c: sum(1 for m in misses if m.cls == c) for c in CLASSES}
+    worst = sorted(misses, key=lambda m: (-(m.gold_rank or 10_000), m.query))
+    return {"n_misses": len(misses), "counts": counts,
+            "shares": {c: (counts[c] / len(misses) if misses else None) for c in CLASSES},
+            "misses": [m.__dict__ for m in worst]}

@@ -1,0 +1,253 @@
+"""Run configurations over held-out cases against a throw-away store.
+
+`throwaway_service` creates a temporary SQLite file, migrates it (catalog.db.upgrade), fills
+it with the catalog and the TRAINING cases only, and wraps it in a SearchService that shares
+the live embedder (so embeddings come from, and go to, the live cache). The lexicon and the
+in-context examples are therefore built from training cases only; the live database is never
+opened for writing (it is only read, when no files are given).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from catalog.db import make_engine, upgrade
+from catalog.records import CaseRecord, TaskRecord
+from catalog.store import CatalogStore
+from ops.metrics import Metrics
+from search.prefilter import PrefilterResult, prefilter
+from search.service import SearchService
+from settings import Settings
+
+from .configs import ConfigSpec
+
+DEFAULT_DEPTH = 20
+EMBED_BATCH = 64
+
+
+@dataclass
+class QueryRun:
+    query: str
+    gold: tuple[str, ...]
+    category: str | None
+    ranking: list[str]
+    scores: list[float]
+    latency_ms: float
+    features: dict[str, float] = field(default_factory=dict)   # confidence features (threshold)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class ConfigRun:
+    spec: ConfigSpec
+    rows: list[QueryRun] = field(default_factory=list)
+    skipped: str | None = None
+    model: str | None = None
+    notes: dict = field(default_factory=dict)
+
+
+def progress(iterable, desc: str, enabled: bool, total: int | None = None):
+    return tqdm(iterable, desc=desc, total=total, file=sys.stderr, disable=not enabled, leave=False,
+                dynamic_ncols=True)
+
+
+@contextmanager
+def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord],
+                      embedder, reranker=None) -> Iterator[tuple[CatalogStore, SearchService]]:
+    with tempfile.TemporaryDirectory(prefix="taskfinder-eval-") as tmp:
+        engine = make_engine(f"sqlite:///{Path(tmp) / 'eval.db'}")
+        try:
+            upgrade(engine)
+            store = CatalogStore(engine)
+            store.import_tasks(list(tasks))
+            store.import_cases(list(train))
+            service = SearchService(settings.with_overrides(rerank_default=False), store, embedder, reranker, Metrics())
+            yield store, service
+        finally:
+            engine.dispose()
+
+
+def embed_queries(embedder, queries: Sequence[str], show: bool) -> None:
+    """Warm the embedding cache for `queries` in batches (per-query calls then hit the cache)."""
+    if embedder is None:
+        return
+    missing = [q for q in dict.fromkeys(queries) if not embedder.is_cached(q, "query")]
+    batches = [missing[i:i + EMBED_BATCH] for i in range(0, len(missing), EMBED_BATCH)]
+    for batch in progress(batches, "embedding queries", show and bool(batches)):
+        embedder.embed(batch, "query")
+
+
+def confidence_features(result: PrefilterResult) -> dict[str, float]:
+    """Features of the prefilter's answer that say how sure it is (see evaluation.threshold)."""
+    ranked = result.ranked
+    if not ranked:
+        return {"top_score": float("-inf"), "margin": float("-inf"), "evidence": float("-inf"), "pinned": 0.0}
+    top = ranked[0]
+    second = ranked[1].score if len(ranked) > 1 else 0.0
+    evidence = sum(top.contributions.get(name, 0.0) for name in ("lexical", "rationale", "typo"))
+    return {"top_score": top.score, "margin": top.score - second, "evidence": evidence,
+            "pinned": 1.0 if top.pinned else 0.0}
+
+
+def unpinned_index(index):
+    """The same index with the lexicon's pins removed (for configurations without rationale)."""
+    return replace(index, lexicon=replace(index.lexicon, pins={}))
+
+
+def run_prefilter_config(spec: ConfigSpec, service: SearchService, cases: Sequence[CaseRecord],
+                         depth: int, show: bool) -> ConfigRun:
+    live = service.live()
+    index = live.index if spec.pins else unpinned_index(live.index)
+    embedder = service.embedder if spec.weights.embedding > 0 else None
+    if spec.weights.embedding > 0 and (service.embedder is None or not live.vectors_ok):
+        return ConfigRun(spec, skipped="embeddings unavailable (EMBEDDINGS_ENABLED=0 or the embedder failed)")
+    run = ConfigRun(spec)
+    for case in progress(cases, spec.name, show):
+        started = time.perf_counter()
+        vector = embedder.embed([case.query], "query")[0] if embedder is not None else None
+        result = prefilter(index, case.query, spec.weights, depth, restrict_roles=False,
+                           query_vector=vector, typo_min_similarity=service.settings.typo_min_similarity)
+        latency = (time.perf_counter() - started) * 1000.0
+        run.rows.append(QueryRun(case.query, case.gold, case.category, [s.task.id for s in result.ranked],
+                                 [s.score for s in result.ranked], latency, confidence_features(result),
+                                 {"pinned": bool(result.ranked and result.ranked[0].pinned)}))
+    return run
+
+
+def run_rerank_config(spec: ConfigSpec, service: SearchService, cases: Sequence[CaseRecord], depth: int,
+                      show: bool, model: str) -> ConfigRun:
+    run = ConfigRun(spec, model=model)
+    outcomes: dict[str, int] = {}
+    for case in progress(cases, spec.name, show):
+        body = service.search(case.query, k=depth, rerank=True, restrict_roles=False)
+        info = body["rerank"]
+        key = "applied" if info.get("applied") else (info.get("skipped") or
+                                                     next(iter(body["degraded"]), None) or "not_applied")
+        outcomes[key] = outcomes.get(key, 0) + 1
+        run.rows.append(QueryRun(case.query, case.gold, case.category, [r["id"] for r in body["results"]],
+                                 [r["score"] for r in body["results"]], body["timings_ms"]["total"], {},
+                                 {"rerank": key, "degraded": list(body["degraded"])}))
+    run.notes["rerank_outcomes"] = outcomes
+    return run
+
+
+def llm_reachable(settings: Settings, timeout_s: float | None = None) -> tuple[bool, str]:
+    """(True, '') when LLM_BASE_URL is set and answers a models listing in time (default: the
+    LLM timeout, at most 30 s: a single-slot local server answers only between completions)."""
+    timeout_s = timeout_s or max(5.0, min(settings.llm_timeout_s, 30.0))
+    if not settings.llm_base_url:
+        return False, "LLM_BASE_URL is not set"
+    try:
+        import openai
+
+        client = openai.OpenAI(base_url=settings.llm_base_url, api_key=settings.llm_api_key or "unused",
+                               timeout=timeout_s, max_retries=0)
+        client.models.list()
+    except Exception as exc:  # any failure means: skip the LLM configurations
+        return False, f"LLM endpoint {settings.llm_base_url} unreachable: {type(exc).__name__}"
+    return True, ""
+
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|\d+\s*[-:])\s*")
+
+
+def parse_names(answer: str) -> list[str]:
+    """One task name per line; list markers ("1.", "-", "*"), quotes and trailing periods stripped."""
+    names = []
+    for line in (answer or "").splitlines():
+        line = _LIST_MARKER.sub("", line).strip().strip("\"'`*").strip()
+        if line.endswith(".") and not line.endswith(".."):
+            line = line[:-1].strip()
+        if line:
+            names.append(line)
+    return names
+
+
+class LLMDirect:
+    """The `llm_direct` baseline of paper Table 1: the whole catalog (task names) in one prompt,
+    the model asked for the 5 best names. Answered names are mapped to ids by exact match (after
+    stripping list markers; case-insensitive as a second chance); unmatched names count as
+    misses. No shortlist, no schema, no validation. Answers are cached on disk."""
+
+    def __init__(self, settings: Settings, tasks: Sequence[TaskRecord], cache=None, max_tokens: int = 120):
+        import openai
+
+        self.model = settings.llm_model
+        self._client = openai.OpenAI(base_url=settings.llm_base_url, api_key=settings.llm_api_key or "unused",
+                                     timeout=max(settings.llm_timeout_s, 120.0), max_retries=0)
+        self._cache = cache
+        self._max_tokens = max_tokens
+        self._by_name: dict[str, str] = {}
+        self._by_folded: dict[str, str] = {}
+        for task in tasks:
+            self._by_name.setdefault(task.name, task.id)
+            self._by_folded.setdefault(task.name.casefold(), task.id)
+        listing = "\n".join(f"- {task.name}" for task in tasks)
+        self.system = ("You help users find tasks in a software catalog. Answer with the names of the 5 "
+                       "tasks that best match the request, best first, one name per line, copied exactly "
+                       "from the catalog. Write nothing else.")
+        self.catalog_block = f"Catalog:\n{listing}\n"
+
+    def messages(self, query: str) -> list[dict]:
+        return [{"role": "system", "content": self.system},
+                {"role": "user", "content": f"{self.catalog_block}\nRequest: {query}\nThe 5 best task names:"}]
+
+    def ask(self, query: str) -> tuple[str, bool]:
+        messages = self.messages(query)
+        key = ("llm_direct", self.model, hashlib.sha256(json.dumps(messages).encode()).hexdigest())
+        if self._cache is not None and (hit := self._cache.get(key)) is not None:
+            return hit, True
+        reply = self._client.chat.completions.create(model=self.model, messages=messages, temperature=0.0,
+                                                     max_tokens=self._max_tokens)
+        answer = reply.choices[0].message.content or ""
+        if self._cache is not None:
+            self._cache.set(key, answer)
+        return answer, False
+
+    def map_names(self, names: Sequence[str]) -> tuple[list[str], int]:
+        ids, unmatched = [], 0
+        for name in names:
+            task_id = self._by_name.get(name) or self._by_folded.get(name.casefold())
+            if task_id is None:
+                unmatched += 1
+            elif task_id not in ids:
+                ids.append(task_id)
+        return ids[:5], unmatched
+
+
+def run_llm_direct(spec: ConfigSpec, llm: LLMDirect, cases: Sequence[CaseRecord], show: bool) -> ConfigRun:
+    run = ConfigRun(spec, model=llm.model)
+    unmatched = errors = 0
+    for case in progress(cases, spec.name, show):
+        started = time.perf_counter()
+        try:
+            answer, cached = llm.ask(case.query)
+        except Exception as exc:  # an unavailable endpoint is a miss, counted
+            answer, cached = "", False
+            errors += 1
+        latency = (time.perf_counter() - started) * 1000.0
+        ids, missed = llm.map_names(parse_names(answer))
+        unmatched += missed
+        run.rows.append(QueryRun(case.query, case.gold, case.category, ids, [float(5 - i) for i in range(len(ids))],
+                                 latency, {}, {"answer": answer[:500], "unmatched": missed, "cached": cached}))
+    run.notes.update(unmatched_names=unmatched, errors=errors)
+    return run
+
+
+def task_vectors(embedder, tasks: Sequence[TaskRecord]) -> np.ndarray | None:
+    from search.index import embedding_text
+
+    if embedder is None or not tasks:
+        return None
+    return embedder.embed([embedding_text(t) for t in tasks], "passage")

@@ -1,0 +1,88 @@
+"""The JSON output contract, built per request from the shortlist.
+
+The request schema pins `idx` and `task_name` to enums of the shortlist, so servers that do
+constrained decoding (OpenAI structured outputs, vLLM, llama.cpp grammars) cannot even emit an
+entry outside it; `maxItems` caps the answer at the shortlist size. It follows the OpenAI
+"strict" subset: every property required, `additionalProperties: false`, an object at the top.
+
+The *shape* schemas below carry no enums: the response is checked against them with
+`jsonschema` to diagnose malformed entries, while membership (idx in the shortlist, name equal
+to the name at idx) is checked in code by `validate.py`, entry by entry, whatever the server
+claims to have enforced.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+from .records import Candidate
+
+SCHEMA_NAME = "task_rerank"
+
+#: Grammar-constrained servers (the json_object+schema rung) also get `maxLength` on the reason,
+#: which OpenAI strict mode would reject: small local models otherwise write long reasons and
+#: run out of completion budget mid-answer. ~80 characters is the "at most 12 words" asked for.
+REASON_MAX_CHARS = 80
+
+_ENTRY_PROPERTIES: dict[str, dict[str, Any]] = {
+    "rank": {"type": "integer"},
+    "idx": {"type": "integer"},
+    "task_name": {"type": "string"},
+    "reason": {"type": "string"},
+}
+
+#: One answer entry. `rank` and `reason` are requested but optional here: they are not needed
+#: for safety, and dropping an otherwise correct entry of an unconstrained model for a missing
+#: reason would only lose a good ranking. Extra keys are ignored.
+ENTRY_SHAPE: dict[str, Any] = {
+    "type": "object",
+    "properties": _ENTRY_PROPERTIES,
+    "required": ["idx", "task_name"],
+}
+
+#: The whole answer: {"results": [...]} or, from models that ignore the envelope, a bare array.
+ANSWER_SHAPE: dict[str, Any] = {
+    "anyOf": [
+        {"type": "array"},
+        {"type": "object", "properties": {"results": {"type": "array"}}, "required": ["results"]},
+    ]
+}
+
+
+def response_schema(candidates: Sequence[Candidate]) -> dict[str, Any]:
+    """The strict request schema for this shortlist (idx and task_name enums, maxItems)."""
+    names = list(dict.fromkeys(c.name for c in candidates))  # enum items must be unique
+    entry = {
+        "type": "object",
+        "properties": {
+            **_ENTRY_PROPERTIES,
+            "idx": {"type": "integer", "enum": [c.idx for c in candidates]},
+            "task_name": {"type": "string", "enum": names},
+        },
+        "required": list(_ENTRY_PROPERTIES),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"results": {"type": "array", "items": entry, "maxItems": len(candidates)}},
+        "required": ["results"],
+        "additionalProperties": False,
+    }
+
+
+def json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """`response_format` for servers with structured outputs (OpenAI, Azure, vLLM, Ollama)."""
+    return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True}}
+
+
+def json_object_format(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """`response_format` JSON mode; with `schema`, the llama.cpp extension that constrains decoding.
+
+    llama.cpp (and llama-cpp-python, the local default) reject the `json_schema` type but turn
+    a `schema` key inside `json_object` into a grammar, which keeps the enum guarantee.
+    """
+    if schema is None:
+        return {"type": "json_object"}
+    bounded = copy.deepcopy(schema)
+    bounded["properties"]["results"]["items"]["properties"]["reason"]["maxLength"] = REASON_MAX_CHARS
+    return {"type": "json_object", "schema": bounded}

