@@ -51,7 +51,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     metrics = Metrics()
     cache = diskcache.Cache(str(settings.cache_dir))
     reranker = Reranker(settings, cache) if settings.llm_base_url else None
-    search = SearchService(settings, store, build_embedder(settings, cache), reranker, metrics)
+    search = SearchService(settings, store, build_embedder(settings, cache), reranker, metrics,
+                           enrichment=catalog_enrichment(settings))
     app.extensions["taskfinder"] = Services(settings, store, search, metrics, cache)
 
     app.register_blueprint(search_bp)
@@ -59,6 +60,17 @@ def create_app(settings: Settings | None = None) -> Flask:
     for command in (*CATALOG_COMMANDS, corpus_group, llm_group, search_command, serve_command):
         app.cli.add_command(command)
     return app
+
+
+def catalog_enrichment(settings: Settings):
+    """With CATALOG_ENRICHMENT=1, the task vocabulary cached by `corpus enrich-catalog` (for the
+    configured LLM model) joins the prefilter's lexical signal; no LLM call at search time."""
+    if not settings.catalog_enrichment:
+        return None
+    from kb.enrich import enrich_tasks, open_cache
+
+    cache = open_cache(settings.cache_dir)
+    return lambda tasks: enrich_tasks(tasks, None, cache, settings.llm_model)
 
 
 @click.command("search")

@@ -86,6 +86,7 @@ class Settings:
     weights: Weights = field(default_factory=Weights)
     field_weights: FieldWeights = field(default_factory=FieldWeights)
     typo_min_similarity: float = 80.0
+    catalog_enrichment: bool = False
     # embeddings
     embeddings_enabled: bool = True
     embeddings_base_url: str = ""
@@ -168,6 +169,7 @@ class Settings:
                 values[attr] = _as_float(name, raw, minimum)
         for attr, name in {"embeddings_enabled": "EMBEDDINGS_ENABLED",
                            "embeddings_input_type": "EMBEDDINGS_INPUT_TYPE",
+                           "catalog_enrichment": "CATALOG_ENRICHMENT",
                            "rerank_default": "RERANK_DEFAULT"}.items():
             if (raw := get(name)) is not None:
                 values[attr] = _as_bool(name, raw)

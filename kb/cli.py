@@ -100,6 +100,30 @@ def enrich(name, prompt_mode, variant, limit, concurrency, max_df, weight, apply
     click.echo(json.dumps(report, indent=1))
 
 
+@corpus_group.command("enrich-catalog")
+@click.option("--max-df", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+              help="Upper DF bound, as a fraction of the catalog.")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=4, show_default=True)
+@with_appcontext
+def enrich_catalog(max_df, concurrency):
+    """Ask the LLM for vocabulary missing from each task (task_catalog mode; cached, resumable).
+
+    The search index reads the cached, DF-filtered terms into the prefilter's `enriched` field
+    when CATALOG_ENRICHMENT=1."""
+    from kb.enrich import enrich_tasks
+
+    kb = _kb()
+    if kb.llm is None:
+        raise click.ClickException("no LLM endpoint configured (LLM_BASE_URL)")
+    tasks = current_app.extensions["taskfinder"].store.tasks()
+    enrichment = enrich_tasks(tasks, kb.llm, kb.cache, kb.settings.llm_model, max_df=max_df,
+                              concurrency=concurrency, progress=sys.stderr.isatty())
+    enriched = {task_id: terms for task_id, terms in enrichment.items() if terms}
+    click.echo(json.dumps({"tasks": len(tasks), "tasks_enriched": len(enriched),
+                           "terms": sum(len(t) for t in enriched.values()), "model": kb.settings.llm_model,
+                           "sample": dict(list(enriched.items())[:5])}, indent=1))
+
+
 @corpus_group.command("evaluate")
 @click.option("--name", required=True)
 @click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,

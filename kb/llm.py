@@ -1,16 +1,16 @@
 """LLM access for enrichment: the official `openai` client against any OpenAI-compatible server
 (OpenAI, vLLM, Ollama, llama.cpp), temperature 0, JSON output validated with jsonschema.
 
-Structured output: json_schema where supported, falling back to json_object (+ a `schema` key,
-which llama.cpp turns into a grammar) when the server rejects it; LLM_RESPONSE_FORMAT=auto|
-json_schema|json_object as for the re-ranker.
+Structured output: the re-ranker's rerank.client.ChatClient does the response-format ladder
+(json_schema where supported, falling back to json_object + a `schema` key, which llama.cpp turns
+into a grammar, then plain json_object when the server rejects it; LLM_RESPONSE_FORMAT=auto|
+json_schema|json_object); this module adds the prompts, the schemas and the validation.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import threading
 from dataclasses import dataclass
 
 import jsonschema
@@ -139,39 +139,24 @@ def request_schema(shape: dict) -> dict:
     return out
 
 
-_LADDER = ("json_schema", "json_object+schema", "json_object")
-_START = {"auto": 0, "json_schema": 0, "json_object": 1}
-
-
-def _rejects_response_format(exc) -> bool:
-    """Whether an HTTP error is the server refusing our response_format (400/422, or the 500
-    llama-cpp-python answers with), not some other failure."""
-    if getattr(exc, "status_code", None) not in {400, 422, 500}:
-        return False
-    text = f"{getattr(exc, 'message', '')} {getattr(exc, 'body', '')}".lower()
-    return "response_format" in text or "json_schema" in text
-
-
 class LLM:
-    """Thread-safe JSON completions: the official openai client, temperature 0, a response-format
-    ladder json_schema -> json_object + schema (llama.cpp grammar) -> json_object, stepped down
-    when the server rejects a format and remembered for the session (the same ladder as the
-    re-ranker's rerank.client.ChatClient). Output is validated with jsonschema against the
-    shape schema; failures raise (openai errors, LLMError)."""
+    """Thread-safe JSON completions over rerank.client.ChatClient (the official openai client,
+    temperature 0, the response-format ladder json_schema -> json_object + schema (llama.cpp
+    grammar) -> json_object, stepped down when the server rejects a format and remembered).
+    Output is validated with jsonschema against the shape schema; failures raise
+    (rerank.client.LLMUnavailable for transport/HTTP errors, LLMError for bad output)."""
 
     def __init__(self, base_url: str, model: str, api_key: str = "", timeout_s: float = 20.0,
                  response_format: str = "auto", max_tokens: int = 400):
         import openai
 
-        if response_format not in _START:
-            raise ValueError(f"response_format must be one of {sorted(_START)}")
+        from rerank.client import ChatClient
+
         self.model = model
         self.max_tokens = max_tokens
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s,
                                     max_retries=1)
-        self._mode = response_format
-        self._rung = _START[response_format]
-        self._lock = threading.Lock()
+        self._chat = ChatClient(self.client, model, response_format)
 
     @classmethod
     def from_settings(cls, settings) -> "LLM | None":
@@ -181,34 +166,16 @@ class LLM:
                    getattr(settings, "llm_response_format", "auto"))
 
     def complete_json(self, messages: list[dict], schema: dict, name: str = "terms") -> LLMReply:
-        import openai
+        def render(in_prompt: dict | None) -> list[dict]:
+            if in_prompt is None:  # json_schema rung: the server enforces it
+                return messages
+            extra = "\n\nAnswer with a JSON object matching this JSON schema:\n" + json.dumps(in_prompt)
+            return messages[:-1] + [dict(messages[-1], content=messages[-1]["content"] + extra)]
 
-        strict = request_schema(schema)
-        while True:
-            with self._lock:
-                rung = _LADDER[self._rung]
-            msgs = messages
-            if rung == "json_schema":
-                fmt = {"type": "json_schema", "json_schema": {"name": name, "schema": strict, "strict": True}}
-            else:
-                extra = "\n\nAnswer with a JSON object matching this JSON schema:\n" + json.dumps(strict)
-                msgs = messages[:-1] + [dict(messages[-1], content=messages[-1]["content"] + extra)]
-                fmt = {"type": "json_object", "schema": strict} if rung == "json_object+schema" else {"type": "json_object"}
-            try:
-                resp = self.client.chat.completions.create(model=self.model, messages=msgs, temperature=0,
-                                                           max_tokens=self.max_tokens, response_format=fmt)
-            except openai.APIStatusError as exc:
-                if self._mode != "json_schema" and rung != "json_object" and _rejects_response_format(exc):
-                    with self._lock:
-                        self._rung = max(self._rung, _LADDER.index(rung) + 1)
-                    continue
-                raise
-            break
-        content = resp.choices[0].message.content if resp.choices else None
-        data = parse_json(content)
+        reply = self._chat.complete(render, request_schema(schema), self.max_tokens, schema_name=name)
+        data = parse_json(reply.content)
         try:
             jsonschema.validate(data, schema)
         except jsonschema.ValidationError as exc:
             raise LLMError(f"JSON does not match schema: {exc.message}") from exc
-        usage = getattr(resp, "usage", None)
-        return LLMReply(data, getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+        return LLMReply(data, reply.prompt_tokens, reply.completion_tokens)

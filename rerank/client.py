@@ -13,7 +13,7 @@ With LLM_RESPONSE_FORMAT=auto the first call tries json_schema; when the server 
 error text names response_format) the call is retried at once one rung lower, and the rung is
 remembered per base URL for the life of the process. `json_object` starts on the second rung;
 `json_schema` is pinned to the first and never falls back. Every other error propagates as
-`LLMUnavailable`, for the re-ranker to degrade on.
+`LLMUnavailable`, for the caller to degrade on (the re-ranker; kb.llm for enrichment).
 """
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ from typing import Any, Callable
 
 import openai
 
-from .schema import json_object_format, json_schema_format
-
 log = logging.getLogger(__name__)
 
 JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT = "json_schema", "json_object+schema", "json_object"
@@ -34,6 +32,20 @@ _START = {"auto": 0, "json_schema": 0, "json_object": 1}
 _FORMAT_REJECTION_STATUS = {400, 422, 500}
 
 Messages = list[dict[str, str]]
+
+
+def json_schema_format(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """`response_format` for servers with structured outputs (OpenAI, Azure, vLLM, Ollama)."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def json_object_format(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """`response_format` JSON mode; with `schema`, the llama.cpp extension that constrains decoding.
+
+    llama.cpp (and llama-cpp-python, the local default) reject the `json_schema` type but turn
+    a `schema` key inside `json_object` into a grammar.
+    """
+    return {"type": "json_object"} if schema is None else {"type": "json_object", "schema": schema}
 
 
 class LLMUnavailable(Exception):
@@ -78,17 +90,24 @@ class ChatClient:
         render: Callable[[dict[str, Any] | None], Messages],
         schema: dict[str, Any],
         max_tokens: int,
+        *,
+        schema_name: str = "response",
+        grammar_schema: dict[str, Any] | None = None,
     ) -> Reply:
         """Send one request; `render(schema_or_None)` builds the messages for the chosen rung.
 
+        `schema` is the strict schema: the json_schema rung sends it under `schema_name`, and the
+        json_object rungs spell it out in the prompt via `render`. `grammar_schema` (default:
+        `schema`) is what the json_object+schema rung hands the server to turn into a grammar.
         Raises LLMUnavailable for every failure that is not a rejected response_format.
         """
         while True:
             rung = self.response_format()
             if rung == JSON_SCHEMA:  # enforced by the server: no need to spend prompt tokens on it
-                fmt, messages = json_schema_format(schema), render(None)
+                fmt, messages = json_schema_format(schema, schema_name), render(None)
             else:
-                fmt = json_object_format(schema if rung == JSON_OBJECT_SCHEMA else None)
+                grammar = (schema if grammar_schema is None else grammar_schema) if rung == JSON_OBJECT_SCHEMA else None
+                fmt = json_object_format(grammar)
                 messages = render(schema)
             try:
                 response = self._client.chat.completions.create(

@@ -33,7 +33,7 @@ from .cache import AnswerCache, cache_key
 from .client import ChatClient, LLMUnavailable
 from .prompt import build_messages
 from .records import INVALID, UNAVAILABLE, Candidate, Example, RerankOutcome
-from .schema import response_schema
+from .schema import SCHEMA_NAME, grammar_schema, response_schema
 from .validate import check_answer
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,13 @@ class Reranker:
             return RerankOutcome.prefilter(size, model=self._model, skipped="circuit_open", degraded=UNAVAILABLE)
 
         try:
+            schema = response_schema(candidates)
             reply = self._chat.complete(
                 partial(build_messages, query, candidates, examples),
-                response_schema(candidates),
+                schema,
                 max_tokens=self._max_tokens or ANSWER_BASE_TOKENS + TOKENS_PER_ENTRY * size,
+                schema_name=SCHEMA_NAME,
+                grammar_schema=grammar_schema(schema),
             )
         except LLMUnavailable as exc:
             self._breaker.record_failure()

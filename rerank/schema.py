@@ -70,19 +70,9 @@ def response_schema(candidates: Sequence[Candidate]) -> dict[str, Any]:
     }
 
 
-def json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
-    """`response_format` for servers with structured outputs (OpenAI, Azure, vLLM, Ollama)."""
-    return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True}}
-
-
-def json_object_format(schema: dict[str, Any] | None) -> dict[str, Any]:
-    """`response_format` JSON mode; with `schema`, the llama.cpp extension that constrains decoding.
-
-    llama.cpp (and llama-cpp-python, the local default) reject the `json_schema` type but turn
-    a `schema` key inside `json_object` into a grammar, which keeps the enum guarantee.
-    """
-    if schema is None:
-        return {"type": "json_object"}
+def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema for grammar-constrained servers (the json_object+schema rung): a copy of the
+    strict request schema with `maxLength` on the reason, which OpenAI strict mode would reject."""
     bounded = copy.deepcopy(schema)
     bounded["properties"]["results"]["items"]["properties"]["reason"]["maxLength"] = REASON_MAX_CHARS
-    return {"type": "json_object", "schema": bounded}
+    return bounded

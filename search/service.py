@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
@@ -51,7 +51,8 @@ def _ms(start: float) -> float:
 
 class SearchService:
     def __init__(self, settings: Settings, source: CatalogSource, embedder: CachedEmbedder | None,
-                 reranker: Reranker | None, metrics: Metrics, enrichment: Enrichment | None = None):
+                 reranker: Reranker | None, metrics: Metrics,
+                 enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None):
         self.settings = settings
         self.source = source
         self.embedder = embedder
@@ -78,7 +79,8 @@ class SearchService:
     def _build(self, revision: int) -> LiveIndex:
         tasks, cases = self.source.tasks(), tuple(self.source.cases())
         lexicon = build_lexicon(cases)
-        index = build_index(tasks, lexicon, self.settings.field_weights, self.enrichment)
+        enrichment = self.enrichment(tasks) if self.enrichment is not None else None
+        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment)
         vectors_ok = False
         if self.embedder is not None and tasks:
             try:

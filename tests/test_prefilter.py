@@ -123,3 +123,15 @@ def test_a_test_case_query_pins_its_gold_tasks_first():
     assert not any(s.pinned for s in result.ranked[1:])
     assert ids(prefilter(index, "screening developmental", Weights(), k=5))[0] == "asq"
     assert not prefilter(index, "eligibility income", Weights(), k=5).ranked[0].pinned
+
+
+def test_enrichment_terms_join_the_lexical_signal_without_touching_task_text():
+    enrichment = {"meal": [("food program", 1.0), ("USDA reimbursement", 1.0)]}
+    plain = build_index(TASKS, build_lexicon([]), FieldWeights())
+    enriched = build_index(TASKS, build_lexicon([]), FieldWeights(), enrichment)
+    assert prefilter(plain, "usda reimbursement", LEX_ONLY, k=1).ranked[0].signals["lexical"] == 0
+    top = prefilter(enriched, "usda reimbursement", LEX_ONLY, k=1).ranked[0]
+    assert top.task.id == "meal" and {"term": "usda", "field": "enriched"} in top.matched
+    assert enriched.tasks == plain.tasks  # stored text unchanged
+    name_hit = prefilter(enriched, "meal", LEX_ONLY, k=1).ranked[0].signals["lexical"]
+    assert name_hit == pytest.approx(1.0, abs=0.01)

@@ -13,8 +13,9 @@ from rerank import PROMPT_VERSION, Candidate, Example, prefilter_is_confident, r
 from rerank.breaker import CircuitBreaker
 from rerank.cache import cache_key
 from rerank.cli import llm_group
+from rerank.client import json_object_format, json_schema_format
 from rerank.prompt import HELP_CHARS, build_messages, quote
-from rerank.schema import REASON_MAX_CHARS, json_object_format, json_schema_format, response_schema
+from rerank.schema import REASON_MAX_CHARS, SCHEMA_NAME, grammar_schema, response_schema
 from rerank.validate import check_answer
 
 NAMES = {"att": "Enter Child Attendance", "asq": "ASQ-3 Screening", "meal": "Meal Count"}
@@ -128,10 +129,10 @@ def test_duplicate_names_appear_once_in_the_enum():
 
 def test_response_format_envelopes():
     schema = response_schema(CANDIDATES)
-    assert json_schema_format(schema) == {
+    assert json_schema_format(schema, SCHEMA_NAME) == {
         "type": "json_schema", "json_schema": {"name": "task_rerank", "schema": schema, "strict": True}}
     assert json_object_format(None) == {"type": "json_object"}
-    grammar = json_object_format(schema)
+    grammar = json_object_format(grammar_schema(schema))
     assert grammar["type"] == "json_object"
     reason = grammar["schema"]["properties"]["results"]["items"]["properties"]["reason"]
     assert reason == {"type": "string", "maxLength": REASON_MAX_CHARS}, "bounded for grammar servers only"
