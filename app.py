@@ -20,8 +20,10 @@ from flask.cli import FlaskGroup, with_appcontext
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
+from evaluation.cli import evaluate_command
 from kb.api import kb_bp
 from kb.cli import corpus_group
+from kb.enrich import catalog_enrichment
 from ops.metrics import Metrics
 from rerank import Reranker
 from rerank.cli import llm_group
@@ -57,20 +59,10 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
-    for command in (*CATALOG_COMMANDS, corpus_group, llm_group, search_command, serve_command):
+    for command in (*CATALOG_COMMANDS, corpus_group, llm_group, evaluate_command, search_command,
+                    serve_command):
         app.cli.add_command(command)
     return app
-
-
-def catalog_enrichment(settings: Settings):
-    """With CATALOG_ENRICHMENT=1, the task vocabulary cached by `corpus enrich-catalog` (for the
-    configured LLM model) joins the prefilter's lexical signal; no LLM call at search time."""
-    if not settings.catalog_enrichment:
-        return None
-    from kb.enrich import enrich_tasks, open_cache
-
-    cache = open_cache(settings.cache_dir)
-    return lambda tasks: enrich_tasks(tasks, None, cache, settings.llm_model)
 
 
 @click.command("search")

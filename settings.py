@@ -86,6 +86,11 @@ class Settings:
     weights: Weights = field(default_factory=Weights)
     field_weights: FieldWeights = field(default_factory=FieldWeights)
     typo_min_similarity: float = 80.0
+    # No confident match: below this top fused score the search returns nothing rather than a
+    # wrong task (pinned answers always pass). Fitted by `python app.py evaluate` on the demo
+    # data's training split (5-fold CV: the lowest out-of-scope FPR costing <= 2 points of
+    # Hit@5) for the default weights and embedding model; refit when either changes. 0 = off.
+    min_confidence: float = 2.01
     catalog_enrichment: bool = False
     # embeddings
     embeddings_enabled: bool = True
@@ -161,6 +166,7 @@ class Settings:
             "embeddings_timeout_s": ("EMBEDDINGS_TIMEOUT_S", 0.01),
             "llm_timeout_s": ("LLM_TIMEOUT_S", 0.01),
             "typo_min_similarity": ("TYPO_MIN_SIMILARITY", 0.0),
+            "min_confidence": ("MIN_CONFIDENCE", 0.0),
             "rerank_skip_margin": ("RERANK_SKIP_MARGIN", 0.0),
             "breaker_cooldown_s": ("LLM_BREAKER_COOLDOWN_S", 0.0),
         }

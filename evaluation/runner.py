@@ -25,6 +25,7 @@ from tqdm import tqdm
 from catalog.db import make_engine, upgrade
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore
+from kb.enrich import catalog_enrichment
 from ops.metrics import Metrics
 from search.prefilter import PrefilterResult, prefilter
 from search.service import SearchService
@@ -72,7 +73,8 @@ def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Se
             store = CatalogStore(engine)
             store.import_tasks(list(tasks))
             store.import_cases(list(train))
-            service = SearchService(settings.with_overrides(rerank_default=False), store, embedder, reranker, Metrics())
+            service = SearchService(settings.with_overrides(rerank_default=False), store, embedder, reranker, Metrics(),
+                                    enrichment=catalog_enrichment(settings))
             yield store, service
         finally:
             engine.dispose()

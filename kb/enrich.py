@@ -361,3 +361,13 @@ def enrich_tasks(records: Sequence, llm: LLM | None, cache, model: str, max_df: 
         res = df_filter(index, proposals, max_df=max_df, min_df=0, view="text", exclude_terms=own)
         out[r.id] = [(t, weight) for t, _ in res.kept]
     return out
+
+
+def catalog_enrichment(settings):
+    """With CATALOG_ENRICHMENT=1, a function tasks -> enrichment that reads the task vocabulary
+    cached by `corpus enrich-catalog` for the configured LLM model (no LLM call at search time),
+    for the search index's `enriched` field; None when the setting is off."""
+    if not settings.catalog_enrichment:
+        return None
+    cache = open_cache(settings.cache_dir)
+    return lambda tasks: enrich_tasks(tasks, None, cache, settings.llm_model)

@@ -45,6 +45,15 @@ class LiveIndex:
     vectors_ok: bool
 
 
+def is_confident(result: PrefilterResult, min_confidence: float) -> bool:
+    """Whether to answer at all: the top task is pinned by a test case, or its fused score
+    reaches `min_confidence` (the calibrated no-confident-match threshold)."""
+    if not result.ranked:
+        return False
+    top = result.ranked[0]
+    return top.pinned or top.score >= min_confidence
+
+
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
 
@@ -137,6 +146,9 @@ class SearchService:
                            restrict_roles=restrict_roles, query_vector=query_vector)
         timings["prefilter"] = _ms(stage)
 
+        confident = is_confident(result, self.settings.min_confidence)
+        if not confident:
+            result = PrefilterResult([], result.corrections, result.effective_weights)
         stage = time.perf_counter()
         ranked, rerank_info = self._rerank(query, result, live, rerank, degraded)
         timings["rerank"] = _ms(stage)
@@ -158,6 +170,7 @@ class SearchService:
             "k": k,
             "role": role,
             "results": results,
+            "no_confident_match": not confident,
             "degraded": degraded,
             "corrections": {w: [{"word": c, "similarity": round(s, 3)} for c, s in found]
                             for w, found in result.corrections.items()},

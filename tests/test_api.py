@@ -33,7 +33,8 @@ def test_typo_tolerance_without_any_test_case_for_the_typo(tmp_path, shared_cach
 
 def test_response_contract(client):
     body = search(client, q="hearing and vision screening", k=4).get_json()
-    assert set(body) >= {"query", "k", "role", "results", "degraded", "corrections", "weights", "rerank", "timings_ms"}
+    assert set(body) >= {"query", "k", "role", "results", "no_confident_match", "degraded", "corrections", "weights",
+                         "rerank", "timings_ms"}
     assert len(body["results"]) == 4 and body["degraded"] == []
     first = body["results"][0]
     assert set(first) >= {"id", "name", "help", "url", "score", "signals", "contributions", "matched"}
@@ -114,7 +115,8 @@ def test_index_follows_catalog_edits_without_restart(tmp_path, shared_cache_dir,
 
     app = build_app(make_settings(tmp_path, shared_cache_dir), demo_tasks, demo_cases)
     client, store = app.test_client(), app.extensions["taskfinder"].store
-    assert search(client, q="kiddie cab").get_json()["results"][0]["id"] != "transport.bus-routes"
+    before = search(client, q="kiddie cab").get_json()["results"]
+    assert not before or before[0]["id"] != "transport.bus-routes"
     store.add_case(CaseRecord(query="kiddie cab", gold=("transport.bus-routes",), rationale="Slang for the school bus route."))
     body = search(client, q="kiddie cab").get_json()
     assert body["results"][0]["id"] == "transport.bus-routes" and body["results"][0]["pinned"]
@@ -132,3 +134,20 @@ def test_cli_search_prints_the_same_ranking(demo_app):
     assert text.splitlines()[1].startswith(" 1. CACFP Meal Count")
     bad = runner.invoke(args=["search", "   "])
     assert bad.exit_code != 0 and "required" in bad.output
+
+
+def test_no_confident_match_returns_nothing_rather_than_a_wrong_task(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    strict = build_app(make_settings(tmp_path / "strict", shared_cache_dir, MIN_CONFIDENCE=100), demo_tasks, demo_cases)
+    client = strict.test_client()
+    body = search(client, q="lead screening results").get_json()
+    assert body["results"] == [] and body["no_confident_match"] is True
+    pinned = search(client, q="eligibility").get_json()  # a test case's exact query always answers
+    assert pinned["no_confident_match"] is False and pinned["results"][0]["pinned"]
+    lenient = build_app(make_settings(tmp_path / "off", shared_cache_dir, MIN_CONFIDENCE=0), demo_tasks, demo_cases)
+    assert search(lenient.test_client(), q="zzqx vvbn").get_json()["results"]
+
+
+def test_default_threshold_answers_real_queries_and_drops_noise(client):
+    assert search(client, q="lead screening results").get_json()["no_confident_match"] is False
+    body = search(client, q="🚌🚌🚌").get_json()
+    assert body["results"] == [] and body["no_confident_match"] is True
