@@ -188,6 +188,25 @@ def doc_job_items(docs, kind: str, model: str, mode: str) -> list[JobItem]:
     return items
 
 
+def bound_enriched_df(index: Index, proposals: dict[str, list[tuple[str, float]]],
+                      max_df: float) -> tuple[dict[str, list[tuple[str, float]]], int]:
+    """The DF bound again, on the enriched view: a term's document frequency counts the documents
+    whose text has it plus those it is about to be injected into. A term the LLM proposes for
+    many documents says nothing about any one of them (a weak model proposing the same phrase
+    everywhere would otherwise flood the index), so above max_df * N it is dropped everywhere.
+    Returns the surviving proposals and how many (doc, term) pairs were dropped."""
+    key = {term: tuple(index.analyze(term)) for terms in proposals.values() for term, _ in terms}
+    proposed_in: dict[tuple, int] = {}
+    for terms in proposals.values():
+        for parts in {key[term] for term, _ in terms}:
+            proposed_in[parts] = proposed_in.get(parts, 0) + 1
+    bound = max(max_df * max(index.n_docs, 1), 1.0)
+    too_common = {parts for parts, n in proposed_in.items() if n + index.df(" ".join(parts), "text") > bound}
+    kept = {doc: [(t, w) for t, w in terms if key[t] not in too_common] for doc, terms in proposals.items()}
+    dropped = sum(len(terms) - len(kept[doc]) for doc, terms in proposals.items())
+    return {doc: terms for doc, terms in kept.items() if terms}, dropped
+
+
 def build_postings(index: Index, docs, cache, kind: str, model: str, mode: str,
                    max_df: float = DEFAULT_MAX_DF, weight: float = DEFAULT_ENRICH_WEIGHT) -> tuple[dict, dict]:
     """{doc_id: [(phrase, weight)]} from cached LLM output, through the DF filter."""
@@ -212,6 +231,10 @@ def build_postings(index: Index, docs, cache, kind: str, model: str, mode: str,
         stats["dropped"] += len(res.dropped)
         if res.kept:
             postings[d.id] = [(t, weight) for t, _ in res.kept]
+    if kind != "sage":
+        postings, overproposed = bound_enriched_df(index, postings, max_df)
+        stats["kept"] -= overproposed
+        stats["dropped"] += overproposed
     return postings, stats
 
 
@@ -360,7 +383,8 @@ def enrich_tasks(records: Sequence, llm: LLM | None, cache, model: str, max_df: 
         own = set(index.analyze(task_text(r)))
         res = df_filter(index, proposals, max_df=max_df, min_df=0, view="text", exclude_terms=own)
         out[r.id] = [(t, weight) for t, _ in res.kept]
-    return out
+    kept, _ = bound_enriched_df(index, out, max_df)
+    return {r.id: kept.get(r.id, []) for r in records}
 
 
 def catalog_enrichment(settings):

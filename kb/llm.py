@@ -19,8 +19,8 @@ MAX_DOC_CHARS = 6000
 
 TERMS_SCHEMA = {
     "type": "object",
-    "properties": {"terms": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 80},
-                             "maxItems": 40}},
+    "properties": {"terms": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 60},
+                             "maxItems": 15}},
     "required": ["terms"],
 }
 KEYWORDS_SCHEMA = {
@@ -47,12 +47,16 @@ DOC_FOCUS = {
                     "requests in their own words. Focus on verbs and nouns users would type to find this task: "
                     "synonyms, colloquial phrasings, abbreviations, and related object names.",
 }
+# The answer format in words, with no placeholder or example to copy: Gemma 3 270M returned a
+# prompt's ["...", "..."] verbatim for every document, and a worked example verbatim too. The
+# grammar (or json_schema) enforces the structure; the prompt only has to name it.
+FORMAT_NOTE = 'Answer with a JSON object whose "terms" field is the list of your terms.'
 DOC_SYSTEM = ("You are a search-vocabulary expert. You propose search terms for a document that are NOT "
               "already in its text, so that a keyword search engine can find it. Answer with JSON only.")
 DOC_USER = ("{focus}\n\nPropose up to {n} short search terms or phrases (1-3 words each) that a user might "
             "type to find this document but that do NOT appear in it: synonyms, abbreviations, expansions, "
             "alternate names, domain phrasing. No sentences, no terms copied from the text.\n"
-            'Return JSON: {{"terms": ["...", "..."]}}\n\nDOCUMENT:\n{doc}')
+            + FORMAT_NOTE + "\n\nDOCUMENT:\n{doc}")
 
 # Query side (SIRA 3.2): predict evidence vocabulary, never the answer.
 QUERY_FOCUS = {
@@ -67,8 +71,8 @@ QUERY_FOCUS = {
 }
 QUERY_SYSTEM = ("You are a search expert. You predict vocabulary that a relevant document would contain but "
                 "the query lacks. Never state or guess the answer. Answer with JSON only.")
-QUERY_USER = ('{focus}\n\nPropose up to {n} short terms or phrases (1-3 words) absent from the query.\n'
-              'Return JSON: {{"terms": ["...", "..."]}}\n\nQUERY: {query}')
+QUERY_USER = ("{focus}\n\nPropose up to {n} short terms or phrases (1-3 words) absent from the query.\n"
+              + FORMAT_NOTE + "\n\nQUERY: {query}")
 
 # SAGE (sec. 5.1 and its Figure 13 prompt): eight keywords per document, prepended.
 SAGE_USER = ("Based on the following document content, generate exactly 8 keywords that best represent the "
@@ -172,7 +176,10 @@ class LLM:
             extra = "\n\nAnswer with a JSON object matching this JSON schema:\n" + json.dumps(in_prompt)
             return messages[:-1] + [dict(messages[-1], content=messages[-1]["content"] + extra)]
 
-        reply = self._chat.complete(render, request_schema(schema), self.max_tokens, schema_name=name)
+        # Grammar-constrained servers keep the length and count bounds that OpenAI's strict mode
+        # rejects: without them a small model repeats terms until it runs out of tokens.
+        reply = self._chat.complete(render, request_schema(schema), self.max_tokens, schema_name=name,
+                                    grammar_schema={**schema, "additionalProperties": False})
         data = parse_json(reply.content)
         try:
             jsonschema.validate(data, schema)

@@ -171,3 +171,23 @@ def test_task_catalog_enrichment(tmp_path):
         assert fake.requests == 3                             # cached per task content hash
         assert "task" in fake.prompts[0].lower()
     assert enrich_tasks(records, None, cache, "fake-model", max_df=0.5) == out   # cache only, no LLM
+
+
+def test_terms_proposed_for_too_many_documents_are_dropped_everywhere():
+    """The DF bound applies to the enriched view too: a phrase injected into most documents
+    (what a weak model does when it repeats itself) would be as useless as a stopword."""
+    from kb.enrich import bound_enriched_df
+    from kb.index import DocInput, Index
+
+    index = Index()
+    index.update([DocInput(f"d{i}", f"h{i}", text) for i, text in enumerate(
+        ["statins lower cholesterol", "insulin resistance in obesity", "smoking and lung cancer",
+         "exercise improves fitness"])])
+    proposals = {"d0": [("re elected board", 1.0), ("hmg coa reductase", 1.0)],
+                 "d1": [("re elected board", 1.0), ("hyperinsulinemia", 1.0)],
+                 "d2": [("re elected board", 1.0), ("tobacco", 1.0)],
+                 "d3": [("physical activity", 1.0)]}
+    kept, dropped = bound_enriched_df(index, proposals, max_df=0.5)
+    assert dropped == 3
+    assert kept == {"d0": [("hmg coa reductase", 1.0)], "d1": [("hyperinsulinemia", 1.0)],
+                    "d2": [("tobacco", 1.0)], "d3": [("physical activity", 1.0)]}

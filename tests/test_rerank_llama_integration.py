@@ -18,20 +18,14 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (run ops/install_llm.sh)")
 
-from rerank import INVALID, Candidate, Reranker  # noqa: E402
+from rerank import INVALID, Reranker  # noqa: E402
 from rerank.local_llm import DEFAULT_MODEL_ALIAS, serve, stop, wait_ready  # noqa: E402
 from rerank.prompt import build_messages  # noqa: E402
 from rerank.schema import response_schema  # noqa: E402
 from rerank.validate import check_answer  # noqa: E402
 from settings import Settings  # noqa: E402
+from test_rerank_faults import SHORTLIST  # noqa: E402  (the same five-task shortlist)
 
-SHORTLIST = [
-    Candidate(0, "t-att", "Enter Child Attendance", "Record daily attendance for the children in a classroom."),
-    Candidate(1, "t-hv", "Home Visit Log", "Document a home visit with a family."),
-    Candidate(2, "t-asq", "ASQ-3 Screening", "Enter Ages and Stages developmental screening results."),
-    Candidate(3, "t-meal", "Meal Count", "Record meals served for CACFP reimbursement."),
-    Candidate(4, "t-fpa", "Family Partnership Agreement", "Set goals together with a family."),
-]
 TIMEOUT_S = 150.0
 
 
