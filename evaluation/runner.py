@@ -73,8 +73,9 @@ def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Se
             store = CatalogStore(engine)
             store.import_tasks(list(tasks))
             store.import_cases(list(train))
-            service = SearchService(settings.with_overrides(rerank_default=False), store, embedder, reranker, Metrics(),
-                                    enrichment=catalog_enrichment(settings))
+            # Rankings are scored whole; the no-confident-match threshold is evaluated separately.
+            service = SearchService(settings.with_overrides(rerank_default=False, min_confidence=0.0), store, embedder,
+                                    reranker, Metrics(), enrichment=catalog_enrichment(settings))
             yield store, service
         finally:
             engine.dispose()
