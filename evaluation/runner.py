@@ -132,16 +132,35 @@ def run_rerank_config(spec: ConfigSpec, service: SearchService, cases: Sequence[
                       show: bool, model: str) -> ConfigRun:
     run = ConfigRun(spec, model=model)
     outcomes: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    kept = 0
+    llm_ms: list[float] = []
+    cache_hit_ms: list[float] = []
     for case in progress(cases, spec.name, show):
         body = service.search(case.query, k=depth, rerank=True, restrict_roles=False)
         info = body["rerank"]
         key = "applied" if info.get("applied") else (info.get("skipped") or
                                                      next(iter(body["degraded"]), None) or "not_applied")
         outcomes[key] = outcomes.get(key, 0) + 1
+        if "latency_ms" in info and not info.get("skipped"):
+            (cache_hit_ms if info.get("cached") else llm_ms).append(info["latency_ms"])
+            kept += len(info.get("llm_order", []))
+            for reason, count in info.get("dropped", {}).items():
+                dropped[reason] = dropped.get(reason, 0) + count
         run.rows.append(QueryRun(case.query, case.gold, case.category, [r["id"] for r in body["results"]],
                                  [r["score"] for r in body["results"]], body["timings_ms"]["total"], {},
                                  {"rerank": key, "degraded": list(body["degraded"])}))
-    run.notes["rerank_outcomes"] = outcomes
+    returned = kept + sum(dropped.values())
+    run.notes.update(
+        rerank_outcomes=outcomes,
+        llm_entries_returned=returned,
+        llm_entries_dropped=dict(sorted(dropped.items())),
+        llm_dropped_share=round(sum(dropped.values()) / returned, 4) if returned else None,
+        llm_call_ms_p50=round(float(np.median(llm_ms)), 1) if llm_ms else None,
+        llm_calls=len(llm_ms),
+        cache_hit_ms_p50=round(float(np.median(cache_hit_ms)), 3) if cache_hit_ms else None,
+        cache_hits=len(cache_hit_ms),
+    )
     return run
 
 
