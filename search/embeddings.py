@@ -16,6 +16,8 @@ from typing import Literal, Protocol, Sequence
 import diskcache
 import numpy as np
 
+from rerank.breaker import CircuitBreaker
+
 Kind = Literal["query", "passage"]
 
 
@@ -81,19 +83,31 @@ class OpenAIEmbedder:
 
 
 class CachedEmbedder:
-    """Disk cache in front of an embedder: each (model, kind, text) is computed once, ever."""
+    """Disk cache in front of an embedder: each (model, kind, text) is computed once, ever.
 
-    def __init__(self, inner: Embedder, cache: diskcache.Cache):
+    A circuit breaker guards the inner embedder: after repeated failures it is not called for a
+    cooldown, so a dead endpoint costs one timeout, not one per query; cached texts still embed.
+    """
+
+    def __init__(self, inner: Embedder, cache: diskcache.Cache, breaker: CircuitBreaker | None = None):
         self.inner = inner
         self.model = inner.model
         self._cache = cache
+        self._breaker = breaker or CircuitBreaker(failures=3, cooldown_s=30.0)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         keys = [("emb", self.model, kind, text) for text in texts]
         found = [self._cache.get(key) for key in keys]
         missing = [i for i, vector in enumerate(found) if vector is None]
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing], kind)
+            if not self._breaker.allow():
+                raise EmbeddingUnavailable("circuit open after repeated embedding failures")
+            try:
+                fresh = self.inner.embed([texts[i] for i in missing], kind)
+            except EmbeddingUnavailable:
+                self._breaker.record_failure()
+                raise
+            self._breaker.record_success()
             for i, vector in zip(missing, fresh):
                 found[i] = vector
                 self._cache.set(keys[i], vector)
@@ -113,4 +127,4 @@ def build_embedder(settings, cache: diskcache.Cache) -> CachedEmbedder | None:
                                          settings.embeddings_input_type)
     else:
         inner = LocalE5Embedder()
-    return CachedEmbedder(inner, cache)
+    return CachedEmbedder(inner, cache, CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
@@ -73,16 +73,19 @@ class SearchService:
 
     # -- index lifecycle -----------------------------------------------------------------
     def live(self) -> LiveIndex:
-        """The current index, rebuilt first if the store changed (or vectors were missing)."""
+        """The current index: rebuilt when the store's revision moves; while task vectors are
+        missing (embeddings down), only the vectors are retried, not the whole index."""
         revision = self.source.revision()
         live = self._live
         if live is not None and live.revision == revision and (live.vectors_ok or self.embedder is None):
             return live
         with self._lock:
             live = self._live
-            if live is None or live.revision != revision or not live.vectors_ok:
+            if live is None or live.revision != revision:
                 live = self._build(revision)
-                self._live = live
+            elif not live.vectors_ok:
+                live = self._attach_vectors(live)
+            self._live = live
         return live
 
     def _build(self, revision: int) -> LiveIndex:
@@ -90,17 +93,21 @@ class SearchService:
         lexicon = build_lexicon(cases)
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
         index = build_index(tasks, lexicon, self.settings.field_weights, enrichment)
-        vectors_ok = False
-        if self.embedder is not None and tasks:
-            try:
-                index = index.with_vectors(self.embedder.embed([embedding_text(t) for t in tasks], "passage"))
-                vectors_ok = True
-            except EmbeddingUnavailable:
-                pass  # serve without the embedding signal; the next request retries
         self.metrics.index_rebuilds.inc()
         self.metrics.index_tasks.set(len(tasks))
         self.metrics.lexicon_links.set(len(lexicon))
-        return LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok)
+        live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False)
+        return self._attach_vectors(live)
+
+    def _attach_vectors(self, live: LiveIndex) -> LiveIndex:
+        """Embed every task (cached per text); without an answer, serve without the signal."""
+        if self.embedder is None or not live.index.tasks:
+            return live
+        try:
+            vectors = self.embedder.embed([embedding_text(t) for t in live.index.tasks], "passage")
+        except EmbeddingUnavailable:
+            return live
+        return replace(live, index=live.index.with_vectors(vectors), vectors_ok=True)
 
     # -- request validation --------------------------------------------------------------
     def check_request(self, query: str | None, k: int, role: str | None, live: LiveIndex) -> str:
@@ -155,9 +162,7 @@ class SearchService:
         timings["total"] = _ms(started)
 
         for name, value in timings.items():
-            if name != "total":
-                self.metrics.stage_seconds.labels(name).observe(value / 1000.0)
-        self.metrics.stage_seconds.labels("total").observe(timings["total"] / 1000.0)
+            self.metrics.stage_seconds.labels(name).observe(value / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
         results = [self._result_row(item, rerank_info["reasons"].get(position))

@@ -120,4 +120,19 @@ def test_search_degrades_to_the_other_signals_when_embeddings_fail(mode, tmp_pat
         assert body["results"][0]["id"] == "nutrition.cacfp-meal-count"
         assert all(r["signals"]["embedding"] is None for r in body["results"])
         assert client.get("/readyz").get_json()["embeddings"] == "unavailable"
-        assert server.calls >= 2  # the service retries on later requests, it does not give up
+        assert server.calls >= 2  # later requests retry (until the circuit breaker opens)
+
+
+def test_breaker_stops_calling_a_dead_endpoint_but_cache_hits_still_embed(tmp_path):
+    from rerank.breaker import CircuitBreaker
+
+    with FailingEmbeddings("http500") as server:
+        inner = OpenAIEmbedder(server.base_url, "e5", "", timeout_s=0.5)
+        cache = diskcache.Cache(str(tmp_path))
+        cache.set(("emb", "e5", "query", "known"), np.ones(2, dtype=np.float32))
+        cached = CachedEmbedder(inner, cache, CircuitBreaker(failures=2, cooldown_s=60))
+        for _ in range(5):
+            with pytest.raises(EmbeddingUnavailable):
+                cached.embed(["new text"], "query")
+        assert server.calls == 2
+        assert cached.embed(["known"], "query").shape == (1, 2)
