@@ -151,3 +151,22 @@ def test_default_threshold_answers_real_queries_and_drops_noise(client):
     assert search(client, q="lead screening results").get_json()["no_confident_match"] is False
     body = search(client, q="🚌🚌🚌").get_json()
     assert body["results"] == [] and body["no_confident_match"] is True
+
+
+def test_responses_match_the_openapi_spec(client):
+    """The published contract is checked against real responses, not just written down."""
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    from settings import PROJECT_ROOT
+
+    spec = json.loads((PROJECT_ROOT / "openapi.json").read_text())
+
+    def validator(name):
+        return Draft202012Validator({"$ref": f"#/components/schemas/{name}", "components": spec["components"]})
+
+    for params in ({"q": "hearing and vision screening"}, {"q": "devlopmental screning", "k": 3}, {"q": "🚌"}):
+        validator("SearchResponse").validate(search(client, **params).get_json())
+    validator("Error").validate(search(client, q="").get_json())
+    validator("Readiness").validate(client.get("/readyz").get_json())
