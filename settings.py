@@ -129,68 +129,74 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if environ is None else environ
-
-        def get(name: str) -> str | None:
-            raw = env.get(name)
-            return raw if raw not in (None, "") else None
-
         values: dict = {}
-        text_vars = {
-            "database_url": "DATABASE_URL",
-            "embeddings_base_url": "EMBEDDINGS_BASE_URL",
-            "embeddings_model": "EMBEDDINGS_MODEL",
-            "embeddings_api_key": "EMBEDDINGS_API_KEY",
-            "llm_base_url": "LLM_BASE_URL",
-            "llm_model": "LLM_MODEL",
-            "llm_api_key": "LLM_API_KEY",
-            "host": "HOST",
-        }
-        for attr, name in text_vars.items():
-            if (raw := get(name)) is not None:
-                values[attr] = raw
-        if (raw := get("TASKFINDER_DATA_DIR")) is not None:
-            values["data_dir"] = Path(raw)
-        if (raw := get("CACHE_DIR")) is not None:
-            values["cache_path"] = Path(raw)
-        int_vars = {
-            "shortlist_size": ("SHORTLIST_K", 1),
-            "max_results": ("MAX_RESULTS", 1),
-            "max_query_chars": ("MAX_QUERY_CHARS", 1),
-            "breaker_failures": ("LLM_BREAKER_FAILURES", 1),
-            "port": ("PORT", 1),
-        }
-        for attr, (name, minimum) in int_vars.items():
-            if (raw := get(name)) is not None:
-                values[attr] = _as_int(name, raw, minimum)
-        float_vars = {
-            "embeddings_timeout_s": ("EMBEDDINGS_TIMEOUT_S", 0.01),
-            "llm_timeout_s": ("LLM_TIMEOUT_S", 0.01),
-            "typo_min_similarity": ("TYPO_MIN_SIMILARITY", 0.0),
-            "min_confidence": ("MIN_CONFIDENCE", 0.0),
-            "rerank_skip_margin": ("RERANK_SKIP_MARGIN", 0.0),
-            "breaker_cooldown_s": ("LLM_BREAKER_COOLDOWN_S", 0.0),
-        }
-        for attr, (name, minimum) in float_vars.items():
-            if (raw := get(name)) is not None:
-                values[attr] = _as_float(name, raw, minimum)
-        for attr, name in {"embeddings_enabled": "EMBEDDINGS_ENABLED",
-                           "embeddings_input_type": "EMBEDDINGS_INPUT_TYPE",
-                           "catalog_enrichment": "CATALOG_ENRICHMENT",
-                           "rerank_default": "RERANK_DEFAULT"}.items():
-            if (raw := get(name)) is not None:
-                values[attr] = _as_bool(name, raw)
-        if (raw := get("LLM_RESPONSE_FORMAT")) is not None:
-            if raw not in {"auto", "json_schema", "json_object"}:
-                raise SettingsError(f"LLM_RESPONSE_FORMAT={raw!r}: expected auto, json_schema or json_object")
-            values["llm_response_format"] = raw
-        values["weights"] = Weights(**{
-            f.name: _as_float(f"WEIGHT_{f.name.upper()}", get(f"WEIGHT_{f.name.upper()}"), 0.0)
-            for f in fields(Weights) if get(f"WEIGHT_{f.name.upper()}") is not None
-        })
-        values["field_weights"] = FieldWeights(**{
-            f.name: _as_float(f"FIELD_WEIGHT_{f.name.upper()}", get(f"FIELD_WEIGHT_{f.name.upper()}"), 0.0)
-            for f in fields(FieldWeights) if get(f"FIELD_WEIGHT_{f.name.upper()}") is not None
-        })
-        if (raw := get("SHORTLIST_K")) is not None and values["shortlist_size"] > 100:
-            raise SettingsError(f"SHORTLIST_K={raw!r}: must be <= 100")
+        for attr, name, parse in ENVIRONMENT:
+            raw = env.get(name)
+            if raw not in (None, ""):
+                values[attr] = parse(name, raw)
+        for attr, group, prefix in (("weights", Weights, "WEIGHT_"), ("field_weights", FieldWeights, "FIELD_WEIGHT_")):
+            values[attr] = group(**{
+                f.name: _as_float(prefix + f.name.upper(), env[prefix + f.name.upper()], 0.0)
+                for f in fields(group) if env.get(prefix + f.name.upper()) not in (None, "")
+            })
         return cls(**values)
+
+
+def _text(_name: str, raw: str) -> str:
+    return raw
+
+
+def _path(_name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+def _int(minimum: int, maximum: int | None = None):
+    def parse(name: str, raw: str) -> int:
+        value = _as_int(name, raw, minimum)
+        if maximum is not None and value > maximum:
+            raise SettingsError(f"{name}={raw!r}: must be <= {maximum}")
+        return value
+    return parse
+
+
+def _float(minimum: float):
+    return lambda name, raw: _as_float(name, raw, minimum)
+
+
+def _choice(*options: str):
+    def parse(name: str, raw: str) -> str:
+        if raw not in options:
+            raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(options)}")
+        return raw
+    return parse
+
+
+# (Settings attribute, environment variable, parser): the README's configuration table.
+ENVIRONMENT = (
+    ("database_url", "DATABASE_URL", _text),
+    ("data_dir", "TASKFINDER_DATA_DIR", _path),
+    ("cache_path", "CACHE_DIR", _path),
+    ("shortlist_size", "SHORTLIST_K", _int(1, 100)),
+    ("max_results", "MAX_RESULTS", _int(1)),
+    ("max_query_chars", "MAX_QUERY_CHARS", _int(1)),
+    ("typo_min_similarity", "TYPO_MIN_SIMILARITY", _float(0.0)),
+    ("min_confidence", "MIN_CONFIDENCE", _float(0.0)),
+    ("catalog_enrichment", "CATALOG_ENRICHMENT", _as_bool),
+    ("embeddings_enabled", "EMBEDDINGS_ENABLED", _as_bool),
+    ("embeddings_base_url", "EMBEDDINGS_BASE_URL", _text),
+    ("embeddings_model", "EMBEDDINGS_MODEL", _text),
+    ("embeddings_api_key", "EMBEDDINGS_API_KEY", _text),
+    ("embeddings_timeout_s", "EMBEDDINGS_TIMEOUT_S", _float(0.01)),
+    ("embeddings_input_type", "EMBEDDINGS_INPUT_TYPE", _as_bool),
+    ("llm_base_url", "LLM_BASE_URL", _text),
+    ("llm_model", "LLM_MODEL", _text),
+    ("llm_api_key", "LLM_API_KEY", _text),
+    ("llm_timeout_s", "LLM_TIMEOUT_S", _float(0.01)),
+    ("llm_response_format", "LLM_RESPONSE_FORMAT", _choice("auto", "json_schema", "json_object")),
+    ("rerank_default", "RERANK_DEFAULT", _as_bool),
+    ("rerank_skip_margin", "RERANK_SKIP_MARGIN", _float(0.0)),
+    ("breaker_failures", "LLM_BREAKER_FAILURES", _int(1)),
+    ("breaker_cooldown_s", "LLM_BREAKER_COOLDOWN_S", _float(0.0)),
+    ("host", "HOST", _text),
+    ("port", "PORT", _int(1, 65535)),
+)
