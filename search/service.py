@@ -197,6 +197,10 @@ class SearchService:
         if self.reranker is None:
             info["skipped"] = "no_endpoint"
             return plain, info
+        if shortlist[0].pinned:  # a test case answers this exact query: the LLM may not override it
+            info["skipped"] = "pinned"
+            self.metrics.rerank_calls.labels("skipped_pinned").inc()
+            return plain, info
         if prefilter_is_confident([s.score for s in shortlist], self.settings.rerank_skip_margin):
             info["skipped"] = "confident_prefilter"
             self.metrics.rerank_calls.labels("skipped_confident").inc()

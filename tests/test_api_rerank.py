@@ -116,3 +116,10 @@ def test_type_ahead_skips_the_llm_and_confident_prefilter_skips_it_too(app_with_
         client = app_with_llm(server, RERANK_SKIP_MARGIN=0.0).test_client()
         body = rerank_search(client)
         assert body["rerank"]["skipped"] == "confident_prefilter" and server.request_count == 0
+
+
+def test_a_pinned_answer_is_never_reordered_by_the_llm(app_with_llm):
+    with FaultLLMServer("ok") as server:
+        body = rerank_search(app_with_llm(server).test_client(), query="eligibility")
+        assert body["rerank"]["skipped"] == "pinned" and server.request_count == 0
+        assert body["results"][0]["pinned"]
