@@ -6,7 +6,7 @@ from llm_fault_server import INJECTED_NAME, INVENTED_NAME, FaultLLMServer
 
 from tests.conftest import build_app, make_settings
 
-QUERY = "hearing and vision screening"
+QUERY = "vision and hearing checks for the toddlers"
 
 
 @pytest.fixture
@@ -16,7 +16,7 @@ def app_with_llm(tmp_path, shared_cache_dir, demo_tasks, demo_cases, request):
 
     def make(server: FaultLLMServer, **env):
         env = {"LLM_BASE_URL": server.base_url, "LLM_MODEL": f"fault-{request.node.name}",
-               "LLM_TIMEOUT_S": 1.0, "RERANK_SKIP_MARGIN": 2.0, **env}
+               "LLM_TIMEOUT_S": 1.0, "RERANK_SKIP_MARGIN": 2.0, "MIN_CONFIDENCE": 0, **env}
         settings = make_settings(tmp_path, shared_cache_dir, **env)
         return build_app(settings, demo_tasks, demo_cases)
 
@@ -100,7 +100,8 @@ def test_prompt_injection_cannot_put_a_foreign_task_in_front(app_with_llm):
 def test_circuit_breaker_stops_calling_a_failing_endpoint(app_with_llm):
     with FaultLLMServer("http500") as server:
         client = app_with_llm(server, LLM_BREAKER_FAILURES=2, LLM_BREAKER_COOLDOWN_S=60).test_client()
-        for query in ["lead screening", "dental exam", "bus routes", "fire drill"]:
+        for query in ["checking kids for lead exposure", "teeth cleaning appointments",
+                      "where is the school bus now", "practice evacuating the building"]:
             body = rerank_search(client, query=query)
             assert body["degraded"] == ["rerank_unavailable"]
         assert server.request_count == 2
