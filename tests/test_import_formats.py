@@ -89,3 +89,25 @@ def test_cli_import_rejects_a_bad_file_whole_and_writes_nothing(demo_app, tmp_pa
     out = tmp_path / "export.csv"
     assert app.test_cli_runner().invoke(args=["export-catalog", str(out)]).exit_code == 0
     assert load_tasks_file(out) == store.tasks()
+
+
+def test_cli_migrates_loads_the_demo_and_round_trips_cases(tmp_path, shared_cache_dir):
+    from app import create_app
+    from tests.conftest import make_settings
+
+    app = create_app(make_settings(tmp_path, shared_cache_dir))
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["db", "upgrade"]).exit_code == 0
+    result = runner.invoke(args=["load-demo"])
+    assert result.exit_code == 0 and "'created': 200" in result.output
+    assert "already loaded" in runner.invoke(args=["load-demo"]).output
+    store = app.extensions["taskfinder"].store
+    before = store.cases()
+    bad = write_lines(tmp_path / "bad_cases.jsonl", [{"query": "new one", "gold": ["health.asq3-screening"]},
+                                                     {"query": "ghost", "gold": ["no.such-task"]}])
+    result = runner.invoke(args=["import-cases", str(bad)])
+    assert result.exit_code != 0 and "line 2: field 'gold': unknown task id(s) 'no.such-task'" in result.output
+    assert store.cases() == before
+    out = tmp_path / "cases.jsonl"
+    assert runner.invoke(args=["export-cases", str(out)]).exit_code == 0
+    assert len(out.read_text().splitlines()) == len(before) == 258
