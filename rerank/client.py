@@ -97,18 +97,21 @@ class ChatClient:
         """Send one request; `render(schema_or_None)` builds the messages for the chosen rung.
 
         `schema` is the strict schema: the json_schema rung sends it under `schema_name`, and the
-        json_object rungs spell it out in the prompt via `render`. `grammar_schema` (default:
+        plain json_object rung spells it out in the prompt via `render`. `grammar_schema` (default:
         `schema`) is what the json_object+schema rung hands the server to turn into a grammar.
         Raises LLMUnavailable for every failure that is not a rejected response_format.
         """
         while True:
             rung = self.response_format()
-            if rung == JSON_SCHEMA:  # enforced by the server: no need to spend prompt tokens on it
+            # Where the server enforces the schema (json_schema, or a llama.cpp grammar) the prompt
+            # does not repeat it: that costs ~300 prompt tokens a call, and small models copy its
+            # keywords ("properties", "required") into their answers. Plain JSON mode gets it spelled out.
+            if rung == JSON_SCHEMA:
                 fmt, messages = json_schema_format(schema, schema_name), render(None)
+            elif rung == JSON_OBJECT_SCHEMA:
+                fmt, messages = json_object_format(schema if grammar_schema is None else grammar_schema), render(None)
             else:
-                grammar = (schema if grammar_schema is None else grammar_schema) if rung == JSON_OBJECT_SCHEMA else None
-                fmt = json_object_format(grammar)
-                messages = render(schema)
+                fmt, messages = json_object_format(None), render(schema)
             try:
                 response = self._client.chat.completions.create(
                     model=self._model,

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from .records import Candidate, Example
 
-PROMPT_VERSION = "rerank-v1"
+PROMPT_VERSION = "rerank-v2"  # v2: the schema is no longer repeated in the prompt on the grammar rung
 
 #: Help text beyond this many characters adds prompt tokens (latency) but rarely meaning.
 HELP_CHARS = 240
