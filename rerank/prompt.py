@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from .records import Candidate, Example
 
-PROMPT_VERSION = "rerank-v2"  # v2: the schema is no longer repeated in the prompt on the grammar rung
+PROMPT_VERSION = "rerank-v3"  # v3: each idx bound to its name in the schema; v2: schema not repeated under a grammar
 
 #: Help text beyond this many characters adds prompt tokens (latency) but rarely meaning.
 HELP_CHARS = 240

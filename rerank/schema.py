@@ -50,29 +50,44 @@ ANSWER_SHAPE: dict[str, Any] = {
 
 
 def response_schema(candidates: Sequence[Candidate]) -> dict[str, Any]:
-    """The strict request schema for this shortlist (idx and task_name enums, maxItems)."""
-    names = list(dict.fromkeys(c.name for c in candidates))  # enum items must be unique
-    entry = {
+    """The strict request schema for this shortlist: one `anyOf` branch per entry, each pinning
+    `idx` and `task_name` to that entry's pair, and maxItems = the shortlist size.
+
+    Separate idx and name enums let a constrained model pair a valid name with the wrong index:
+    Gemma 3 270M did so for 45% of its entries (all dropped as name_mismatch). Binding the pair
+    in the schema makes that impossible wherever the server enforces the schema.
+    """
+    return {
+        "type": "object",
+        "properties": {"results": {"type": "array", "items": {"anyOf": [_entry_for(c) for c in candidates]},
+                                   "maxItems": len(candidates)}},
+        "required": ["results"],
+        "additionalProperties": False,
+    }
+
+
+def _entry_for(candidate: Candidate) -> dict[str, Any]:
+    return {
         "type": "object",
         "properties": {
             **_ENTRY_PROPERTIES,
-            "idx": {"type": "integer", "enum": [c.idx for c in candidates]},
-            "task_name": {"type": "string", "enum": names},
+            "idx": {"type": "integer", "enum": [candidate.idx]},
+            "task_name": {"type": "string", "enum": [candidate.name]},
         },
         "required": list(_ENTRY_PROPERTIES),
         "additionalProperties": False,
     }
-    return {
-        "type": "object",
-        "properties": {"results": {"type": "array", "items": entry, "maxItems": len(candidates)}},
-        "required": ["results"],
-        "additionalProperties": False,
-    }
+
+
+def entry_branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-entry branches of a response schema."""
+    return schema["properties"]["results"]["items"]["anyOf"]
 
 
 def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema for grammar-constrained servers (the json_object+schema rung): a copy of the
     strict request schema with `maxLength` on the reason, which OpenAI strict mode would reject."""
     bounded = copy.deepcopy(schema)
-    bounded["properties"]["results"]["items"]["properties"]["reason"]["maxLength"] = REASON_MAX_CHARS
+    for branch in entry_branches(bounded):
+        branch["properties"]["reason"]["maxLength"] = REASON_MAX_CHARS
     return bounded

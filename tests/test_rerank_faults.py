@@ -74,8 +74,9 @@ def test_happy_path_reverses_the_shortlist_and_sends_the_contract():
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
     results = fmt["json_schema"]["schema"]["properties"]["results"]
     assert results["maxItems"] == 5
-    assert results["items"]["properties"]["idx"]["enum"] == [0, 1, 2, 3, 4]
-    assert results["items"]["properties"]["task_name"]["enum"] == NAMES
+    pairs = [(b["properties"]["idx"]["enum"][0], b["properties"]["task_name"]["enum"][0])
+             for b in results["items"]["anyOf"]]
+    assert pairs == list(enumerate(NAMES))
 
     prompt = user_message(body)
     assert '<user_query>"record who was absent"</user_query>' in prompt
@@ -236,8 +237,8 @@ def test_json_schema_rejection_falls_back_to_json_object_and_is_remembered(rejec
         assert [r["response_format"]["type"] for r in server.requests] == ["json_schema", "json_object"]
         fallback = server.requests[1]
         assert fallback["response_format"]["schema"]["properties"]["results"]["maxItems"] == 5
-        assert fallback["response_format"]["schema"]["properties"]["results"]["items"]["properties"]["idx"]["enum"] \
-            == [0, 1, 2, 3, 4]
+        branches = fallback["response_format"]["schema"]["properties"]["results"]["items"]["anyOf"]
+        assert [b["properties"]["idx"]["enum"] for b in branches] == [[0], [1], [2], [3], [4]]
         assert "JSON Schema" not in system_message(fallback), "the grammar enforces it: not repeated in the prompt"
 
         assert reranker.rerank("meals", SHORTLIST, []).degraded is None

@@ -21,7 +21,7 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (run ops
 from rerank import INVALID, Reranker  # noqa: E402
 from rerank.local_llm import DEFAULT_MODEL_ALIAS, serve, stop, wait_ready  # noqa: E402
 from rerank.prompt import build_messages  # noqa: E402
-from rerank.schema import response_schema  # noqa: E402
+from rerank.schema import entry_branches, response_schema  # noqa: E402
 from rerank.validate import check_answer  # noqa: E402
 from settings import Settings  # noqa: E402
 from test_rerank_faults import SHORTLIST  # noqa: E402  (the same five-task shortlist)
@@ -60,9 +60,8 @@ def test_reranker_end_to_end_with_the_product_schema(llm_base_url, caplog, recor
     assert all(0 <= idx < len(SHORTLIST) for idx in outcome.llm_order)
     assert set(outcome.reasons) == set(outcome.llm_order)
     assert outcome.prompt_tokens > 0 and outcome.completion_tokens > 0
-    # The grammar built from the schema keeps idx and task_name inside their enums, so the only
-    # thing validation can still catch is a valid name paired with the wrong idx.
-    assert set(outcome.dropped) <= {"name_mismatch"}
+    # The grammar built from the schema binds each idx to its own name: nothing is left to drop.
+    assert outcome.dropped == {}
     # llama-cpp-python rejects the json_schema type; the client fell back by itself.
     assert "rejected response_format json_schema" in caplog.text
 
@@ -73,8 +72,9 @@ def test_validation_drops_whatever_an_unconstrained_model_invents(llm_base_url, 
     (printed with `pytest -s`, and as junit properties)."""
     shortlist = SHORTLIST[:3]
     free = copy.deepcopy(response_schema(shortlist))
-    entry = free["properties"]["results"]["items"]["properties"]
-    del entry["idx"]["enum"], entry["task_name"]["enum"]
+    entry = entry_branches(free)[0]
+    del entry["properties"]["idx"]["enum"], entry["properties"]["task_name"]["enum"]
+    free["properties"]["results"]["items"] = entry
     client = openai.OpenAI(base_url=llm_base_url, api_key="unused", timeout=TIMEOUT_S, max_retries=0)
     response = client.chat.completions.create(
         model=DEFAULT_MODEL_ALIAS,

@@ -15,7 +15,7 @@ from rerank.cache import cache_key
 from rerank.cli import llm_group
 from rerank.client import json_object_format, json_schema_format
 from rerank.prompt import HELP_CHARS, build_messages, quote
-from rerank.schema import REASON_MAX_CHARS, SCHEMA_NAME, grammar_schema, response_schema
+from rerank.schema import REASON_MAX_CHARS, SCHEMA_NAME, entry_branches, grammar_schema, response_schema
 from rerank.validate import check_answer
 
 NAMES = {"att": "Enter Child Attendance", "asq": "ASQ-3 Screening", "meal": "Meal Count"}
@@ -103,15 +103,15 @@ def test_relative_gap_is_measurable():
 
 # --- schema ---------------------------------------------------------------------------------------
 
-def test_response_schema_pins_the_shortlist():
+def test_response_schema_pins_each_index_to_its_name():
     schema = response_schema(CANDIDATES)
-    items = schema["properties"]["results"]["items"]
-    assert items["properties"]["idx"]["enum"] == [0, 1, 2]
-    assert items["properties"]["task_name"]["enum"] == [c.name for c in CANDIDATES]
+    branches = entry_branches(schema)
+    assert [(b["properties"]["idx"]["enum"], b["properties"]["task_name"]["enum"]) for b in branches] \
+        == [([c.idx], [c.name]) for c in CANDIDATES]
     assert schema["properties"]["results"]["maxItems"] == 3
     # OpenAI strict mode: everything required, nothing additional
-    assert schema["additionalProperties"] is False and items["additionalProperties"] is False
-    assert set(items["required"]) == set(items["properties"]) == {"rank", "idx", "task_name", "reason"}
+    assert schema["additionalProperties"] is False and all(b["additionalProperties"] is False for b in branches)
+    assert all(set(b["required"]) == set(b["properties"]) == {"rank", "idx", "task_name", "reason"} for b in branches)
     Draft202012Validator.check_schema(schema)
 
     validator = Draft202012Validator(schema)
@@ -119,12 +119,14 @@ def test_response_schema_pins_the_shortlist():
     assert validator.is_valid(good)
     assert not validator.is_valid({"results": [{"rank": 1, "idx": 2, "task_name": "Invented", "reason": ""}]})
     assert not validator.is_valid({"results": [{"rank": 1, "idx": 7, "task_name": "Meal Count", "reason": ""}]})
+    assert not validator.is_valid({"results": [{"rank": 1, "idx": 0, "task_name": "Meal Count", "reason": ""}]}), \
+        "a valid name at the wrong index"
     assert not validator.is_valid({"results": good["results"] * 4}), "maxItems"
 
 
-def test_duplicate_names_appear_once_in_the_enum():
+def test_duplicate_names_stay_bound_to_their_own_index():
     twins = [Candidate(0, "a", "Same Name", ""), Candidate(1, "b", "Same Name", "")]
-    assert response_schema(twins)["properties"]["results"]["items"]["properties"]["task_name"]["enum"] == ["Same Name"]
+    assert [b["properties"]["idx"]["enum"] for b in entry_branches(response_schema(twins))] == [[0], [1]]
 
 
 def test_response_format_envelopes():
@@ -134,8 +136,9 @@ def test_response_format_envelopes():
     assert json_object_format(None) == {"type": "json_object"}
     grammar = json_object_format(grammar_schema(schema))
     assert grammar["type"] == "json_object"
-    reason = grammar["schema"]["properties"]["results"]["items"]["properties"]["reason"]
-    assert reason == {"type": "string", "maxLength": REASON_MAX_CHARS}, "bounded for grammar servers only"
+    reasons = [branch["properties"]["reason"] for branch in entry_branches(grammar["schema"])]
+    assert reasons == [{"type": "string", "maxLength": REASON_MAX_CHARS}] * len(CANDIDATES), \
+        "bounded for grammar servers only"
     assert "maxLength" not in json.dumps(schema), "the strict schema is not mutated"
 
 
