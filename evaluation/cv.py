@@ -14,7 +14,7 @@ from lexicon.rationale import build_lexicon
 from search.index import build_index
 from settings import Settings
 
-from .fastrank import SignalBlock, signal_block
+from .fastrank import SignalBlock, embedding_texts, signal_block
 from .runner import embed_queries, progress, task_vectors
 from .splits import bucket, k_folds
 
@@ -48,8 +48,10 @@ def cv_blocks(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[C
         index = build_index(tasks, build_lexicon(fit), settings.field_weights)
         if vectors is not None:
             index = index.with_vectors(vectors)
-        embed_queries(embedder, [c.query for c in held], show)
+        if vectors is not None:
+            embed_queries(embedder, embedding_texts(index, [c.query for c in held], settings.typo_min_similarity), show)
         for case in progress(held, f"cv fold {fold + 1}/{folds}", show):
-            vector = embedder.embed([case.query], "query")[0] if vectors is not None else None
-            out.append(CVQuery(case, fold, signal_block(index, case.query, vector, settings.typo_min_similarity)))
+            block = signal_block(index, case.query, embedder if vectors is not None else None,
+                                 settings.typo_min_similarity)
+            out.append(CVQuery(case, fold, block))
     return out

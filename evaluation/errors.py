@@ -133,7 +133,7 @@ def analyse(index: SearchIndex, rows, blocks: dict[str, SignalBlock], weights, u
             continue
         block = blocks[row.query]
         fused, _ = block.fused(weights)
-        ranking = block.rank_fast(weights, max(shortlist_size, 20), use_pins)
+        ranking = block.rank(weights, max(shortlist_size, 20), use_pins)
         cls, reason, unknown, unlinked = classify(index, block, np.asarray(fused), ranking, row.query, gold,
                                                   shortlist_size, typo_min_similarity)
         rank = next((i for i, t in enumerate(row.ranking, start=1) if t in gold), None)

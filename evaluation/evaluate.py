@@ -16,7 +16,7 @@ from . import errors as error_analysis
 from . import threshold as thresholds
 from .configs import BASELINE, DETERMINISTIC, ConfigSpec, config_specs
 from .cv import cv_blocks
-from .fastrank import signal_block
+from .fastrank import embedding_texts, signal_block
 from .metrics import METRIC_KEYS, bootstrap_ci, mean_metrics, per_query, percentile, randomisation_test
 from .runner import (ConfigRun, LLMDirect, embed_queries, llm_reachable, progress, run_llm_direct,
                      run_prefilter_config, run_rerank_config, throwaway_service)
@@ -94,12 +94,14 @@ def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[Ca
     llm_wanted = [s for s in wanted if s.kind != "prefilter"]
     llm_ok, llm_why = llm_reachable(settings) if llm_wanted else (False, "")
     reranker = Reranker(settings, cache) if llm_ok and any(s.kind == "rerank" for s in wanted) else None
-    embed_queries(embedder, [c.query for c in test], show)
 
     runs: dict[str, ConfigRun] = {}
     blocks = {}
     with throwaway_service(settings, tasks, train, embedder, reranker) as (store, service):
         live = service.live()
+        if live.vectors_ok:
+            embed_queries(embedder, embedding_texts(live.index, [c.query for c in test], settings.typo_min_similarity),
+                          show)
         store_cases = len(store.cases())
         for spec in wanted:
             if spec.kind == "prefilter":
@@ -110,10 +112,8 @@ def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[Ca
                 runs[spec.name] = run_rerank_config(spec, service, test, depth, show, settings.llm_model)
             else:
                 runs[spec.name] = run_llm_direct(spec, LLMDirect(settings, tasks, cache), test, show)
-        vector_ok = embedder is not None and live.vectors_ok
         for case in progress(test, "signals for error analysis", show):
-            vector = embedder.embed([case.query], "query")[0] if vector_ok else None
-            blocks[case.query] = signal_block(live.index, case.query, vector, settings.typo_min_similarity)
+            blocks[case.query] = signal_block(live.index, case.query, embedder, settings.typo_min_similarity)
         analysis = {}
         for name in ("prefilter", "rerank"):
             run = runs.get(name)

@@ -27,7 +27,7 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore
 from kb.enrich import catalog_enrichment
 from ops.metrics import Metrics
-from search.prefilter import PrefilterResult, prefilter
+from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.service import SearchService
 from settings import Settings
 
@@ -118,9 +118,9 @@ def run_prefilter_config(spec: ConfigSpec, service: SearchService, cases: Sequen
     run = ConfigRun(spec)
     for case in progress(cases, spec.name, show):
         started = time.perf_counter()
-        vector = embedder.embed([case.query], "query")[0] if embedder is not None else None
-        result = prefilter(index, case.query, spec.weights, depth, restrict_roles=False,
-                           query_vector=vector, typo_min_similarity=service.settings.typo_min_similarity)
+        analysed = analyse_query(index, case.query, service.settings.typo_min_similarity)
+        vector = embedder.embed([analysed.embedding_text], "query")[0] if embedder is not None else None
+        result = prefilter(index, analysed, spec.weights, depth, restrict_roles=False, query_vector=vector)
         latency = (time.perf_counter() - started) * 1000.0
         run.rows.append(QueryRun(case.query, case.gold, case.category, [s.task.id for s in result.ranked],
                                  [s.score for s in result.ranked], latency, confidence_features(result),

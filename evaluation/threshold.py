@@ -68,7 +68,7 @@ class Threshold:
 
 def block_features(block: SignalBlock, weights: Weights, use_pins: bool, k: int = 5) -> tuple[dict, bool, list[str]]:
     fused, w = block.fused(weights)
-    ranking = block.rank_fast(weights, k, use_pins)
+    ranking = block.rank(weights, k, use_pins)
     if not ranking:
         return {f: float("-inf") for f in FEATURES}, False, []
     top = block.task_ids.index(ranking[0])

@@ -30,7 +30,7 @@ def evaluate_weights(cv_queries, weights: Weights, depth: int = 20) -> dict:
         gold = set(q.case.gold)
         if not gold:
             continue
-        ranking = q.block.rank_fast(weights, depth)
+        ranking = q.block.rank(weights, depth)
         rr.append(reciprocal_rank(ranking, gold))
         hit1.append(1.0 if ranking[:1] and ranking[0] in gold else 0.0)
         hit5.append(1.0 if gold & set(ranking[:5]) else 0.0)
@@ -45,7 +45,7 @@ def shortlist_recall(cv_queries, weights: Weights, ks: Sequence[int] = K_VALUES)
         gold = set(q.case.gold)
         if not gold:
             continue
-        ranking = q.block.rank_fast(weights, max(ks))
+        ranking = q.block.rank(weights, max(ks))
         for k in ks:
             hits[k].append(1.0 if gold & set(ranking[:k]) else 0.0)
     return {k: float(np.mean(v)) if v else None for k, v in hits.items()}

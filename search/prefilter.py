@@ -158,38 +158,51 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     return AnalysedQuery(query, query_words, corrections, embedding_text)
 
 
+def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
+                  query_vector: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Each available signal's [0, 1] value for the tasks in `rows` (embedding only with vectors)."""
+    plan = plan_query(index, analysed.words, analysed.corrections)
+    values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
+    if query_vector is not None and index.task_vectors is not None:
+        values["embedding"] = min_max_normalise(index.task_vectors[rows] @ query_vector)
+    return values
+
+
+def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, dict[str, float]]:
+    """Eq. 2 over the available signals, with the weights renormalised to them."""
+    fused_weights = effective_weights(weights, set(values))
+    return sum(fused_weights[name] * value for name, value in values.items()), fused_weights
+
+
+def rank_order(names: list[str], ids: list[str], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
+    """Positions of the top `k`: pinned tasks first (in the test case's gold order), then by
+    score, then by name, so equal scores never flap between requests."""
+    pins = {task_id: rank for rank, task_id in enumerate(pinned)}
+    return sorted(range(len(ids)), key=lambda i: (pins.get(ids[i], len(pins)), -fused[i], names[i]))[:k]
+
+
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights: Weights, k: int, role: str | None = None,
               restrict_roles: bool = True, query_vector: np.ndarray | None = None,
               typo_min_similarity: float = 80.0) -> PrefilterResult:
     """Rank every task visible to `role` and return the top `k` with per-signal explanations.
     `query_vector` should embed `analyse_query(...).embedding_text`."""
     analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query, typo_min_similarity)
-    query, query_words, corrections = analysed.text, analysed.words, analysed.corrections
-    visible = index.visible_mask(role, restrict_roles)
-    rows = np.flatnonzero(visible)
+    rows = np.flatnonzero(index.visible_mask(role, restrict_roles))
     if rows.size == 0:
-        return PrefilterResult([], corrections, {})
-    values = {name: scores[rows] for name, scores in sparse_signals(index, plan_query(index, query_words, corrections)).items()}
-    if query_vector is not None and index.task_vectors is not None:
-        values["embedding"] = min_max_normalise(index.task_vectors[rows] @ query_vector)
-    fused_weights = effective_weights(weights, set(values))
-    fused = sum(fused_weights[name] * value for name, value in values.items())
-
-    # Pinned tasks first (in the test case's gold order), then by score, then by name, so
-    # equal scores never flap between requests.
-    pins = {task_id: rank for rank, task_id in enumerate(index.lexicon.pinned_for(query))}
-    order = sorted(range(rows.size), key=lambda i: (pins.get(index.tasks[rows[i]].id, len(pins)),
-                                                   -fused[i], index.tasks[rows[i]].name))[:k]
+        return PrefilterResult([], analysed.corrections, {})
+    values = signal_values(index, analysed, rows, query_vector)
+    fused, fused_weights = fuse(values, weights)
+    tasks = [index.tasks[row] for row in rows]
+    pinned = index.lexicon.pinned_for(analysed.text)
     ranked = []
-    for i in order:
-        row = int(rows[i])
+    for i in rank_order([t.name for t in tasks], [t.id for t in tasks], fused, pinned, k):
         ranked.append(ScoredTask(
-            pinned=index.tasks[row].id in pins,
-            task=index.tasks[row],
+            task=tasks[i],
             score=float(fused[i]),
             signals={name: round(float(values[name][i]), 4) if name in values else None for name in SIGNALS},
             contributions={name: round(fused_weights[name] * float(values[name][i]), 4)
                            for name in SIGNALS if name in values},
-            matched=_explain(index, row, query_words, corrections),
+            matched=_explain(index, int(rows[i]), analysed.words, analysed.corrections),
+            pinned=tasks[i].id in pinned,
         ))
-    return PrefilterResult(ranked, corrections, fused_weights)
+    return PrefilterResult(ranked, analysed.corrections, fused_weights)
