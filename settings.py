@@ -27,22 +27,13 @@ def _as_bool(name: str, raw: str) -> bool:
     raise SettingsError(f"{name}={raw!r}: expected a boolean (1/0, true/false, on/off)")
 
 
-def _as_float(name: str, raw: str, minimum: float | None = None) -> float:
+def _as_number(name: str, raw: str, cast: type, minimum: float) -> float:
     try:
-        value = float(raw)
+        value = cast(raw)
     except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r}: expected a number") from exc
-    if minimum is not None and value < minimum:
-        raise SettingsError(f"{name}={raw!r}: must be >= {minimum}")
-    return value
-
-
-def _as_int(name: str, raw: str, minimum: int | None = None) -> int:
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r}: expected an integer") from exc
-    if minimum is not None and value < minimum:
+        kind = "an integer" if cast is int else "a number"
+        raise SettingsError(f"{name}={raw!r}: expected {kind}") from exc
+    if value < minimum:
         raise SettingsError(f"{name}={raw!r}: must be >= {minimum}")
     return value
 
@@ -136,7 +127,7 @@ class Settings:
                 values[attr] = parse(name, raw)
         for attr, group, prefix in (("weights", Weights, "WEIGHT_"), ("field_weights", FieldWeights, "FIELD_WEIGHT_")):
             values[attr] = group(**{
-                f.name: _as_float(prefix + f.name.upper(), env[prefix + f.name.upper()], 0.0)
+                f.name: _as_number(prefix + f.name.upper(), env[prefix + f.name.upper()], float, 0.0)
                 for f in fields(group) if env.get(prefix + f.name.upper()) not in (None, "")
             })
         return cls(**values)
@@ -152,7 +143,7 @@ def _path(_name: str, raw: str) -> Path:
 
 def _int(minimum: int, maximum: int | None = None):
     def parse(name: str, raw: str) -> int:
-        value = _as_int(name, raw, minimum)
+        value = _as_number(name, raw, int, minimum)
         if maximum is not None and value > maximum:
             raise SettingsError(f"{name}={raw!r}: must be <= {maximum}")
         return value
@@ -160,7 +151,7 @@ def _int(minimum: int, maximum: int | None = None):
 
 
 def _float(minimum: float):
-    return lambda name, raw: _as_float(name, raw, minimum)
+    return lambda name, raw: _as_number(name, raw, float, minimum)
 
 
 def _choice(*options: str):

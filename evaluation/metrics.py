@@ -11,6 +11,11 @@ checks them against):
   its mean. Rankings are cut at the run depth (20 by default), so this is MRR@depth.
 - nDCG@10 with binary gains: DCG = sum_i rel_i / log2(i + 1), IDCG over min(|gold|, 10) hits.
 
+Graded judgements (BEIR qrels, used by kb/) go through the same functions: a binary gold set is
+the qrel {id: 1}. nDCG uses linear gains as trec_eval's ndcg_cut, IDCG the ideal ordering of all
+judged-relevant documents; "relevant" means relevance > 0; queries without relevant
+judgements are skipped by `evaluate_run`.
+
 Out-of-scope cases (empty gold) are not in-scope queries: they are excluded from these means
 (as trec_eval excludes queries without qrels) and measured by `oos_fpr` instead.
 """
@@ -35,22 +40,7 @@ def precision_at(ranking: Sequence[str], gold: set[str], k: int) -> float:
 
 
 def recall_at(ranking: Sequence[str], gold: set[str], k: int) -> float:
-    return sum(1 for t in ranking[:k] if t in gold) / len(gold) if gold else 0.0
-
-
-def reciprocal_rank(ranking: Sequence[str], gold: set[str]) -> float:
-    for position, task_id in enumerate(ranking, start=1):
-        if task_id in gold:
-            return 1.0 / position
-    return 0.0
-
-
-def ndcg_at(ranking: Sequence[str], gold: set[str], k: int = NDCG_DEPTH) -> float:
-    if not gold:
-        return 0.0
-    dcg = sum(1.0 / math.log2(i + 2) for i, t in enumerate(ranking[:k]) if t in gold)
-    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(gold), k)))
-    return dcg / ideal
+    return recall_at_k(ranking, dict.fromkeys(gold, 1), k)
 
 
 def gold_rank(ranking: Sequence[str], gold: set[str]) -> int | None:
@@ -59,6 +49,47 @@ def gold_rank(ranking: Sequence[str], gold: set[str]) -> int | None:
         if task_id in gold:
             return position
     return None
+
+
+def reciprocal_rank(ranking: Sequence[str], gold: set[str]) -> float:
+    rank = gold_rank(ranking, gold)
+    return 1.0 / rank if rank else 0.0
+
+
+def ndcg_at(ranking: Sequence[str], gold: set[str], k: int = NDCG_DEPTH) -> float:
+    return ndcg_at_k(ranking, dict.fromkeys(gold, 1), k)
+
+
+def ndcg_at_k(ranking: Sequence[str], qrel: Mapping[str, int], k: int = NDCG_DEPTH) -> float:
+    """Graded nDCG@k: sum gain(d_i) / log2(i + 1) over the top k, over the ideal ordering's DCG."""
+    dcg = sum(qrel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranking[:k]) if qrel.get(d, 0) > 0)
+    ideal = sorted((r for r in qrel.values() if r > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at_k(ranking: Sequence[str], qrel: Mapping[str, int], k: int) -> float:
+    relevant = {d for d, r in qrel.items() if r > 0}
+    return len(relevant.intersection(ranking[:k])) / len(relevant) if relevant else 0.0
+
+
+def mrr_at_k(ranking: Sequence[str], qrel: Mapping[str, int], k: int = 10) -> float:
+    return reciprocal_rank(ranking[:k], {d for d, r in qrel.items() if r > 0})
+
+
+def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict:
+    """BEIR-style means over queries that have at least one relevant judgement."""
+    qids = [q for q in run if any(r > 0 for r in qrels.get(q, {}).values())]
+    n = len(qids)
+    if n == 0:
+        return {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0, "n": 0}
+    return {
+        "ndcg@10": sum(ndcg_at_k(run[q], qrels[q], 10) for q in qids) / n,
+        "recall@10": sum(recall_at_k(run[q], qrels[q], 10) for q in qids) / n,
+        "recall@100": sum(recall_at_k(run[q], qrels[q], 100) for q in qids) / n,
+        "mrr@10": sum(mrr_at_k(run[q], qrels[q], 10) for q in qids) / n,
+        "n": n,
+    }
 
 
 def per_query(ranking: Sequence[str], gold: Iterable[str]) -> dict[str, float]:

@@ -19,7 +19,7 @@ from kb.enrich import (DEFAULT_LAMBDA, DEFAULT_MAX_DF, Expansion, llm_expansion,
                        rm3_expansion)
 from kb.index import Index
 from kb.llm import LLM
-from kb.metrics import evaluate_run
+from evaluation.metrics import evaluate_run
 from kb.store import CorpusStore
 
 MODES = ("bm25", "rm3", "qe", "enriched", "enriched_qe", "sage")

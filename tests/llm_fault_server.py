@@ -160,6 +160,18 @@ def _error(message: str, kind: str, param: str | None = None) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "param": param, "code": None}}).encode()
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> None:
+    """Answer with a JSON body; a client that already gave up (timeout tests) is ignored."""
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server naming
         if self.path.rstrip("/").endswith("/models"):
@@ -179,14 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, payload)
 
     def _send(self, status: int, payload: bytes) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout tests); nothing to answer
+        send_json(self, status, payload)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
         return

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import diskcache
 import numpy as np
 import pytest
+from llm_fault_server import send_json
 
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder
 from tests.conftest import build_app, make_settings
@@ -37,14 +38,7 @@ class FailingEmbeddings:
                     payload = json.dumps({"object": "list", "data": data, "model": body["model"],
                                           "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
                     status = 200
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout): that is the point
+                send_json(self, status, payload)
 
             def log_message(self, *args):
                 pass

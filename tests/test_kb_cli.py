@@ -11,7 +11,7 @@ import pytest
 
 from kb.api import kb_bp
 from kb.cli import corpus_group
-from kb.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
+from evaluation.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
 from kb.store import CorpusStore
 from settings import Settings
 
