@@ -63,3 +63,18 @@ class StoreRevision(Base):
 
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     revision: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+
+
+class RankerFit(Base):
+    """One per-catalog fit of the ranker (search.fitting): the parameters every serving process
+    uses and the cross-validation figures that chose them. The newest row wins; older rows are
+    the history. `cases_digest` names the test-case set it was fitted on."""
+
+    __tablename__ = "ranker_fits"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    store_revision: Mapped[int] = mapped_column(Integer, nullable=False, index=True)
+    cases_digest: Mapped[str] = mapped_column(String(64), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+    params: Mapped[dict] = mapped_column(JSON, nullable=False)
+    report: Mapped[dict] = mapped_column(JSON, nullable=False)
