@@ -1,4 +1,5 @@
-"""Per-catalog ranker fits: fusion weights, shortlist depth and abstention fitted by CV.
+"""Per-catalog ranker fits (fusion weights, shortlist depth, abstention fitted by CV); the
+store revision row seeded.
 
 Revision ID: 0002
 Revises: 0001
@@ -23,6 +24,9 @@ def upgrade() -> None:
         sa.Column("params", sa.JSON(), nullable=False),
         sa.Column("report", sa.JSON(), nullable=False),
     )
+    # Seed the store's revision row, so that two first writes cannot race to insert it.
+    op.execute("INSERT INTO store_revision (name, revision) SELECT 'catalog', 0 "
+               "WHERE NOT EXISTS (SELECT 1 FROM store_revision WHERE name = 'catalog')")
 
 
 def downgrade() -> None:
