@@ -6,7 +6,9 @@ The README's "Configuration" table lists the same variables.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
@@ -87,13 +89,13 @@ class Settings:
     embeddings_enabled: bool = True
     embeddings_base_url: str = ""
     embeddings_model: str = "multilingual-e5-small-q4"
-    embeddings_api_key: str = ""
+    embeddings_api_key: str = field(default="", repr=False)
     embeddings_timeout_s: float = 2.0
     embeddings_input_type: bool = False
     # LLM re-ranking
     llm_base_url: str = ""
     llm_model: str = "gemma3-270m"
-    llm_api_key: str = ""
+    llm_api_key: str = field(default="", repr=False)
     llm_timeout_s: float = 20.0
     llm_response_format: str = "auto"
     rerank_default: bool = False
@@ -103,6 +105,18 @@ class Settings:
     # HTTP server
     host: str = "127.0.0.1"
     port: int = 8000
+    # admin sessions (admin/): empty SECRET_KEY = a random key per process (sessions end on
+    # restart and are not shared between processes; a warning is logged)
+    secret_key: str = field(default="", repr=False)
+    session_cookie_secure: bool = True
+    session_lifetime_s: int = 8 * 3600
+    login_max_failures: int = 5
+    login_lockout_s: int = 15 * 60
+    # roles for the public search API (search/roles.py): empty secret = role tokens refused
+    role_token_secret: str = field(default="", repr=False)
+    role_token_max_ttl_s: int = 900
+    trusted_role_header: str = "X-Taskfinder-Roles"
+    trusted_proxies: tuple[str, ...] = ()
 
     @property
     def database(self) -> str:
@@ -154,6 +168,38 @@ def _float(minimum: float):
     return lambda name, raw: _as_number(name, raw, float, minimum)
 
 
+def _secret(minimum_chars: int):
+    """A shared secret: long enough that guessing it is not an option."""
+    def parse(name: str, raw: str) -> str:
+        if len(raw) < minimum_chars:
+            raise SettingsError(f"{name}=<hidden>: must be at least {minimum_chars} characters "
+                                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(48))')")
+        return raw
+    return parse
+
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+
+
+def _header_name(name: str, raw: str) -> str:
+    if not _HEADER_NAME.match(raw):
+        raise SettingsError(f"{name}={raw!r}: expected an HTTP header name (letters, digits, '-')")
+    return raw
+
+
+def _networks(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated IP addresses or CIDR networks, normalised (`10.0.0.7` -> `10.0.0.7/32`)."""
+    networks = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError as exc:
+            raise SettingsError(f"{name}={raw!r}: {item!r} is not an IP address or CIDR network") from exc
+    return tuple(networks)
+
+
 def _choice(*options: str):
     def parse(name: str, raw: str) -> str:
         if raw not in options:
@@ -190,4 +236,13 @@ ENVIRONMENT = (
     ("breaker_cooldown_s", "LLM_BREAKER_COOLDOWN_S", _float(0.0)),
     ("host", "HOST", _text),
     ("port", "PORT", _int(1, 65535)),
+    ("secret_key", "SECRET_KEY", _secret(32)),
+    ("session_cookie_secure", "SESSION_COOKIE_SECURE", _as_bool),
+    ("session_lifetime_s", "SESSION_LIFETIME_S", _int(60, 7 * 24 * 3600)),
+    ("login_max_failures", "LOGIN_MAX_FAILURES", _int(1, 100)),
+    ("login_lockout_s", "LOGIN_LOCKOUT_S", _int(1, 24 * 3600)),
+    ("role_token_secret", "ROLE_TOKEN_SECRET", _secret(32)),
+    ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
+    ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
+    ("trusted_proxies", "TRUSTED_PROXIES", _networks),
 )

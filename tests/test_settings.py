@@ -31,7 +31,33 @@ def test_every_variable_is_read():
     ("SHORTLIST_K", "ten", "expected an integer"), ("WEIGHT_TYPO", "-1", "must be >= 0"),
     ("RERANK_DEFAULT", "perhaps", "expected a boolean"), ("LLM_RESPONSE_FORMAT", "xml", "expected one of"),
     ("LLM_TIMEOUT_S", "soon", "expected a number"),
+    ("SECRET_KEY", "short", "at least 32 characters"), ("ROLE_TOKEN_SECRET", "x" * 31, "at least 32 characters"),
+    ("SESSION_COOKIE_SECURE", "maybe", "expected a boolean"), ("LOGIN_MAX_FAILURES", "0", "must be >= 1"),
+    ("ROLE_TOKEN_MAX_TTL_S", "999999", "must be <="), ("TRUSTED_PROXIES", "10.0.0.1, proxy.local", "not an IP"),
+    ("TRUSTED_ROLE_HEADER", "X Roles", "HTTP header name"), ("SESSION_LIFETIME_S", "5", "must be >= 60"),
 ])
 def test_bad_values_are_rejected_with_the_variable_named(name, value, message):
-    with pytest.raises(SettingsError, match=f"{name}=.*{message}"):
+    with pytest.raises(SettingsError, match=f"{name}=.*{message}") as raised:
         Settings.from_env({name: value})
+    if "SECRET" in name:
+        assert value not in str(raised.value)  # a secret is not echoed, even a bad one
+
+
+def test_admin_and_role_settings():
+    defaults = Settings.from_env({})
+    assert defaults.secret_key == "" and defaults.session_cookie_secure is True
+    assert defaults.role_token_secret == "" and defaults.trusted_proxies == ()
+    assert defaults.trusted_role_header == "X-Taskfinder-Roles" and defaults.role_token_max_ttl_s == 900
+    env = {"SECRET_KEY": "k" * 40, "SESSION_COOKIE_SECURE": "0", "SESSION_LIFETIME_S": "3600",
+           "LOGIN_MAX_FAILURES": "3", "LOGIN_LOCKOUT_S": "60", "ROLE_TOKEN_SECRET": "r" * 32,
+           "ROLE_TOKEN_MAX_TTL_S": "120", "TRUSTED_ROLE_HEADER": "X-Roles", "TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16,"}
+    settings = Settings.from_env(env)
+    assert settings.secret_key == "k" * 40 and settings.session_cookie_secure is False
+    assert (settings.session_lifetime_s, settings.login_max_failures, settings.login_lockout_s) == (3600, 3, 60)
+    assert settings.role_token_max_ttl_s == 120 and settings.trusted_role_header == "X-Roles"
+    assert settings.trusted_proxies == ("10.0.0.1/32", "192.168.0.0/16")
+
+
+def test_secrets_stay_out_of_the_settings_repr():
+    settings = Settings.from_env({"SECRET_KEY": "k" * 40, "ROLE_TOKEN_SECRET": "r" * 40, "LLM_API_KEY": "sk-llm"})
+    assert "k" * 40 not in repr(settings) and "r" * 40 not in repr(settings) and "sk-llm" not in repr(settings)
