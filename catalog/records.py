@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 
 @dataclass(frozen=True)
@@ -15,9 +16,15 @@ class TaskRecord:
     roles: tuple[str, ...] = ()
     active: bool = True
 
-    def visible_to(self, role: str | None) -> bool:
-        """Unrestricted tasks (no roles) are visible to everyone; others only to their roles."""
-        return not self.roles or (role is not None and role in self.roles)
+    def visible_to(self, roles: str | Collection[str] | None) -> bool:
+        """Unrestricted tasks (no roles) are visible to everyone; others only to callers sharing
+        one of their roles. `roles` is one role or a set of them (a caller may hold several)."""
+        if not self.roles:
+            return True
+        if roles is None:
+            return False
+        held = {roles} if isinstance(roles, str) else set(roles)
+        return not held.isdisjoint(self.roles)
 
     def to_row(self) -> dict:
         row = {"id": self.id, "name": self.name, "help": self.help}

@@ -1,4 +1,7 @@
-"""HTTP edge of the search pipeline: /api/search, health, readiness, metrics, OpenAPI spec."""
+"""HTTP edge of the search pipeline: /api/search, health, readiness, metrics, OpenAPI spec.
+
+/api/search shows restricted tasks only to verified roles (search.roles: a signed role token
+or a trusted proxy's header); the `role` query parameter merely picks one of those."""
 from __future__ import annotations
 
 import json
@@ -6,6 +9,7 @@ import json
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from search.roles import NONE, REJECTED, Access, resolve_access
 from search.service import BadQuery
 from settings import PROJECT_ROOT
 
@@ -43,17 +47,43 @@ def parse_k(default: int = 10) -> int:
         raise BadQuery(f"k must be an integer, not {raw!r}") from None
 
 
+REJECTED_NOTE = "the role credential was not accepted; only unrestricted tasks are shown"
+ROLE_IGNORED_NOTE = "'role' was ignored: it is not one of the caller's verified roles"
+
+
+def caller_access() -> Access:
+    """The caller's verified roles (search.roles): a signed token or a trusted proxy's header."""
+    return resolve_access(services().settings, request.headers, request.args, request.remote_addr)
+
+
+def access_report(access: Access, requested_role: str | None, body: dict) -> dict:
+    """What the response says about access: how the roles were established and, generically,
+    what was not accepted. It never says why a token failed nor which roles exist."""
+    report: dict = {"credential": access.credential}
+    if access.credential == REJECTED:
+        report["note"] = REJECTED_NOTE
+    elif requested_role is not None and body["role"] is None:
+        report["note"] = ROLE_IGNORED_NOTE
+    return report
+
+
 @search_bp.get("/api/search")
 def api_search():
     svc = services()
+    access = caller_access()
+    requested_role = request.args.get("role") or None
     try:
-        body = svc.search.search(request.args.get("q"), k=parse_k(), role=request.args.get("role") or None,
+        body = svc.search.search(request.args.get("q"), k=parse_k(), roles=access.roles, role=requested_role,
                                  rerank=parse_flag("rerank"))
     except BadQuery as exc:
         svc.metrics.requests.labels("search", "400").inc()
         return bad_request(str(exc))
     svc.metrics.requests.labels("search", "200").inc()
-    return jsonify(body)
+    body["access"] = access_report(access, requested_role, body)
+    response = jsonify(body)
+    if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
+        response.headers["Cache-Control"] = "private, no-store"
+    return response
 
 
 @search_bp.get("/healthz")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Collection, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
@@ -110,24 +110,38 @@ class SearchService:
         return replace(live, index=live.index.with_vectors(vectors), vectors_ok=True)
 
     # -- request validation --------------------------------------------------------------
-    def check_request(self, query: str | None, k: int, role: str | None, live: LiveIndex) -> str:
+    def check_request(self, query: str | None, k: int) -> str:
+        """The stripped query, or BadQuery. Roles are not checked here: they come verified
+        (search.roles) and an error must never list the roles that exist."""
         if query is None or not normalise(query).strip():
             raise BadQuery("query 'q' is required and must contain text")
         if len(query) > self.settings.max_query_chars:
             raise BadQuery(f"query is {len(query)} characters long; the limit is {self.settings.max_query_chars}")
         if not 1 <= k <= self.settings.max_results:
             raise BadQuery(f"k must be between 1 and {self.settings.max_results}")
-        if role is not None and role not in live.roles:
-            known = ", ".join(sorted(live.roles)) or "none"
-            raise BadQuery(f"unknown role {role!r}; known roles: {known}")
         return query.strip()
 
+    @staticmethod
+    def visible_roles(roles: Collection[str] | None, role: str | None, live: LiveIndex) -> frozenset[str]:
+        """The roles whose restricted tasks this search may show: the caller's verified `roles`,
+        narrowed to `role` when it is one of them (a role outside them grants nothing), and
+        only roles some task has (which also bounds the index's per-role-set mask cache)."""
+        verified = frozenset(roles or ())
+        if role is not None and role in verified:
+            verified = frozenset({role})
+        return verified & live.roles
+
     # -- the pipeline --------------------------------------------------------------------
-    def search(self, query: str | None, k: int = 10, role: str | None = None, rerank: bool | None = None,
-               restrict_roles: bool = True) -> dict:
+    def search(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
+               role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> dict:
+        """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
+        visible if it has no roles or shares one with them. `role`: optionally one of `roles`
+        to narrow to; any other value is ignored, never trusted."""
         started = time.perf_counter()
         live = self.live()
-        query = self.check_request(query, k, role, live)
+        query = self.check_request(query, k)
+        visible = self.visible_roles(roles, role, live)
+        role = role if role is not None and visible == {role} else None
         rerank = self.settings.rerank_default if rerank is None else rerank
         timings: dict[str, float] = {}
         degraded: list[str] = []
@@ -149,7 +163,9 @@ class SearchService:
 
         stage = time.perf_counter()
         shortlist_size = max(k, self.settings.shortlist_size)
-        result = prefilter(live.index, analysed, self.settings.weights, shortlist_size, role=role,
+        # TaskRecord.visible_to takes a set of roles as well as one role; a frozenset is hashable,
+        # so the index's visibility cache keys on it unchanged.
+        result = prefilter(live.index, analysed, self.settings.weights, shortlist_size, role=visible or None,
                            restrict_roles=restrict_roles, query_vector=query_vector)
         timings["prefilter"] = _ms(stage)
 
@@ -174,6 +190,7 @@ class SearchService:
             "query": query,
             "k": k,
             "role": role,
+            "roles": sorted(visible),
             "results": results,
             "no_confident_match": not confident,
             "degraded": degraded,

@@ -1,0 +1,191 @@
+"""Verified roles for /api/search (search/roles.py): the signed token format, the trusted proxy
+header, and what the API shows with a valid, forged, expired or malformed credential."""
+import base64
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+
+from search.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, is_trusted_proxy, resolve_access,
+                          sign_role_token, verify_role_token)
+from settings import Settings
+from tests.conftest import build_app, make_settings
+
+SECRET = "s3cret-for-tests-only-0123456789abcdef"
+NOW = 1_800_000_000
+CLAIM = "nutrition.cacfp-claim"  # restricted to the fiscal role in the demo catalog
+
+
+def b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def handmade(payload, secret=SECRET) -> str:
+    """A token built from the documented format alone, as a host platform would."""
+    segment = b64(json.dumps(payload).encode())
+    return f"{segment}.{b64(hmac.new(secret.encode(), segment.encode(), hashlib.sha256).digest())}"
+
+
+# -- the format ------------------------------------------------------------------------------
+def test_a_signed_token_round_trips_and_matches_the_documented_format():
+    token = sign_role_token(SECRET, ["fiscal", "director"], ttl_s=300, now=NOW)
+    assert verify_role_token(SECRET, token, max_ttl_s=900, now=NOW) == {"fiscal", "director"}
+    segment = token.split(".")[0]
+    assert json.loads(base64.urlsafe_b64decode(segment + "==")) == {"roles": ["director", "fiscal"], "exp": NOW + 300}
+    assert verify_role_token(SECRET, handmade({"roles": ["fiscal"], "exp": NOW + 60}), 900, now=NOW) == {"fiscal"}
+
+
+@pytest.mark.parametrize("token, why", [
+    (handmade({"roles": ["fiscal"], "exp": NOW + 60}, secret="another-secret-of-enough-length-000000"), "signature"),
+    (handmade({"roles": ["fiscal"], "exp": NOW - 120}), "expired"),
+    (handmade({"roles": ["fiscal"], "exp": NOW + 3600}), "longer than"),
+    (handmade({"roles": "fiscal", "exp": NOW + 60}), "roles list"),
+    (handmade({"roles": ["fiscal"]}), "integer exp"),
+    (handmade({"roles": ["fiscal"], "exp": float(NOW + 60)}), "integer exp"),
+    (handmade({"roles": ["fiscal"], "exp": True}), "integer exp"),
+    (handmade({"roles": ["fis cal"], "exp": NOW + 60}), "identifiers"),
+    (handmade({"roles": [f"r{i}" for i in range(65)], "exp": NOW + 60}), "identifiers"),
+    (handmade(["fiscal"]), "roles list"),
+    ("", "malformed"),
+    ("no-dot-at-all", "malformed"),
+    ("a.b.c", "malformed"),
+    ("e30.!!!", "base64url"),
+    ("x" * 5000 + ".y", "malformed"),
+])
+def test_bad_tokens_are_refused_with_a_reason_for_logs(token, why):
+    with pytest.raises(InvalidRoleToken, match=why):
+        verify_role_token(SECRET, token, max_ttl_s=900, now=NOW)
+
+
+def test_a_tampered_payload_fails_the_signature():
+    token = sign_role_token(SECRET, ["teacher"], ttl_s=300, now=NOW)
+    forged = b64(json.dumps({"roles": ["fiscal"], "exp": NOW + 300}).encode()) + "." + token.split(".")[1]
+    with pytest.raises(InvalidRoleToken, match="signature"):
+        verify_role_token(SECRET, forged, 900, now=NOW)
+
+
+def test_a_signed_payload_that_is_not_json_is_refused_not_a_crash():
+    segment = b64(b"\xff\xfe not json")
+    token = f"{segment}.{b64(hmac.new(SECRET.encode(), segment.encode(), hashlib.sha256).digest())}"
+    with pytest.raises(InvalidRoleToken, match="JSON"):
+        verify_role_token(SECRET, token, 900, now=NOW)
+
+
+def test_without_a_secret_nothing_verifies_and_nothing_signs():
+    with pytest.raises(InvalidRoleToken, match="not configured"):
+        verify_role_token("", handmade({"roles": ["fiscal"], "exp": NOW + 60}, secret=""), 900, now=NOW)
+    with pytest.raises(ValueError):
+        sign_role_token("", ["fiscal"], 60)
+
+
+# -- where roles come from ---------------------------------------------------------------------
+@pytest.mark.parametrize("address, trusted", [
+    ("10.1.2.3", True), ("10.255.0.1", True), ("192.168.0.10", True), ("192.168.0.11", False),
+    ("::1", True), ("203.0.113.9", False), ("", False), (None, False), ("unix:/tmp/sock", False),
+])
+def test_trusted_proxies_are_addresses_or_networks(address, trusted):
+    assert is_trusted_proxy(address, ("10.0.0.0/8", "192.168.0.10/32", "::1/128")) is trusted
+
+
+def role_settings(**env) -> Settings:
+    return Settings.from_env({"ROLE_TOKEN_SECRET": SECRET, "TRUSTED_PROXIES": "10.0.0.0/8", **env})
+
+
+def test_a_presented_token_decides_and_the_header_needs_a_trusted_peer():
+    settings = role_settings()
+    token = sign_role_token(SECRET, ["fiscal"], 60, now=NOW)
+    header = {"X-Taskfinder-Roles": "director, teacher"}
+    assert resolve_access(settings, {"Authorization": f"Bearer {token}", **header}, {}, "10.0.0.1", now=NOW).roles \
+        == {"fiscal"}
+    assert resolve_access(settings, {}, {"role_token": token}, "203.0.113.9", now=NOW).credential == VERIFIED
+    assert resolve_access(settings, {"Authorization": "Bearer nope", **header}, {}, "10.0.0.1", now=NOW).credential \
+        == REJECTED
+    assert resolve_access(settings, header, {}, "10.0.0.1", now=NOW).roles == {"director", "teacher"}
+    assert resolve_access(settings, header, {}, "203.0.113.9", now=NOW) == ANONYMOUS
+    assert resolve_access(settings, {"X-Taskfinder-Roles": "a b"}, {}, "10.0.0.1", now=NOW).credential == REJECTED
+    assert resolve_access(settings, {"Authorization": "Basic dXNlcjpwYXNz"}, {}, "10.0.0.1", now=NOW) == ANONYMOUS
+    custom = role_settings(TRUSTED_ROLE_HEADER="X-Roles")
+    assert resolve_access(custom, {"X-Roles": "fiscal"}, {}, "10.0.0.1", now=NOW).roles == {"fiscal"}
+    assert resolve_access(custom, header, {}, "10.0.0.1", now=NOW) == ANONYMOUS
+
+
+# -- through the API ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    settings = make_settings(tmp_path_factory.mktemp("roles"), shared_cache_dir, ROLE_TOKEN_SECRET=SECRET,
+                             TRUSTED_PROXIES="10.0.0.0/8", ROLE_TOKEN_MAX_TTL_S=600)
+    return build_app(settings, demo_tasks, demo_cases).test_client()
+
+
+def search(client, headers=None, address="203.0.113.9", **params):
+    params = {"q": "CACFP monthly claim", "k": 10, **params}
+    return client.get("/api/search", query_string=params, headers=headers or {},
+                      environ_base={"REMOTE_ADDR": address})
+
+
+def ids(response):
+    return [r["id"] for r in response.get_json()["results"]]
+
+
+def bearer(roles, ttl=300):
+    return {"Authorization": f"Bearer {sign_role_token(SECRET, roles, ttl)}"}
+
+
+def test_a_valid_token_shows_its_roles_tasks(client):
+    response = search(client, headers=bearer(["fiscal"]))
+    body = response.get_json()
+    assert ids(response)[0] == CLAIM
+    assert body["roles"] == ["fiscal"] and body["access"] == {"credential": "verified"}
+    assert response.headers["Cache-Control"] == "private, no-store"
+    by_query = search(client, role_token=sign_role_token(SECRET, ["fiscal"], 300))
+    assert ids(by_query)[0] == CLAIM
+
+
+def test_several_roles_see_every_task_sharing_one_and_role_narrows_to_one_of_them(client):
+    assert CLAIM in ids(search(client, headers=bearer(["teacher", "fiscal"])))
+    narrowed = search(client, headers=bearer(["teacher", "fiscal"]), role="teacher")
+    assert CLAIM not in ids(narrowed) and narrowed.get_json()["role"] == "teacher"
+    picked = search(client, headers=bearer(["teacher", "fiscal"]), role="fiscal")
+    assert ids(picked)[0] == CLAIM and picked.get_json()["role"] == "fiscal"
+    widened = search(client, headers=bearer(["teacher"]), role="fiscal").get_json()
+    assert CLAIM not in [r["id"] for r in widened["results"]] and widened["role"] is None
+
+
+@pytest.mark.parametrize("credential", [
+    handmade({"roles": ["fiscal"], "exp": int(time.time()) + 60}, secret="a-different-secret-000000000000000000"),
+    handmade({"roles": ["fiscal"], "exp": int(time.time()) - 3600}),
+    handmade({"roles": ["fiscal"], "exp": int(time.time()) + 86400}),
+    "garbage", "a.b", "%%%.%%%", "x" * 10000,
+])
+def test_forged_expired_or_malformed_tokens_see_unrestricted_tasks_only(client, credential):
+    for response in (search(client, headers={"Authorization": f"Bearer {credential}"}),
+                     search(client, role_token=credential)):
+        assert response.status_code == 200
+        body = response.get_json()
+        assert CLAIM not in ids(response) and body["roles"] == []
+        assert body["access"]["credential"] == "rejected"
+        note = body["access"]["note"]
+        assert "fiscal" not in note and not {"expired", "signature", "malformed"} & set(note.split())
+
+
+def test_the_trusted_header_counts_only_from_a_trusted_proxy(client):
+    header = {"X-Taskfinder-Roles": "fiscal"}
+    assert ids(search(client, headers=header, address="10.20.30.40"))[0] == CLAIM
+    assert CLAIM not in ids(search(client, headers=header, address="203.0.113.9"))
+
+
+def test_verified_responses_match_the_openapi_spec(client):
+    from jsonschema import Draft202012Validator
+
+    from settings import PROJECT_ROOT
+
+    spec = json.loads((PROJECT_ROOT / "openapi.json").read_text())
+    validator = Draft202012Validator({"$ref": "#/components/schemas/SearchResponse", "components": spec["components"]})
+    validator.validate(search(client, headers=bearer(["fiscal"])).get_json())
+    validator.validate(search(client, role_token="bad").get_json())
+    validator.validate(search(client, role="fiscal").get_json())
+    parameters = {p["name"] for p in spec["paths"]["/api/search"]["get"]["parameters"]}
+    assert {"role", "role_token"} <= parameters
+
