@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from argon2 import PasswordHasher
 from sqlalchemy import create_engine, text
 
 from catalog import db
@@ -21,6 +23,8 @@ from catalog.store import CatalogStore
 from settings import Settings
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+# argon2 at its cheapest: tests verify the logic of hashing, not its cost
+FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +53,22 @@ def demo_cases(demo_tasks):
     return load_cases_file(DEMO_CASES, {t.id for t in demo_tasks})
 
 
+@contextmanager
+def postgres_schema():
+    """A fresh PostgreSQL schema, dropped afterwards: yields (its name, a URL whose connections
+    use it, for code that builds its own engine from DATABASE_URL)."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield schema, f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def engine(request, tmp_path):
     """A migrated, empty database of each kind."""
@@ -58,19 +78,13 @@ def engine(request, tmp_path):
         yield engine
         engine.dispose()
         return
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    engine = create_engine(POSTGRES_URL, connect_args={"options": f"-csearch_path={schema}"})
-    try:
-        db.upgrade(engine)
-        yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema() as (schema, _url):
+        engine = create_engine(POSTGRES_URL, connect_args={"options": f"-csearch_path={schema}"})
+        try:
+            db.upgrade(engine)
+            yield engine
+        finally:
+            engine.dispose()
 
 
 @pytest.fixture
@@ -98,3 +112,56 @@ def demo_app(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
 @pytest.fixture
 def client(demo_app):
     return demo_app.test_client()
+
+
+# -- the admin -------------------------------------------------------------------------------
+ADMIN_PASSWORD = "a long enough password"
+XSS_TASK_ID = "zz.xss"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def admin_app(request, tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    """The app over the demo data plus a task whose text is an XSS attempt, on each database,
+    with a viewer `vera`, an editor `eddie`, and cheap password hashing."""
+    from catalog.records import TaskRecord
+
+    xss = TaskRecord(id=XSS_TASK_ID, name="<script>alert('name')</script>", help='"><img src=x onerror=alert(1)>',
+                     category="zz", roles=("fiscal",))
+    data_dir = tmp_path_factory.mktemp("admin")
+    env = {"SECRET_KEY": "k" * 40}
+
+    def make(extra_env):
+        app = build_app(make_settings(data_dir, shared_cache_dir, **env, **extra_env), [*demo_tasks, xss], demo_cases)
+        accounts = app.extensions["taskfinder"].accounts
+        accounts.hasher = FAST_HASHER
+        accounts.create_user("vera", ADMIN_PASSWORD, "viewer", actor="cli:test")
+        accounts.create_user("eddie", ADMIN_PASSWORD, "editor", actor="cli:test")
+        return app
+
+    if request.param == "sqlite":
+        yield make({})
+        return
+    with postgres_schema() as (_schema, url):
+        app = make({"DATABASE_URL": url})
+        yield app
+        app.extensions["taskfinder"].store.engine.dispose()
+
+
+def csrf_from(html: str) -> str:
+    import re
+
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def admin_login(client, name: str, password: str = ADMIN_PASSWORD, address: str = "127.0.0.1", **form):
+    """Sign in through the login form (CSRF token included); returns the POST's response."""
+    page = client.get("/admin/login", environ_base={"REMOTE_ADDR": address})
+    data = {"csrf_token": csrf_from(page.get_data(as_text=True)), "username": name, "password": password, **form}
+    return client.post("/admin/login", data=data, environ_base={"REMOTE_ADDR": address})
+
+
+def signed_in(app, name: str):
+    """A test client signed in as `name`, and its CSRF token."""
+    client = app.test_client()
+    assert admin_login(client, name).status_code == 302
+    return client, csrf_from(client.get("/admin/").get_data(as_text=True))
