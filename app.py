@@ -2,6 +2,7 @@
 
     python app.py serve               # HTTP API on HOST:PORT (waitress)
     python app.py search "devlopmental screning"
+    python app.py users create alice --role editor   # admin accounts (admin/cli.py)
     python app.py --help              # every command
 
 `create_app(settings)` is the app factory; every dependency is built here, once, and handed
@@ -17,6 +18,9 @@ import diskcache
 from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
 
+from admin import init_admin
+from admin.accounts import AccountStore
+from admin.cli import COMMANDS as ADMIN_COMMANDS
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
@@ -37,6 +41,7 @@ from settings import Settings
 class Services:
     settings: Settings
     store: CatalogStore
+    accounts: AccountStore
     search: SearchService
     metrics: Metrics
     cache: diskcache.Cache
@@ -49,17 +54,21 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.json.sort_keys = False
     settings.cache_dir.mkdir(parents=True, exist_ok=True)
 
-    store = CatalogStore(make_engine(settings.database))
+    engine = make_engine(settings.database)
+    store = CatalogStore(engine)
     metrics = Metrics()
     cache = diskcache.Cache(str(settings.cache_dir))
     reranker = Reranker(settings, cache) if settings.llm_base_url else None
     search = SearchService(settings, store, build_embedder(settings, cache), reranker, metrics,
                            enrichment=catalog_enrichment(settings))
-    app.extensions["taskfinder"] = Services(settings, store, search, metrics, cache)
+    accounts = AccountStore(engine)
+    app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
 
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
-    for command in (*CATALOG_COMMANDS, corpus_group, llm_group, evaluate_command, search_command,
+    init_admin(app, settings, accounts)
+    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command,
+                    search_command,
                     serve_command):
         app.cli.add_command(command)
     return app
@@ -69,13 +78,14 @@ def create_app(settings: Settings | None = None) -> Flask:
 @with_appcontext
 @click.argument("query")
 @click.option("-k", "--k", "k", default=10, show_default=True, help="Number of results.")
-@click.option("--role", default=None, help="Only tasks visible to this role.")
+@click.option("--role", "roles", multiple=True,
+              help="Also show tasks restricted to this role (repeatable); the shell is trusted.")
 @click.option("--rerank/--no-rerank", default=None, help="LLM re-ranking (default: RERANK_DEFAULT).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
-def search_command(query: str, k: int, role: str | None, rerank: bool | None, as_json: bool):
+def search_command(query: str, k: int, roles: tuple[str, ...], rerank: bool | None, as_json: bool):
     """Search the catalog and print the ranking."""
     try:
-        body = current_app.extensions["taskfinder"].search.search(query, k=k, role=role, rerank=rerank)
+        body = current_app.extensions["taskfinder"].search.search(query, k=k, roles=roles, rerank=rerank)
     except BadQuery as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(json.dumps(body, indent=2, ensure_ascii=False) if as_json else render_text(body))
@@ -94,6 +104,7 @@ def serve_command(host: str | None, port: int | None, threads: int):
     host, port = host or settings.host, port or settings.port
     services = current_app.extensions["taskfinder"]
     services.search.live()  # build the index (and task embeddings) before the first request
+    current_app.extensions["taskfinder_admin"].warn_about_ephemeral_key()
     click.echo(f"Taskfinder serving on http://{host}:{port}  (database: "
                f"{services.store.engine.url.render_as_string(hide_password=True)})")
     serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder")

@@ -52,6 +52,14 @@ class CatalogStore:
                 query = query.where(Task.active.is_(True))
             return [_task_record(row) for row in session.scalars(query)]
 
+    def task(self, task_id: str) -> TaskRecord:
+        """One task, active or not (NotFound if there is none)."""
+        with self._sessions() as session:
+            row = session.get(Task, task_id)
+            if row is None:
+                raise NotFound(f"task {task_id} not found")
+            return _task_record(row)
+
     def cases(self) -> list[CaseRecord]:
         with self._sessions() as session:
             return [_case_record(row) for row in session.scalars(select(TestCase).order_by(TestCase.id))]

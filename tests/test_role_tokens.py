@@ -189,3 +189,19 @@ def test_verified_responses_match_the_openapi_spec(client):
     parameters = {p["name"] for p in spec["paths"]["/api/search"]["get"]["parameters"]}
     assert {"role", "role_token"} <= parameters
 
+
+def test_cli_role_token_prints_a_token_the_api_accepts(tmp_path, shared_cache_dir):
+    from app import create_app
+
+    app = create_app(make_settings(tmp_path, shared_cache_dir, ROLE_TOKEN_SECRET=SECRET, ROLE_TOKEN_MAX_TTL_S=600))
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["tokens", "role-token", "--roles", "fiscal,director", "--roles", "teacher",
+                                 "--ttl", "300"])
+    assert result.exit_code == 0, result.output
+    assert verify_role_token(SECRET, result.output.strip(), 600) == {"fiscal", "director", "teacher"}
+    too_long = runner.invoke(args=["tokens", "role-token", "--roles", "fiscal", "--ttl", "601"])
+    assert too_long.exit_code != 0 and "ROLE_TOKEN_MAX_TTL_S" in too_long.output
+    bad = runner.invoke(args=["tokens", "role-token", "--roles", "fis cal"])
+    assert bad.exit_code != 0
+    unset = create_app(make_settings(tmp_path / "unset", shared_cache_dir)).test_cli_runner()
+    assert "ROLE_TOKEN_SECRET" in unset.invoke(args=["tokens", "role-token", "--roles", "fiscal"]).output

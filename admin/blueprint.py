@@ -1,0 +1,206 @@
+"""The admin blueprint and its access policy: deny by default, in one place.
+
+Every request routed to `admin_bp` (pages) or its nested `api` blueprint passes `enforce_policy`
+before any view runs:
+
+* anonymous callers are refused everywhere except PUBLIC_ENDPOINTS (the login page, static
+  files): pages redirect to the login page, /admin/api answers 401 JSON;
+* a method other than GET/HEAD/OPTIONS needs the `editor` role (403 otherwise), except the few
+  VIEWER_WRITES that any signed-in user may do (logging out);
+* such a request, unless authenticated by an API token, must carry the session's CSRF token.
+
+A view therefore cannot forget its check, and tests/test_admin_access.py walks `app.url_map` to
+prove it for every /admin route, including ones added later.
+
+Sessions: Flask-Login over Flask's signed session cookie. It is a small, well-known library that
+loads the user on each request (`user_loader`) and keeps `current_user` in templates, while a
+signed cookie needs no session table. What a client-side cookie cannot do by itself, end a
+session early, the user's auth epoch does (admin.accounts.Account.get_id): a role change, a
+disable or a new password invalidates every open session. The cookie is HttpOnly, SameSite=Lax,
+Secure unless SESSION_COOKIE_SECURE=0, limited to /admin, and expires after SESSION_LIFETIME_S
+(itsdangerous checks the signed timestamp, so an old cookie is refused server-side too).
+
+CSRF: our own per-session token (`csrf_token()` in forms, or the X-CSRF-Token header for
+scripts), compared in constant time. Flask-WTF's CSRFProtect would do the same, but it protects
+the whole app (the public API has no forms and uses no cookies) and brings WTForms, which the
+admin does not otherwise need; the check here is a dozen lines, scoped to /admin, and requests
+authenticated by a bearer token are exempt because a browser never sends one on its own.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from flask import Blueprint, Flask, current_app, g, jsonify, redirect, render_template, request, session, url_for
+from flask_login import LoginManager, current_user
+
+from admin.accounts import Account, AccountStore
+from admin.throttle import LoginThrottle, MemoryThrottle
+from search.roles import bearer_token
+from settings import Settings
+
+log = logging.getLogger(__name__)
+
+admin_bp = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates",
+                     static_folder="static")
+api_bp = Blueprint("api", __name__, url_prefix="/api")  # JSON for automation: /admin/api/...
+admin_bp.register_blueprint(api_bp)
+
+PUBLIC_ENDPOINTS = frozenset({"admin.login", "admin.static"})
+VIEWER_WRITES = frozenset({"admin.logout"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+CSRF_SESSION_KEY = "_csrf"
+CSRF_FORM_FIELD = "csrf_token"
+CSRF_HEADER = "X-CSRF-Token"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+@dataclass
+class AdminState:
+    """What the admin views need beyond `Services`: the login throttle, and whether the
+    session key is a random per-process one (warned about once, when the admin is first used)."""
+
+    throttle: LoginThrottle
+    ephemeral_key: bool = False
+    warned: bool = False
+
+    def warn_about_ephemeral_key(self) -> None:
+        if self.ephemeral_key and not self.warned:
+            self.warned = True
+            log.warning("SECRET_KEY is not set: admin sessions use a random key of this process; they end "
+                        "at restart and do not work across several processes. Set SECRET_KEY in production.")
+
+
+# -- setup ---------------------------------------------------------------------------------
+def init_admin(app: Flask, settings: Settings, accounts: AccountStore) -> None:
+    """Configure sessions and Flask-Login on `app` and register the admin blueprint."""
+    # Never a hard-coded key (anyone could forge a session); without SECRET_KEY, a random one.
+    app.secret_key = settings.secret_key or secrets.token_urlsafe(48)
+    app.config.update(
+        SESSION_COOKIE_NAME="taskfinder_admin",
+        SESSION_COOKIE_PATH="/admin",
+        SESSION_COOKIE_SECURE=settings.session_cookie_secure,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session_lifetime_s),
+        REMEMBER_COOKIE_SECURE=settings.session_cookie_secure,  # never issued, but never weak either
+        REMEMBER_COOKIE_HTTPONLY=True,
+        REMEMBER_COOKIE_SAMESITE="Lax",
+    )
+    login_manager = LoginManager()
+    login_manager.session_protection = "basic"
+    login_manager.user_loader(accounts.session_user)
+    login_manager.init_app(app)
+    app.extensions["taskfinder_admin"] = AdminState(
+        throttle=MemoryThrottle(settings.login_max_failures, settings.login_lockout_s),
+        ephemeral_key=not settings.secret_key)
+    app.register_blueprint(admin_bp)
+
+
+def admin_state() -> AdminState:
+    return current_app.extensions["taskfinder_admin"]
+
+
+def accounts() -> AccountStore:
+    return current_app.extensions["taskfinder"].accounts
+
+
+# -- the policy ----------------------------------------------------------------------------
+def is_api_request() -> bool:
+    return request.blueprint == "admin.api"
+
+
+def authenticate() -> tuple[Account | None, str | None]:
+    """(user, how): an API request with an Authorization header is judged by that token alone
+    (no fallback to the cookie); everything else by the session."""
+    if is_api_request() and "Authorization" in request.headers:
+        token = bearer_token(request.headers.get("Authorization"))
+        user = accounts().token_user(token) if token else None
+        return user, "token" if user else None
+    if current_user.is_authenticated:
+        return current_user._get_current_object(), "session"
+    return None, None
+
+
+@admin_bp.before_request
+def enforce_policy():
+    """Runs before every admin view (nested api blueprint included); returning a response
+    refuses the request."""
+    admin_state().warn_about_ephemeral_key()
+    user, how = authenticate()
+    g.admin_user, g.admin_auth = user, how
+    if request.endpoint not in PUBLIC_ENDPOINTS and user is None:
+        return refuse_anonymous()
+    if request.method in SAFE_METHODS:
+        return None
+    if request.endpoint not in PUBLIC_ENDPOINTS | VIEWER_WRITES and not user.can_write:
+        return refuse(403, "this needs the editor role")
+    if how != "token" and not csrf_valid():
+        return refuse(400, "missing or invalid CSRF token; reload the page and try again")
+    return None
+
+
+def refuse_anonymous():
+    if is_api_request():
+        response = jsonify({"error": "authentication required"})
+        response.status_code = 401
+        response.headers["WWW-Authenticate"] = 'Bearer realm="taskfinder-admin"'
+        return response
+    target = request.full_path.rstrip("?") if request.method == "GET" else None
+    return redirect(url_for("admin.login", next=target))
+
+
+def refuse(status: int, message: str):
+    if is_api_request():
+        return jsonify({"error": message}), status
+    return render_template("admin/error.html", status=status, message=message), status
+
+
+@admin_bp.after_request
+def security_headers(response):
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if request.endpoint != "admin.static":
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+# -- CSRF ----------------------------------------------------------------------------------
+def csrf_token() -> str:
+    """This session's CSRF token (created on first use; a new one after each login)."""
+    token = session.get(CSRF_SESSION_KEY)
+    if not token:
+        token = session[CSRF_SESSION_KEY] = secrets.token_urlsafe(32)
+    return token
+
+
+def csrf_valid() -> bool:
+    expected = session.get(CSRF_SESSION_KEY)
+    given = request.form.get(CSRF_FORM_FIELD) or request.headers.get(CSRF_HEADER) or ""
+    return bool(expected) and hmac.compare_digest(expected.encode(), given.encode())
+
+
+@admin_bp.context_processor
+def template_helpers() -> dict:
+    return {"csrf_token": csrf_token, "admin_user": g.get("admin_user")}
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after login: only a path inside /admin on this site (no open redirect)."""
+    default = url_for("admin.dashboard")
+    if not target or "\\" in target or any(ord(c) < 32 for c in target):
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/admin/") or target.startswith("//"):
+        return default
+    return target

@@ -1,0 +1,155 @@
+"""Admin pages (login, dashboard, read-only tasks and test cases) and the /admin/api JSON routes.
+
+Access control is not here: admin.blueprint.enforce_policy has already refused whoever may not
+see a view by the time it runs. Views only read the catalog through CatalogStore.
+"""
+from __future__ import annotations
+
+import logging
+
+from flask import current_app, g, jsonify, redirect, render_template, request, session, url_for
+from flask_login import login_user, logout_user
+
+from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
+from admin.filters import STATUSES, filter_cases, filter_tasks, page_of
+from admin.throttle import throttle_key
+from catalog.records import CaseRecord, TaskRecord
+from catalog.store import CatalogStore, NotFound
+
+log = logging.getLogger(__name__)
+
+LOGIN_FAILED = "Unknown user name or wrong password."
+
+
+def store() -> CatalogStore:
+    return current_app.extensions["taskfinder"].store
+
+
+def _page_number() -> int:
+    raw = request.args.get("page", "1")
+    return int(raw) if raw.isdigit() else 1
+
+
+# -- sign in and out -----------------------------------------------------------------------
+@admin_bp.route("/login", methods=["GET", "POST"])
+def login():
+    if request.method == "GET":
+        if g.admin_user is not None:
+            return redirect(safe_next(request.args.get("next")))
+        return render_template("admin/login.html", next=request.args.get("next", ""))
+    name, password = request.form.get("username", ""), request.form.get("password", "")
+    key, throttle = throttle_key(name, request.remote_addr), admin_state().throttle
+    wait = throttle.locked_for(key)
+    if wait:
+        minutes = max(1, round(wait / 60))
+        return _login_form(f"Too many failed sign-ins. Try again in about {minutes} minute(s).", 429)
+    user = accounts().authenticate(name, password)
+    if user is None:
+        throttle.failed(key)
+        log.info("admin login failed for %r from %s", name[:64], request.remote_addr)
+        return _login_form(LOGIN_FAILED, 401)
+    throttle.succeeded(key)
+    session.clear()  # nothing from before sign-in survives it (a new CSRF token, no fixation)
+    login_user(user)
+    session.permanent = True  # expires after SESSION_LIFETIME_S
+    log.info("admin login: %s (%s) from %s", user.name, user.role, request.remote_addr)
+    return redirect(safe_next(request.form.get("next")))
+
+
+def _login_form(error: str, status: int):
+    return render_template("admin/login.html", error=error, next=request.form.get("next", ""),
+                           username=request.form.get("username", "")), status
+
+
+@admin_bp.post("/logout")
+def logout():
+    logout_user()
+    session.clear()
+    return redirect(url_for("admin.login"))
+
+
+# -- pages ---------------------------------------------------------------------------------
+@admin_bp.get("/")
+def dashboard():
+    tasks, cases = store().tasks(include_inactive=True), store().cases()
+    summary = {
+        "tasks": len(tasks),
+        "active_tasks": sum(t.active for t in tasks),
+        "restricted_tasks": sum(bool(t.roles) for t in tasks),
+        "test_cases": len(cases),
+        "out_of_scope_cases": sum(not c.gold for c in cases),
+        "revision": store().revision(),
+    }
+    return render_template("admin/dashboard.html", summary=summary,
+                           roles=sorted({r for t in tasks for r in t.roles}))
+
+
+@admin_bp.get("/tasks")
+def tasks_page():
+    all_tasks = store().tasks(include_inactive=True)
+    filters = _task_filters()
+    matching = filter_tasks(all_tasks, **filters)
+    shown, page, pages = page_of(matching, _page_number())
+    return render_template("admin/tasks.html", tasks=shown, filters=filters, page=page, pages=pages,
+                           total=len(matching), statuses=STATUSES,
+                           categories=sorted({t.category for t in all_tasks if t.category}),
+                           roles=sorted({r for t in all_tasks for r in t.roles}))
+
+
+@admin_bp.get("/tasks/<task_id>")
+def task_page(task_id: str):
+    try:
+        task = store().task(task_id)
+    except NotFound:
+        return refuse(404, "no such task")
+    cases = filter_cases(store().cases(), task=task.id)
+    return render_template("admin/task.html", task=task, cases=cases)
+
+
+@admin_bp.get("/cases")
+def cases_page():
+    all_cases = store().cases()
+    filters = _case_filters()
+    matching = filter_cases(all_cases, **filters)
+    shown, page, pages = page_of(matching, _page_number())
+    return render_template("admin/cases.html", cases=shown, filters=filters, page=page, pages=pages,
+                           total=len(matching), categories=sorted({c.category for c in all_cases if c.category}))
+
+
+def _task_filters() -> dict:
+    status = request.args.get("status", "active")
+    return {"q": request.args.get("q", "")[:200], "category": request.args.get("category", ""),
+            "role": request.args.get("role", ""), "status": status if status in STATUSES else "active"}
+
+
+def _case_filters() -> dict:
+    return {"q": request.args.get("q", "")[:200], "category": request.args.get("category", ""),
+            "task": request.args.get("task", "")}
+
+
+# -- JSON for automation (bearer token or session) -------------------------------------------
+def task_json(task: TaskRecord) -> dict:
+    return {**task.to_row(), "roles": list(task.roles), "active": task.active}
+
+
+def case_json(case: CaseRecord) -> dict:
+    return {"id": case.id, "query": case.query, "gold": list(case.gold), "rationale": case.rationale,
+            "category": case.category, "version": case.version}
+
+
+@api_bp.get("/whoami")
+def whoami():
+    user = g.admin_user
+    return jsonify({"name": user.name, "role": user.role, "auth": g.admin_auth})
+
+
+@api_bp.get("/tasks", endpoint="tasks")
+def api_tasks():
+    found = filter_tasks(store().tasks(include_inactive=True), **_task_filters())
+    return jsonify({"count": len(found), "tasks": [task_json(t) for t in found]})
+
+
+@api_bp.get("/cases", endpoint="cases")
+def api_cases():
+    found = filter_cases(store().cases(), **_case_filters())
+    return jsonify({"count": len(found), "cases": [case_json(c) for c in found]})
