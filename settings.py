@@ -42,18 +42,38 @@ def _as_number(name: str, raw: str, cast: type, minimum: float) -> float:
 
 @dataclass(frozen=True)
 class Weights:
-    """Fusion weights of Eq. 2: score = a*lex + b*rat + g*emb + d*typo.
+    """Fusion weights of the prefilter: score = sum_f w_f * x_f (see search.prefilter).
 
-    The paper starts from a=1.0, b=0.8, g=0.5, d=0.3. Ours keep a and b and were tuned for g
-    and d by 5-fold cross-validation inside the demo data's training split (never on the
-    held-out split): the bundled e5-small embedding earns more weight than the paper's.
-    `python app.py evaluate --config all` reports both side by side.
+    The sparse signals (lexical, rationale, typo, exemplar) are coverage-normalised to [0, ~1];
+    the dense ones (embedding, centroid, neighbour) are raw cosines, so their weights are larger.
+    These are the SHIPPED DEFAULTS, used until a catalog has enough test cases for its own fit
+    (search.fitting, stored in the database). They were fitted once on pooled cross-validation
+    data of several catalogs (see `python -m search.defaults`), not on any one of them.
     """
 
-    lexical: float = 1.0
-    rationale: float = 0.8
-    embedding: float = 2.0
-    typo: float = 0.6
+    lexical: float = 6.0
+    rationale: float = 2.0
+    embedding: float = 30.0
+    typo: float = 3.0
+    exemplar: float = 1.0
+    centroid: float = 10.0
+    neighbour: float = 15.0
+    prototype: float = 0.0      # exists only with a per-catalog fit (search.prototypes)
+
+
+@dataclass(frozen=True)
+class DegradedWeights(Weights):
+    """Shipped default weights of the degraded mode (embeddings unavailable): the sparse
+    signals alone, fitted separately rather than rescaled from the full mode."""
+
+    lexical: float = 6.0
+    rationale: float = 2.0
+    embedding: float = 0.0
+    typo: float = 3.0
+    exemplar: float = 1.0
+    centroid: float = 0.0
+    neighbour: float = 0.0
+    prototype: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -77,13 +97,16 @@ class Settings:
     max_results: int = 50
     max_query_chars: int = 256
     weights: Weights = field(default_factory=Weights)
+    degraded_weights: Weights = field(default_factory=DegradedWeights)
     field_weights: FieldWeights = field(default_factory=FieldWeights)
     typo_min_similarity: float = 80.0
-    # No confident match: below this top fused score the search returns nothing rather than a
-    # wrong task (pinned answers always pass). Fitted by `python app.py evaluate` on the demo
-    # data's training split (5-fold CV: the lowest out-of-scope FPR costing <= 2 points of
-    # Hit@5) for the default weights and embedding model; refit when either changes. 0 = off.
-    min_confidence: float = 2.04
+    # Per-catalog fitting (search.fitting): use the newest fit stored for the catalog, refit in
+    # the background whenever the test cases change, and fit only with enough in-scope cases.
+    ranker_fit: bool = True
+    auto_fit: bool = True
+    fit_min_cases: int = 30
+    # "No confident match" (search.confidence): abstain when the fitted abstention model says so.
+    abstain: bool = True
     catalog_enrichment: bool = False
     # embeddings
     embeddings_enabled: bool = True
@@ -99,7 +122,7 @@ class Settings:
     llm_timeout_s: float = 20.0
     llm_response_format: str = "auto"
     rerank_default: bool = False
-    rerank_skip_margin: float = 0.25
+    rerank_skip_probability: float = 0.9
     breaker_failures: int = 3
     breaker_cooldown_s: float = 30.0
     # HTTP server
@@ -139,7 +162,8 @@ class Settings:
             raw = env.get(name)
             if raw not in (None, ""):
                 values[attr] = parse(name, raw)
-        for attr, group, prefix in (("weights", Weights, "WEIGHT_"), ("field_weights", FieldWeights, "FIELD_WEIGHT_")):
+        for attr, group, prefix in (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedWeights, "DEGRADED_WEIGHT_"),
+                                    ("field_weights", FieldWeights, "FIELD_WEIGHT_")):
             values[attr] = group(**{
                 f.name: _as_number(prefix + f.name.upper(), env[prefix + f.name.upper()], float, 0.0)
                 for f in fields(group) if env.get(prefix + f.name.upper()) not in (None, "")
@@ -200,6 +224,13 @@ def _networks(name: str, raw: str) -> tuple[str, ...]:
     return tuple(networks)
 
 
+def _probability(name: str, raw: str) -> float:
+    value = _as_number(name, raw, float, 0.0)
+    if value > 1.0:
+        raise SettingsError(f"{name}={raw!r}: must be <= 1")
+    return value
+
+
 def _choice(*options: str):
     def parse(name: str, raw: str) -> str:
         if raw not in options:
@@ -217,7 +248,10 @@ ENVIRONMENT = (
     ("max_results", "MAX_RESULTS", _int(1)),
     ("max_query_chars", "MAX_QUERY_CHARS", _int(1)),
     ("typo_min_similarity", "TYPO_MIN_SIMILARITY", _float(0.0)),
-    ("min_confidence", "MIN_CONFIDENCE", _float(0.0)),
+    ("ranker_fit", "RANKER_FIT", _as_bool),
+    ("auto_fit", "AUTO_FIT", _as_bool),
+    ("fit_min_cases", "FIT_MIN_CASES", _int(2)),
+    ("abstain", "ABSTAIN", _as_bool),
     ("catalog_enrichment", "CATALOG_ENRICHMENT", _as_bool),
     ("embeddings_enabled", "EMBEDDINGS_ENABLED", _as_bool),
     ("embeddings_base_url", "EMBEDDINGS_BASE_URL", _text),
@@ -231,7 +265,7 @@ ENVIRONMENT = (
     ("llm_timeout_s", "LLM_TIMEOUT_S", _float(0.01)),
     ("llm_response_format", "LLM_RESPONSE_FORMAT", _choice("auto", "json_schema", "json_object")),
     ("rerank_default", "RERANK_DEFAULT", _as_bool),
-    ("rerank_skip_margin", "RERANK_SKIP_MARGIN", _float(0.0)),
+    ("rerank_skip_probability", "RERANK_SKIP_PROBABILITY", _probability),
     ("breaker_failures", "LLM_BREAKER_FAILURES", _int(1)),
     ("breaker_cooldown_s", "LLM_BREAKER_COOLDOWN_S", _float(0.0)),
     ("host", "HOST", _text),

@@ -5,14 +5,27 @@ an import is all-or-nothing and a search index can ask "has anything changed?" w
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from catalog.models import StoreRevision, Task, TestCase
+from catalog.models import RankerFit, StoreRevision, Task, TestCase
 from catalog.records import CaseRecord, TaskRecord
 
 REVISION_ROW = "catalog"
+
+
+@dataclass(frozen=True)
+class FitRecord:
+    id: int
+    store_revision: int
+    cases_digest: str
+    created_at: datetime
+    params: dict
+    report: dict
 
 
 class StoreConflict(Exception):
@@ -70,6 +83,27 @@ class CatalogStore:
             if row is None:
                 raise NotFound(f"test case {case_id} not found")
             return _case_record(row)
+
+    def latest_fit(self) -> FitRecord | None:
+        """The newest per-catalog ranker fit (search.fitting), or None."""
+        with self._sessions() as session:
+            row = session.scalars(select(RankerFit).order_by(RankerFit.id.desc()).limit(1)).first()
+            return None if row is None else FitRecord(row.id, row.store_revision, row.cases_digest,
+                                                      row.created_at, row.params, row.report)
+
+    def fits(self, limit: int = 20) -> list[FitRecord]:
+        with self._sessions() as session:
+            rows = session.scalars(select(RankerFit).order_by(RankerFit.id.desc()).limit(limit))
+            return [FitRecord(r.id, r.store_revision, r.cases_digest, r.created_at, r.params, r.report) for r in rows]
+
+    def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int:
+        """Store a fit and bump the revision, so every serving process picks it up."""
+        with self._sessions.begin() as session:
+            row = RankerFit(store_revision=fitted_on_revision, cases_digest=digest, params=params, report=report)
+            session.add(row)
+            session.flush()
+            self._bump(session)
+            return row.id
 
     def roles(self) -> set[str]:
         return {role for task in self.tasks() for role in task.roles}

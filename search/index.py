@@ -10,11 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
+from scipy import sparse
 
-from catalog.records import TaskRecord
+from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
 from lexicon.text import stem, words
-from search.signals import bm25_saturate, bm25f_pseudo_tf, lucene_idf, rationale_weight
+from search.exemplars import ExemplarMemory, build_exemplars
+from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
 from settings import FieldWeights
 
 # Extra vocabulary per task (DF-aware enrichment, see kb/): {task id: [(term or phrase, weight)]}
@@ -46,8 +48,8 @@ class IdealWeights:
     default: float
 
     @classmethod
-    def of(cls, matrix: np.ndarray) -> "IdealWeights":
-        per_term = matrix.max(axis=0) if matrix.size else np.zeros(matrix.shape[1], dtype=np.float32)
+    def of(cls, matrix: sparse.csc_matrix) -> "IdealWeights":
+        per_term = column_max(matrix)
         positive = per_term[per_term > 0]
         return cls(per_term, float(np.median(positive)) if positive.size else 1.0)
 
@@ -61,31 +63,58 @@ class IdealWeights:
 class SearchIndex:
     tasks: tuple[TaskRecord, ...]
     vocabulary: Mapping[str, int]           # term -> column
-    lexical: np.ndarray                     # (tasks, terms) BM25F weights
-    rationale: np.ndarray                   # (tasks, terms) rationale-lexicon weights
+    lexical: sparse.csc_matrix              # (tasks, terms) BM25F weights
+    rationale: sparse.csc_matrix            # (tasks, terms) rationale-lexicon weights
     lexical_ideal: IdealWeights
     rationale_ideal: IdealWeights
+    exemplars: ExemplarMemory               # test-case queries (and names, aliases) per task
+    exemplar_ideal: IdealWeights
     field_terms: tuple[Mapping[str, frozenset[str]], ...]  # per task: field -> terms (explanations)
     surface_words: tuple[str, ...]          # typo-correction vocabulary (catalog + lexicon)
     surface_to_term: Mapping[str, str]
     lexicon: RationaleLexicon
-    task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised, or None
+    task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised passage embeddings, or None
+    prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
 
     def visible_mask(self, role: str | None, restrict: bool = True) -> np.ndarray:
         """Tasks the caller may see; `restrict=False` (evaluation) sees every active task."""
+        return self._visible(role, restrict)[0]
+
+    def visible(self, role: str | None, restrict: bool = True) -> tuple[np.ndarray, tuple[TaskRecord, ...]]:
+        """(rows, tasks) the caller may see, computed once per role and cached."""
+        _, rows, tasks = self._visible(role, restrict)
+        return rows, tasks
+
+    def _visible(self, role, restrict):
         key = (role, restrict)
         if key not in self._visibility:
-            self._visibility[key] = np.array(
-                [t.active and (not restrict or t.visible_to(role)) for t in self.tasks], dtype=bool)
+            mask = np.array([t.active and (not restrict or t.visible_to(role)) for t in self.tasks], dtype=bool)
+            rows = np.flatnonzero(mask)
+            self._visibility[key] = (mask, rows, tuple(self.tasks[r] for r in rows))
         return self._visibility[key]
 
-    def with_vectors(self, vectors: np.ndarray | None) -> "SearchIndex":
-        return replace(self, task_vectors=vectors, _visibility={})
+    def with_vectors(self, vectors: np.ndarray | None, exemplar_vectors: np.ndarray | None = None,
+                     oos_vectors: np.ndarray | None = None) -> "SearchIndex":
+        """The index with its dense parts: task passage vectors and exemplar query vectors
+        (both or neither; None: the embedding signals are unavailable)."""
+        if vectors is None or exemplar_vectors is None:
+            vectors = exemplar_vectors = None
+        return replace(self, task_vectors=vectors, prototypes=None, exemplars=self.exemplars.with_vectors(exemplar_vectors, oos_vectors),
+                       _visibility={})
+
+    def with_prototypes(self, prototypes: np.ndarray | None) -> "SearchIndex":
+        return replace(self, prototypes=prototypes if self.task_vectors is not None else None, _visibility={})
+
+    @property
+    def has_vectors(self) -> bool:
+        return self.task_vectors is not None and self.exemplars.vectors is not None
 
 
 def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_weights: FieldWeights,
-                enrichment: Enrichment | None = None) -> SearchIndex:
+                enrichment: Enrichment | None = None, cases: Sequence[CaseRecord] = ()) -> SearchIndex:
+    """Everything a query needs, from the catalog and the test cases (`lexicon` is built from
+    the same `cases`; they also fill the exemplar memory)."""
     weights = {"name": field_weights.name, "aliases": field_weights.aliases,
                "category": field_weights.category, "help": field_weights.help,
                "enriched": ENRICHED_FIELD_WEIGHT}
@@ -114,22 +143,44 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
     lengths = [{f: sum(c.values()) for f, c in tfs.items()} for tfs in per_task_tfs]
     avg = {f: (sum(l[f] for l in lengths) / n_tasks if n_tasks else 0.0) for f in weights}
     df = Counter(t for tfs in per_task_tfs for t in {t for c in tfs.values() for t in c})
-    lexical = np.zeros((n_tasks, len(vocabulary)), dtype=np.float32)
+    shape = (n_tasks, len(vocabulary))
+    lexical = _Postings()
     for row, tfs in enumerate(per_task_tfs):
         for term in {t for c in tfs.values() for t in c}:
             pseudo = bm25f_pseudo_tf({f: c.get(term, 0) for f, c in tfs.items()}, lengths[row], avg, weights)
-            lexical[row, vocabulary[term]] = bm25_saturate(pseudo, lucene_idf(df[term], n_tasks))
+            lexical.add(row, vocabulary[term], bm25_saturate(pseudo, lucene_idf(df[term], n_tasks)))
 
     row_of = {task.id: row for row, task in enumerate(tasks)}
-    rationale = np.zeros_like(lexical)
+    rationale = _Postings()
     for term, linked in lexicon.associations.items():
         present = {tid: count for tid, count in linked.items() if tid in row_of}
         term_links = sum(present.values())
         for task_id, count in present.items():
-            rationale[row_of[task_id], vocabulary[term]] = rationale_weight(count, term_links, len(present), n_tasks)
+            rationale.add(row_of[task_id], vocabulary[term], rationale_weight(count, term_links, len(present), n_tasks))
 
+    lexical_matrix, rationale_matrix = lexical.matrix(shape), rationale.matrix(shape)
+    exemplars = build_exemplars(tasks, cases, vocabulary)
     field_terms = tuple({f: frozenset(c) for f, c in tfs.items() if c} for tfs in per_task_tfs)
-    return SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical, rationale=rationale,
-                       lexical_ideal=IdealWeights.of(lexical), rationale_ideal=IdealWeights.of(rationale),
+    return SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical_matrix, rationale=rationale_matrix,
+                       lexical_ideal=IdealWeights.of(lexical_matrix), rationale_ideal=IdealWeights.of(rationale_matrix),
+                       exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon)
+
+
+class _Postings:
+    """Collects (task row, term column, weight) triples and turns them into a CSC matrix."""
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.data: list[float] = []
+
+    def add(self, row: int, column: int, weight: float) -> None:
+        if weight > 0:
+            self.rows.append(row)
+            self.cols.append(column)
+            self.data.append(weight)
+
+    def matrix(self, shape: tuple[int, int]) -> sparse.csc_matrix:
+        return sparse.csc_matrix((np.asarray(self.data, dtype=np.float32), (self.rows, self.cols)), shape=shape)

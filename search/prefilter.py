@@ -1,36 +1,63 @@
-"""The deterministic hybrid prefilter (Eq. 2 of the design paper), as a pure function.
+"""The deterministic hybrid prefilter, as a pure function.
 
-    score(q, t) = a * lex(q, t) + b * rat(q, t) + g * emb(q, t) + d * typo(q, t)
+    score(q, t) = sum_f w_f * x_f(q, t)
 
-The sparse signals (lexical, rationale, typo) are divided by the query's ideal score, so each
-lands in [0, 1] and speaks only as loudly as its evidence; the embedding cosine is stretched
-to [0, 1] over the visible tasks. Then a, b, g, d are comparable. When a signal is unavailable (the embedding service failed) the
-remaining weights are scaled up to keep the same total, and the caller flags the response.
+over eight signals x_f: four sparse ones, coverage-normalised to [0, ~1] (each speaks only as
+loudly as its evidence),
+
+    lexical    BM25F over the task's name, aliases, category, help (and enrichment)
+    rationale  the rationale lexicon of Eq. 1 (term -> task links from test cases)
+    typo       lexical + rationale evidence of typo-corrected query words
+    exemplar   BM25 over the task's test-case queries (search.exemplars)
+
+and three dense ones, raw cosines of the query's embedding (absolute, comparable between
+queries; no per-query stretching):
+
+    embedding  to the task's text (name, aliases, category, help) embedded as a passage
+    centroid   to the mean of the task's exemplars (case queries, name, aliases) as queries
+    neighbour  to the task's nearest exemplar
+    prototype  the logit of a softmax regression over the exemplars (search.prototypes;
+               only once a per-catalog fit has made one)
+
+The weights w_f come from a per-catalog fit (search.fitting: a conditional-logit model fitted
+by cross-validation on the catalog's own test cases) or from the shipped defaults, with one
+set for the full mode and one for the degraded mode without embeddings (never a rescaled
+version of the other). `probability` is softmax(score) over the visible tasks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 
 from catalog.records import TaskRecord
-from lexicon.text import stem, words
+from lexicon.text import normalise, stem, words
 from search.index import SearchIndex
-from search.signals import column_sum, coverage_normalise, fuzzy_corrections, min_max_normalise, unique
+from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
 
-SIGNALS = ("lexical", "rationale", "embedding", "typo")
+SPARSE_SIGNALS = ("lexical", "rationale", "typo", "exemplar")
+DENSE_SIGNALS = ("embedding", "centroid", "neighbour", "prototype")
+SIGNALS = SPARSE_SIGNALS + DENSE_SIGNALS
+# Past this many exemplars, the nearest-neighbour signal is computed only for the tasks whose
+# centroid is among the NEIGHBOUR_CANDIDATES closest (a cascade: the centroid is a cheap
+# first stage of the same evidence); the rest get the lowest computed value.
+NEIGHBOUR_FULL_SCAN = 20_000
+NEIGHBOUR_CANDIDATES = 256
 TEXT_FIELDS = ("name", "aliases", "category", "help", "enriched")
 
 
 @dataclass(frozen=True)
 class ScoredTask:
     task: TaskRecord
-    score: float
-    signals: dict[str, float]         # each signal's [0, 1] value for this task
-    contributions: dict[str, float]   # weight * value: what each signal added to the score
+    score: float                      # fused score relative to the average visible task (= sum of contributions)
+    signals: dict[str, float | None]  # each signal's raw value for this task (None: unavailable)
+    contributions: dict[str, float]   # w_f * (x_f - mean over visible tasks): what each signal added
     matched: list[dict]               # which query words matched where, for explanations
     pinned: bool = False              # placed first by a test case with this exact query
+    probability: float = 0.0          # softmax of the fused score over the visible tasks
 
 
 @dataclass(frozen=True)
@@ -38,15 +65,13 @@ class PrefilterResult:
     ranked: list[ScoredTask]          # best first, length <= k
     corrections: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     effective_weights: dict[str, float] = field(default_factory=dict)
+    mode: str = "full"                # "full" or "sparse" (embeddings unavailable)
+    out_of_scope_similarity: float | None = None   # cosine to the nearest out-of-scope case
 
 
-def effective_weights(weights: Weights, available: set[str]) -> dict[str, float]:
-    """Drop unavailable signals and rescale the rest to the original total (renormalisation)."""
-    raw = {name: getattr(weights, name) for name in SIGNALS}
-    kept = {name: w for name, w in raw.items() if name in available}
-    total, kept_total = sum(raw.values()), sum(kept.values())
-    scale = total / kept_total if kept_total > 0 else 0.0
-    return {name: kept.get(name, 0.0) * scale for name in SIGNALS}
+def mode_of(values: dict[str, np.ndarray]) -> str:
+    """"full" when the dense signals were computed, else "sparse" (the degraded mode)."""
+    return "full" if "embedding" in values else "sparse"
 
 
 def in_catalog_text(index: SearchIndex, column: int | None) -> bool:
@@ -80,7 +105,7 @@ def _explain(index: SearchIndex, row: int, query_words: list[str], corrections) 
             if column is None:
                 continue
             hits = [f for f in TEXT_FIELDS if term in fields.get(f, ())]
-            if index.rationale[row, column] > 0:
+            if _has_posting(index.rationale, row, column):
                 hits.append("rationale")
             for where in hits:
                 entry = {"term": word, "field": where}
@@ -88,6 +113,11 @@ def _explain(index: SearchIndex, row: int, query_words: list[str], corrections) 
                     entry.update(corrected_to=surface_word, similarity=round(similarity, 3))
                 matched.append(entry)
     return matched
+
+
+def _has_posting(matrix, row: int, column: int) -> bool:
+    start, end = matrix.indptr[column], matrix.indptr[column + 1]
+    return bool(np.any(matrix.indices[start:end] == row))
 
 
 @dataclass(frozen=True)
@@ -98,12 +128,13 @@ class QueryPlan:
     typo_columns: dict[int, float]              # corrected-term column -> similarity (typo signal)
     lexical_ideal: float                        # coverage denominators (see coverage_normalise)
     rationale_ideal: float
+    exemplar_ideal: float
 
 
 def plan_query(index: SearchIndex, query_words: list[str], corrections) -> QueryPlan:
     columns: list[int] = []
     typo_columns: dict[int, float] = {}
-    lexical_ideal = rationale_ideal = 0.0
+    lexical_ideal = rationale_ideal = exemplar_ideal = 0.0
     for word in query_words:
         column = index.vocabulary.get(stem(word))
         if column is not None:
@@ -118,17 +149,20 @@ def plan_query(index: SearchIndex, query_words: list[str], corrections) -> Query
         lexical_ideal += index.lexical_ideal.of_term(column if in_catalog_text(index, column) else corrected)
         known_to_lexicon = column is not None and index.rationale_ideal.per_term[column] > 0
         rationale_ideal += index.rationale_ideal.of_term(column if known_to_lexicon else corrected)
-    return QueryPlan(unique(columns), typo_columns, lexical_ideal, rationale_ideal)
+        known_to_cases = column is not None and index.exemplar_ideal.per_term[column] > 0
+        exemplar_ideal += index.exemplar_ideal.of_term(column if known_to_cases else None)
+    return QueryPlan(unique(columns), typo_columns, lexical_ideal, rationale_ideal, exemplar_ideal)
 
 
 def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]:
-    """Lexical, rationale and typo scores of every task, coverage-normalised to [0, ~1]."""
+    """Lexical, rationale, typo and exemplar scores of every task, coverage-normalised to [0, ~1]."""
     typo_cols, typo_sims = list(plan.typo_columns), list(plan.typo_columns.values())
     return {
         "lexical": coverage_normalise(column_sum(index.lexical, plan.columns), plan.lexical_ideal),
         "rationale": coverage_normalise(column_sum(index.rationale, plan.columns), plan.rationale_ideal),
         "typo": (coverage_normalise(column_sum(index.lexical, typo_cols, typo_sims), plan.lexical_ideal)
                  + coverage_normalise(column_sum(index.rationale, typo_cols, typo_sims), plan.rationale_ideal)),
+        "exemplar": coverage_normalise(column_sum(index.exemplars.lexical, plan.columns), plan.exemplar_ideal),
     }
 
 
@@ -140,69 +174,137 @@ class AnalysedQuery:
     embedding_text: str   # the query as the embedder should see it
 
 
+# A word unknown to the catalog and the lexicon is replaced by its correction in the text the
+# embedder sees only when the correction is this close (normalised Indel similarity): true typos
+# ("devlopmental", "screning", "imunizations") are >= 0.93, while real words that merely look like
+# a vocabulary word ("puppies" -> "supplies", "harry potter" -> "carry otters") are ~0.8.
+EMBED_CORRECTION_MIN = 0.9
+
+
 def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0) -> AnalysedQuery:
     """Normalise, split and typo-correct a query once, for every signal.
 
-    The embedder gets the query with its out-of-vocabulary words (unknown to the catalog and the
-    lexicon) replaced by their best correction: a small embedding model reads "devlopmental
-    screning" as noise. Measured on the training split's CV: typo cases MRR 0.89 -> 0.94, all
-    cases unchanged within noise (0.834 -> 0.830).
+    The embedder gets the user's own text (stopwords, order and all: e5 reads sentences), with
+    only near-certain typos of out-of-vocabulary words replaced in place (EMBED_CORRECTION_MIN).
+    Rewriting every out-of-vocabulary word, as before, turned 227 of 2,997 CLINC150 val queries
+    into nonsense ("give me harry potter trivia" -> "give carry otters trivia") and cost the
+    centroid signal 1.4 points of Hit@1.
     """
     query_words = unique(words(query))
     corrections = typo_corrections(index, query_words, typo_min_similarity)
-    out_of_vocabulary = {w for w in corrections if stem(w) not in index.vocabulary}
-    if out_of_vocabulary:
-        embedding_text = " ".join(corrections[w][0][0] if w in out_of_vocabulary else w for w in query_words)
-    else:
-        embedding_text = query
+    replace_with = {w: found[0][0] for w, found in corrections.items()
+                    if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
+    embedding_text = query
+    if replace_with:
+        embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)), normalise(query))
     return AnalysedQuery(query, query_words, corrections, embedding_text)
+
+
+_WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
+
+
+def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray) -> dict[str, np.ndarray]:
+    """Raw cosines of the query to each visible task's text, exemplar centroid and nearest
+    exemplar (see the module docstring). A task without exemplars has centroid 0 and
+    neighbour -1 (the fitted weights know this is "no evidence")."""
+    memory = index.exemplars
+    centroid = memory.centroids[rows] @ query_vector
+    if len(memory.texts) <= NEIGHBOUR_FULL_SCAN:
+        neighbour = memory.neighbour(query_vector)[rows]
+    else:
+        candidates = rows[np.argsort(-centroid)[:NEIGHBOUR_CANDIDATES]]
+        full = memory.neighbour(query_vector, candidates)
+        floor = float(full[candidates].min()) if candidates.size else -1.0
+        neighbour = np.maximum(full[rows], np.where(np.isin(rows, candidates), -1.0, floor))
+    values = {"embedding": index.task_vectors[rows] @ query_vector, "centroid": centroid, "neighbour": neighbour}
+    if index.prototypes is not None:
+        values["prototype"] = index.prototypes[rows] @ query_vector
+    return values
 
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
                   query_vector: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Each available signal's [0, 1] value for the tasks in `rows` (embedding only with vectors)."""
+    """Each available signal's value for the tasks in `rows` (dense ones only with vectors)."""
     plan = plan_query(index, analysed.words, analysed.corrections)
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
-    if query_vector is not None and index.task_vectors is not None:
-        values["embedding"] = min_max_normalise(index.task_vectors[rows] @ query_vector)
+    if query_vector is not None and index.has_vectors:
+        values.update(dense_signals(index, rows, query_vector))
     return values
 
 
 def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, dict[str, float]]:
-    """Eq. 2 over the available signals, with the weights renormalised to them."""
-    fused_weights = effective_weights(weights, set(values))
-    return sum(fused_weights[name] * value for name, value in values.items()), fused_weights
+    """score = sum_f w_f * x_f over the available signals (an unavailable one adds nothing;
+    the caller picks the weights fitted for that mode)."""
+    used = {name: float(getattr(weights, name)) for name in SIGNALS if name in values}
+    size = len(next(iter(values.values()))) if values else 0
+    fused = np.zeros(size, dtype=np.float64)
+    for name, weight in used.items():
+        if weight:
+            fused += weight * values[name]
+    return fused, {name: used.get(name, 0.0) for name in SIGNALS}
 
 
-def rank_order(names: list[str], ids: list[str], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
+def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
     """Positions of the top `k`: pinned tasks first (in the test case's gold order), then by
-    score, then by name, so equal scores never flap between requests."""
+    score, then by name, so equal scores never flap between requests. Only the candidates that
+    can reach the top `k` (scores at or above the k-th best) are sorted."""
     pins = {task_id: rank for rank, task_id in enumerate(pinned)}
-    return sorted(range(len(ids)), key=lambda i: (pins.get(ids[i], len(pins)), -fused[i], names[i]))[:k]
+    if len(tasks) > k:
+        kth = np.partition(fused, len(fused) - k)[len(fused) - k]
+        candidates = np.flatnonzero(fused >= kth).tolist()
+        if pins:
+            candidates += [i for i, task in enumerate(tasks) if task.id in pins]
+    else:
+        candidates = list(range(len(tasks)))
+    key = lambda i: (pins.get(tasks[i].id, len(pins)), -fused[i], tasks[i].name)  # noqa: E731
+    return sorted(set(candidates), key=key)[:k]
 
 
-def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights: Weights, k: int, role: str | None = None,
+def rank_values(tasks: Sequence[TaskRecord], values: dict[str, np.ndarray], weights, k: int,
+                pinned: tuple[str, ...] = (), out_of_scope_similarity: float | None = None,
+                corrections: dict | None = None) -> PrefilterResult:
+    """Fuse the signal values of `tasks` and return the top `k` (without word-level
+    explanations): the part of the prefilter that the fitting and the evaluation replay."""
+    return _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections)[0]
+
+
+def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections):
+    mode = mode_of(values)
+    mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
+    fused, fused_weights = fuse(values, mode_weights)
+    probabilities = softmax(fused)
+    means = {name: float(values[name].mean()) for name in values}
+    ranked = []
+    order = rank_order(tasks, fused, pinned, k)
+    for i in order:
+        contributions = {name: round(fused_weights[name] * (float(values[name][i]) - means[name]), 4)
+                         for name in SIGNALS if name in values}
+        ranked.append(ScoredTask(
+            task=tasks[i],
+            score=round(sum(contributions.values()), 4),
+            signals={name: round(float(values[name][i]), 4) if name in values else None for name in SIGNALS},
+            contributions=contributions,
+            matched=[],
+            pinned=tasks[i].id in pinned,
+            probability=round(float(probabilities[i]), 4),
+        ))
+    return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity), order
+
+
+def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
               restrict_roles: bool = True, query_vector: np.ndarray | None = None,
-              typo_min_similarity: float = 80.0) -> PrefilterResult:
+              typo_min_similarity: float = 80.0, use_pins: bool = True) -> PrefilterResult:
     """Rank every task visible to `role` and return the top `k` with per-signal explanations.
-    `query_vector` should embed `analyse_query(...).embedding_text`."""
+    `query_vector` should embed `analyse_query(...).embedding_text`. `weights` is a `Weights`
+    or anything with `for_mode(mode) -> Weights` (search.ranker.FusionWeights)."""
     analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query, typo_min_similarity)
-    rows = np.flatnonzero(index.visible_mask(role, restrict_roles))
+    rows, visible = index.visible(role, restrict_roles)
     if rows.size == 0:
         return PrefilterResult([], analysed.corrections, {})
     values = signal_values(index, analysed, rows, query_vector)
-    fused, fused_weights = fuse(values, weights)
-    tasks = [index.tasks[row] for row in rows]
-    pinned = index.lexicon.pinned_for(analysed.text)
-    ranked = []
-    for i in rank_order([t.name for t in tasks], [t.id for t in tasks], fused, pinned, k):
-        ranked.append(ScoredTask(
-            task=tasks[i],
-            score=float(fused[i]),
-            signals={name: round(float(values[name][i]), 4) if name in values else None for name in SIGNALS},
-            contributions={name: round(fused_weights[name] * float(values[name][i]), 4)
-                           for name in SIGNALS if name in values},
-            matched=_explain(index, int(rows[i]), analysed.words, analysed.corrections),
-            pinned=tasks[i].id in pinned,
-        ))
-    return PrefilterResult(ranked, analysed.corrections, fused_weights)
+    pinned = index.lexicon.pinned_for(analysed.text) if use_pins else ()
+    oos = index.exemplars.nearest_out_of_scope(query_vector) if mode_of(values) == "full" else None
+    result, order = _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections)
+    explained = [replace(item, matched=_explain(index, int(rows[position]), analysed.words, analysed.corrections))
+                 for item, position in zip(result.ranked, order)]
+    return replace(result, ranked=explained)

@@ -3,11 +3,15 @@
 query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrained re-rank
 (rerank/) -> validated results -> response dict.
 
-It owns the live `SearchIndex`, rebuilding it when the store's revision moves (a catalog or
-test-case edit), and talks to the embedder and the LLM, degrading instead of failing.
+It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both when the
+store's revision moves (a catalog or test-case edit, or a new per-catalog fit), and talks to the
+embedder and the LLM, degrading instead of failing. When the test cases have changed since the
+newest fit, it refits in a background thread (search.fitting) and stores the result, which in
+turn moves the revision for every serving process.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -17,11 +21,16 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import normalise
 from ops.metrics import Metrics
-from rerank import Candidate, Reranker, prefilter_is_confident, select_examples
+from rerank import Candidate, Reranker, select_examples
+from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
-from search.index import Enrichment, SearchIndex, build_index, embedding_text
+from search.fitting import attach_vectors, cases_digest, fit_ranker
+from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
+from search.ranker import RankerParams, default_params
 from settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class CatalogSource(Protocol):
@@ -30,6 +39,8 @@ class CatalogSource(Protocol):
     def revision(self) -> int: ...
     def tasks(self) -> list[TaskRecord]: ...
     def cases(self) -> list[CaseRecord]: ...
+    def latest_fit(self): ...
+    def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int: ...
 
 
 class BadQuery(ValueError):
@@ -43,15 +54,9 @@ class LiveIndex:
     cases: tuple[CaseRecord, ...]
     roles: frozenset[str]
     vectors_ok: bool
-
-
-def is_confident(result: PrefilterResult, min_confidence: float) -> bool:
-    """Whether to answer at all: the top task is pinned by a test case, or its fused score
-    reaches `min_confidence` (the calibrated no-confident-match threshold)."""
-    if not result.ranked:
-        return False
-    top = result.ranked[0]
-    return top.pinned or top.score >= min_confidence
+    params: RankerParams
+    digest: str                # of the tasks and cases the index was built from
+    fit_stale: bool            # the newest fit was made on other cases (or there is none)
 
 
 def _ms(start: float) -> float:
@@ -70,6 +75,8 @@ class SearchService:
         self.enrichment = enrichment
         self._live: LiveIndex | None = None
         self._lock = threading.Lock()
+        self._fitting = threading.Lock()   # one background fit at a time in this process
+        self.defaults = default_params(settings)
 
     # -- index lifecycle -----------------------------------------------------------------
     def live(self) -> LiveIndex:
@@ -92,22 +99,70 @@ class SearchService:
         tasks, cases = self.source.tasks(), tuple(self.source.cases())
         lexicon = build_lexicon(cases)
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
-        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment)
+        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
+        digest = cases_digest(tasks, cases)
+        params, stale = self._params(digest)
         self.metrics.index_rebuilds.inc()
         self.metrics.index_tasks.set(len(tasks))
         self.metrics.lexicon_links.set(len(lexicon))
-        live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False)
-        return self._attach_vectors(live)
+        live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
+                         params=params, digest=digest, fit_stale=stale)
+        live = self._attach_vectors(live)
+        if stale and self.settings.auto_fit:
+            self.refit_in_background(live)
+        return live
+
+    def _params(self, digest: str) -> tuple[RankerParams, bool]:
+        """The newest stored fit (even one made on slightly older cases beats the defaults),
+        or the shipped defaults; and whether a (re)fit is due."""
+        if not self.settings.ranker_fit:
+            return self.defaults, False
+        fit = self.source.latest_fit()
+        if fit is None:
+            return self.defaults, True
+        return RankerParams.from_dict(fit.params, "fit", fit.id), fit.cases_digest != digest
 
     def _attach_vectors(self, live: LiveIndex) -> LiveIndex:
-        """Embed every task (cached per text); without an answer, serve without the signal."""
+        """Embed every task and exemplar (cached per text); without an answer, serve without
+        the dense signals (the degraded mode has its own weights)."""
         if self.embedder is None or not live.index.tasks:
             return live
         try:
-            vectors = self.embedder.embed([embedding_text(t) for t in live.index.tasks], "passage")
+            index = attach_vectors(live.index, self.embedder)
         except EmbeddingUnavailable:
             return live
-        return replace(live, index=live.index.with_vectors(vectors), vectors_ok=True)
+        index = index.with_prototypes(live.params.prototype_matrix(index))
+        return replace(live, index=index, vectors_ok=True)
+
+    def refit_in_background(self, live: LiveIndex) -> threading.Thread | None:
+        """Fit the ranker on the current cases in a daemon thread (one at a time per process)
+        and store it; a store error or an embedding outage only logs: the old params keep serving."""
+        if not self._fitting.acquire(blocking=False):
+            return None
+
+        def run() -> None:
+            try:
+                self.refit(live)
+            except Exception:  # a failed background fit must never take the service down
+                log.exception("background ranker fit failed")
+            finally:
+                self._fitting.release()
+
+        thread = threading.Thread(target=run, name="taskfinder-fit", daemon=True)
+        thread.start()
+        return thread
+
+    def refit(self, live: LiveIndex | None = None) -> dict:
+        """Fit on the store's current tasks and cases and save the result; returns the report."""
+        live = live or self.live()
+        tasks, cases = list(live.index.tasks), list(live.cases)
+        latest = self.source.latest_fit()
+        if latest is not None and latest.cases_digest == live.digest:
+            return {"status": "up to date", "fit_id": latest.id}
+        embedder = self.embedder if live.vectors_ok else None
+        params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults)
+        report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
+        return report
 
     # -- request validation --------------------------------------------------------------
     def check_request(self, query: str | None, k: int) -> str:
@@ -162,16 +217,18 @@ class SearchService:
         timings["embedding"] = _ms(stage)
 
         stage = time.perf_counter()
-        shortlist_size = max(k, self.settings.shortlist_size)
+        params = live.params
+        shortlist_size = max(k, params.shortlist_size)
         # TaskRecord.visible_to takes a set of roles as well as one role; a frozenset is hashable,
         # so the index's visibility cache keys on it unchanged.
-        result = prefilter(live.index, analysed, self.settings.weights, shortlist_size, role=visible or None,
+        result = prefilter(live.index, analysed, params.weights, shortlist_size, role=visible or None,
                            restrict_roles=restrict_roles, query_vector=query_vector)
         timings["prefilter"] = _ms(stage)
 
-        confident = is_confident(result, self.settings.min_confidence)
+        confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None)
+        confident = confidence.answer
         if not confident:
-            result = PrefilterResult([], result.corrections, result.effective_weights)
+            result = replace(result, ranked=[])
         stage = time.perf_counter()
         ranked, rerank_info = self._rerank(query, result, live, rerank, degraded)
         timings["rerank"] = _ms(stage)
@@ -197,6 +254,7 @@ class SearchService:
             "corrections": {w: [{"word": c, "similarity": round(s, 3)} for c, s in found]
                             for w, found in result.corrections.items()},
             "weights": {name: round(w, 4) for name, w in result.effective_weights.items()},
+            "ranker": {**params.summary(), "mode": result.mode, "confidence": confidence.logit},
             "rerank": rerank_info,
             "timings_ms": timings,
         }
@@ -204,8 +262,8 @@ class SearchService:
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:
         """Re-order the K-item shortlist with the LLM when asked and useful; never fail."""
-        shortlist = result.ranked[: self.settings.shortlist_size]
-        tail = result.ranked[self.settings.shortlist_size:]
+        shortlist = result.ranked[: live.params.shortlist_size]
+        tail = result.ranked[live.params.shortlist_size:]
         plain = list(enumerate(result.ranked))
         info = {"requested": requested, "applied": False, "skipped": None, "reasons": {}}
         if not requested or len(shortlist) < 2:
@@ -218,7 +276,7 @@ class SearchService:
             info["skipped"] = "pinned"
             self.metrics.rerank_calls.labels("skipped_pinned").inc()
             return plain, info
-        if prefilter_is_confident([s.score for s in shortlist], self.settings.rerank_skip_margin):
+        if skip_rerank(result, self.settings.rerank_skip_probability):
             info["skipped"] = "confident_prefilter"
             self.metrics.rerank_calls.labels("skipped_confident").inc()
             return plain, info
@@ -247,7 +305,8 @@ class SearchService:
         task = item.task
         row = {"id": task.id, "name": task.name, "help": task.help, "url": task.url,
                "category": task.category, "score": round(item.score, 4), "signals": item.signals,
-               "contributions": item.contributions, "matched": item.matched, "pinned": item.pinned}
+               "probability": item.probability, "contributions": item.contributions, "matched": item.matched,
+               "pinned": item.pinned}
         if reason:
             row["reason"] = reason
         return row

@@ -10,6 +10,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from rapidfuzz import fuzz, process
+from scipy import sparse
 
 BM25_K1 = 1.2
 # Short fields (names, aliases) are barely length-normalised: "ASQ-3 Screening" and
@@ -59,14 +60,65 @@ def rationale_weight(link_count: int, term_links: int, tasks_linked: int, n_task
     return (link_count / max(term_links, 1)) * math.log(1.0 + n_tasks / max(tasks_linked, 1))
 
 
-def column_sum(matrix: np.ndarray, columns: Sequence[int], weights: Sequence[float] | None = None) -> np.ndarray:
-    """Sum of the given term columns (optionally weighted): the query-time score of a signal."""
-    if not columns:
-        return np.zeros(matrix.shape[0], dtype=np.float32)
-    block = matrix[:, list(columns)]
-    if weights is None:
-        return block.sum(axis=1)
-    return block @ np.asarray(weights, dtype=np.float32)
+def column_sum(matrix: sparse.csc_matrix, columns: Sequence[int], weights: Sequence[float] | None = None) -> np.ndarray:
+    """Sum of the given term columns (optionally weighted): the query-time score of a signal.
+
+    The matrices are (tasks x terms) CSC, so a column is a contiguous slice of postings: the
+    cost is the number of postings of the query's terms, not the size of the catalog."""
+    out = np.zeros(matrix.shape[0], dtype=np.float32)
+    for position, column in enumerate(columns):
+        start, end = matrix.indptr[column], matrix.indptr[column + 1]
+        if end > start:
+            weight = 1.0 if weights is None else float(weights[position])
+            out[matrix.indices[start:end]] += weight * matrix.data[start:end]
+    return out
+
+
+def column_max(matrix: sparse.csc_matrix) -> np.ndarray:
+    """Per term, the largest weight any task has (0 for a term no task has)."""
+    out = np.zeros(matrix.shape[1], dtype=np.float32)
+    counts = np.diff(matrix.indptr)
+    present = np.flatnonzero(counts)
+    if present.size:
+        out[present] = np.maximum.reduceat(matrix.data, matrix.indptr[present])
+    return out
+
+
+def group_max(values: np.ndarray, starts: np.ndarray, size: int, rows: np.ndarray) -> np.ndarray:
+    """Per task, the largest of its exemplars' values; -1 for a task without exemplars.
+    Exemplars are stored grouped by task: `starts` marks where each non-empty group begins and
+    `rows` is the task of each group. With cosines as values this is the nearest-neighbour
+    evidence of a task (the 1-NN classifier's score, Cover & Hart 1967):
+
+        nn(q, t) = max_{e in E_t} cos(q, e)
+
+    an absolute quantity, comparable between queries, which the abstention model needs."""
+    out = np.full(size, -1.0, dtype=np.float32)
+    if values.size:
+        out[rows] = np.maximum.reduceat(values, starts)
+    return out
+
+
+def centroid_vectors(vectors: np.ndarray, owners: Sequence[Sequence[int]], n_tasks: int) -> np.ndarray:
+    """Per task, the L2-normalised mean of its exemplar vectors: the Rocchio (1971) / nearest-
+    centroid prototype, c_t = sum_{e in E_t} v_e / ||sum_{e in E_t} v_e||. Its cosine to the query
+    pools all of a task's phrasings: robust where one exemplar alone is noisy."""
+    dim = vectors.shape[1] if vectors.ndim == 2 and vectors.size else 0
+    sums = np.zeros((n_tasks, dim), dtype=np.float32)
+    for vector, rows in zip(vectors, owners):
+        for row in rows:
+            sums[row] += vector
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return (sums / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """p(t | q) = exp(s_t) / sum_u exp(s_u): the conditional-logit (McFadden, 1974) reading of
+    the fused score, which is how the fusion weights are fitted (search.fitting)."""
+    if scores.size == 0:
+        return scores
+    shifted = np.exp(scores - scores.max())
+    return shifted / shifted.sum()
 
 
 def fuzzy_corrections(word: str, vocabulary: Sequence[str], min_similarity: float,
@@ -100,15 +152,6 @@ def coverage_normalise(scores: np.ndarray, ideal: float) -> np.ndarray:
     evidence. On the training split's cross-validation this lifted MRR by 0.06 over max-norm.
     """
     return scores / ideal if ideal > 0 else np.zeros_like(scores)
-
-
-def min_max_normalise(scores: np.ndarray) -> np.ndarray:
-    """Cosine similarities of a small embedding model crowd into a narrow band (0.7-0.9 for
-    e5); stretching them to [0, 1] over the visible tasks makes the weight g meaningful."""
-    if scores.size == 0:
-        return scores
-    low, high = float(scores.min()), float(scores.max())
-    return (scores - low) / (high - low) if high > low else np.zeros_like(scores)
 
 
 def unique(items: Iterable[str]) -> list[str]:

@@ -1,0 +1,108 @@
+"""Is this a confident match? The one place that decides, for every caller.
+
+Two questions, one set of evidence (the features of the prefilter's top answer):
+
+- **Abstain** ("no confident match"): answer nothing rather than a wrong task. A logistic model
+  over ABSOLUTE evidence of the top task (raw cosines to its text and its nearest exemplar,
+  raw lexical and exemplar scores, the margin to the runner-up, and how much closer the query
+  is to a known out-of-scope case than to the task's nearest exemplar), fitted per catalog on
+  its own in-scope and out-of-scope test cases (search.fitting), with a separate model for the
+  degraded mode without embeddings. Its threshold is the budgeted operating point: the lowest
+  out-of-scope false-positive rate that costs at most 2 points of cross-validated Hit@5.
+  A pinned answer (a test case with this very query) is always given; with no fitted model
+  (too few out-of-scope cases) everything is answered.
+- **Skip the LLM**: the re-ranker is not called when the top task's probability (softmax of the
+  fused scores) is at least RERANK_SKIP_PROBABILITY: the prefilter is already sure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from search.prefilter import PrefilterResult
+
+FULL_FEATURES = ("neighbour", "embedding", "centroid", "sparse_evidence", "probability", "margin", "oos_gap")
+SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "probability", "margin")
+
+
+def features_for_mode(mode: str) -> tuple[str, ...]:
+    return FULL_FEATURES if mode == "full" else SPARSE_FEATURES
+
+
+def answer_features(result: "PrefilterResult") -> dict[str, float]:
+    """Evidence about the top answer, all of it absolute (comparable between queries)."""
+    if not result.ranked:
+        return {}
+    top = result.ranked[0]
+    second = result.ranked[1].score if len(result.ranked) > 1 else top.score
+    signal = {name: (value if value is not None else 0.0) for name, value in top.signals.items()}
+    out = {
+        "probability": top.probability,
+        "margin": top.score - second,
+        "lexical": signal["lexical"],
+        "rationale": signal["rationale"],
+        "exemplar": signal["exemplar"],
+        "typo": signal["typo"],
+        "sparse_evidence": signal["lexical"] + signal["rationale"] + signal["exemplar"],
+    }
+    if result.mode == "full":
+        out.update(neighbour=signal["neighbour"], embedding=signal["embedding"], centroid=signal["centroid"])
+        oos = result.out_of_scope_similarity
+        out["oos_gap"] = (oos - signal["neighbour"]) if oos is not None else 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class AbstentionModel:
+    """answer  <=>  intercept + sum_i coef_i * feature_i >= threshold (logistic regression
+    P(in scope | features) on the logit scale; the threshold is fitted, see module docstring)."""
+
+    features: tuple[str, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    threshold: float
+    cv: dict                     # the operating point chosen on cross-validation
+
+    def logit(self, features: dict[str, float]) -> float:
+        return self.intercept + float(np.dot(self.coef, [features.get(name, 0.0) for name in self.features]))
+
+    def answers(self, features: dict[str, float]) -> bool:
+        return self.logit(features) >= self.threshold
+
+    def as_dict(self) -> dict:
+        return {"features": list(self.features), "coef": list(self.coef), "intercept": self.intercept,
+                "threshold": self.threshold, "cv": self.cv}
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "AbstentionModel":
+        return cls(tuple(row["features"]), tuple(float(c) for c in row["coef"]), float(row["intercept"]),
+                   float(row["threshold"]), dict(row.get("cv") or {}))
+
+
+@dataclass(frozen=True)
+class Confidence:
+    answer: bool
+    logit: float | None          # the abstention model's score (None: no model, or pinned)
+    top_probability: float
+
+
+def assess(result: "PrefilterResult", model: AbstentionModel | None) -> Confidence:
+    """Whether to answer at all (see the module docstring)."""
+    if not result.ranked:
+        return Confidence(False, None, 0.0)
+    top = result.ranked[0]
+    if top.pinned or model is None:
+        return Confidence(True, None, top.probability)
+    logit = model.logit(answer_features(result))
+    return Confidence(logit >= model.threshold, round(logit, 4), top.probability)
+
+
+def skip_rerank(result: "PrefilterResult", min_probability: float) -> bool:
+    """The LLM call can be skipped: the prefilter's top task already holds at least
+    `min_probability` of the softmax mass (or there is nothing to re-order)."""
+    if len(result.ranked) < 2:
+        return True
+    return result.ranked[0].probability >= min_probability

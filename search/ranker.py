@@ -1,0 +1,93 @@
+"""The ranker's parameters: fusion weights per mode, shortlist depth and the abstention model.
+
+One `RankerParams` is what every serving process ranks with. It comes either from the shipped
+defaults (settings.Weights / DegradedWeights, no abstention) or from a per-catalog fit
+(search.fitting) stored in the database, and it serialises to the JSON kept there.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from search import prototypes
+from search.confidence import AbstentionModel
+from search.index import SearchIndex
+from settings import Settings, Weights
+
+MODES = ("full", "sparse")
+
+
+def weights_from_dict(row: dict) -> Weights:
+    known = {f.name for f in fields(Weights)}
+    return Weights(**{name: float(row.get(name, 0.0)) for name in known})
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    """One weight set per mode: "full" (all signals) and "sparse" (embeddings unavailable)."""
+
+    full: Weights
+    sparse: Weights
+
+    def for_mode(self, mode: str) -> Weights:
+        return self.full if mode == "full" else self.sparse
+
+    def as_dict(self) -> dict:
+        return {"full": asdict(self.full), "sparse": asdict(self.sparse)}
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "FusionWeights":
+        return cls(weights_from_dict(row["full"]), weights_from_dict(row["sparse"]))
+
+
+@dataclass(frozen=True)
+class RankerParams:
+    weights: FusionWeights
+    shortlist_size: int
+    abstention: dict[str, AbstentionModel | None] = field(default_factory=dict)
+    source: str = "default"          # "default" | "fit"
+    fit_id: int | None = None
+    prototypes: dict | None = None   # {"task_ids": [...], "matrix": float16 base64} (search.prototypes)
+
+    def prototype_matrix(self, index: SearchIndex) -> np.ndarray | None:
+        """The fitted prototypes in `index`'s task order; a task the fit did not know (added
+        since) gets its scaled centroid, the prototypes' starting point."""
+        if not self.prototypes or index.exemplars.centroids is None:
+            return None
+        known = self.prototypes["task_ids"]
+        fitted = prototypes.decode(self.prototypes["matrix"], len(known))
+        row_of = {task_id: i for i, task_id in enumerate(known)}
+        out = prototypes.INIT_SCALE * index.exemplars.centroids.copy()
+        for row, task in enumerate(index.tasks):
+            if task.id in row_of and fitted.shape[1] == out.shape[1]:
+                out[row] = fitted[row_of[task.id]]
+        return out
+
+    def abstention_for(self, mode: str) -> AbstentionModel | None:
+        return self.abstention.get(mode)
+
+    def as_dict(self) -> dict:
+        return {"weights": self.weights.as_dict(), "shortlist_size": self.shortlist_size,
+                "abstention": {mode: (model.as_dict() if model else None) for mode, model in self.abstention.items()},
+                "prototypes": self.prototypes}
+
+    @classmethod
+    def from_dict(cls, row: dict, source: str = "fit", fit_id: int | None = None) -> "RankerParams":
+        abstention = {mode: (AbstentionModel.from_dict(model) if model else None)
+                      for mode, model in (row.get("abstention") or {}).items()}
+        return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,
+                   row.get("prototypes"))
+
+    def summary(self) -> dict:
+        """What a response or /readyz says about the ranker in use."""
+        return {"source": self.source, "fit_id": self.fit_id, "shortlist_size": self.shortlist_size,
+                "prototypes": self.prototypes is not None,
+                "abstention": {mode: model is not None for mode, model in self.abstention.items()}}
+
+
+def default_params(settings: Settings) -> RankerParams:
+    """The shipped defaults: settings' weights for both modes, no abstention (it needs
+    out-of-scope cases of the catalog's own to be fitted honestly)."""
+    return RankerParams(FusionWeights(settings.weights, settings.degraded_weights), settings.shortlist_size,
+                        {mode: None for mode in MODES}, "default", None)
