@@ -16,7 +16,7 @@ from typing import Callable, Protocol, Sequence
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import normalise
-from ops.metrics import Metrics
+from observability.metrics import Metrics
 from rerank import Candidate, Reranker, prefilter_is_confident, select_examples
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.index import Enrichment, SearchIndex, build_index, embedding_text
