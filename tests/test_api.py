@@ -118,6 +118,8 @@ def test_index_follows_catalog_edits_without_restart(tmp_path, shared_cache_dir,
     before = search(client, q="kiddie cab").get_json()["results"]
     assert not before or before[0]["id"] != "transport.bus-routes"
     store.add_case(CaseRecord(query="kiddie cab", gold=("transport.bus-routes",), rationale="Slang for the school bus route."))
+    assert search(client, q="kiddie cab").status_code == 200  # served (old index) while the new one builds
+    app.extensions["taskfinder"].search.live(wait=True)
     body = search(client, q="kiddie cab").get_json()
     assert body["results"][0]["id"] == "transport.bus-routes" and body["results"][0]["pinned"]
 
