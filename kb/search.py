@@ -17,7 +17,7 @@ from pathlib import Path
 from kb.analysis import ngram_token
 from kb.enrich import (DEFAULT_LAMBDA, DEFAULT_MAX_DF, Expansion, llm_expansion, open_cache,
                        rm3_expansion)
-from kb.index import Index
+from kb.index import Index, published_version
 from kb.llm import LLM
 from evaluation.metrics import evaluate_run
 from kb.store import CorpusStore
@@ -46,7 +46,7 @@ class KB:
         self.llm = llm if llm is not None else (LLM.from_settings(settings) if use_llm else None)
         self.config = config or KBConfig()
         self._cache = None
-        self._loaded: dict[str, tuple[float, Index, dict[str, str]]] = {}
+        self._loaded: dict[str, tuple[Path | None, Index, dict[str, str]]] = {}
 
     @property
     def cache(self):
@@ -55,13 +55,14 @@ class KB:
         return self._cache
 
     def index(self, name: str) -> tuple[Index, dict[str, str]]:
-        path = self.store.require(name) / "index" / "meta.json"
-        stamp = path.stat().st_mtime_ns
+        # Each save publishes a new version folder behind the `index` link (Index.save), so the
+        # folder the link names says whether the loaded index is still the current one.
+        link = self.store.require(name) / "index"
         hit = self._loaded.get(name)
-        if hit is None or hit[0] != stamp:
-            index = Index.load(path.parent)
+        if hit is None or hit[0] != published_version(link):
+            index = Index.load(link)
             titles = {d.id: d.title for d in self.store.documents(name)}
-            hit = self._loaded[name] = (stamp, index, titles)
+            hit = self._loaded[name] = (index.version, index, titles)
         return hit[1], hit[2]
 
     def unavailable(self, name: str, mode: str) -> str | None:
