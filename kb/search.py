@@ -21,6 +21,7 @@ from kb.index import Index, published_version
 from kb.llm import LLM
 from evaluation.metrics import evaluate_run
 from kb.store import CorpusStore
+from rerank.breaker import CircuitBreaker
 
 MODES = ("bm25", "rm3", "qe", "enriched", "enriched_qe", "sage")
 VIEW_OF = {"bm25": "text", "rm3": "text", "qe": "text", "enriched": "enriched", "enriched_qe": "enriched",
@@ -44,6 +45,9 @@ class KB:
         self.settings = settings
         self.store = CorpusStore(settings.data_dir)
         self.llm = llm if llm is not None else (LLM.from_settings(settings) if use_llm else None)
+        # Query expansion calls the LLM per search: a dead endpoint must cost one timeout per
+        # cooldown, not one per query (the re-ranker's rule, with the same settings).
+        self.breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
         self.config = config or KBConfig()
         self._cache = None
         self._loaded: dict[str, tuple[Path | None, Index, dict[str, str]]] = {}
@@ -97,7 +101,7 @@ class KB:
             return exp.weights, sources, exp
         if mode in QUERY_LLM:
             exp = llm_expansion(index, query, self.llm, self.cache, self.settings.llm_model, self.config.prompt_mode,
-                                view, self.config.max_df, self.config.lam)
+                                view, self.config.max_df, self.config.lam, breaker=self.breaker)
             for t, w in exp.weights.items():
                 weights[t] = weights.get(t, 0.0) + w
                 sources.setdefault(t, "expansion")

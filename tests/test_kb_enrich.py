@@ -191,3 +191,19 @@ def test_terms_proposed_for_too_many_documents_are_dropped_everywhere():
     assert dropped == 3
     assert kept == {"d0": [("hmg coa reductase", 1.0)], "d1": [("hyperinsulinemia", 1.0)],
                     "d2": [("tobacco", 1.0)], "d3": [("physical activity", 1.0)]}
+
+
+def test_query_expansion_stops_calling_a_failing_llm_during_the_cooldown(tmp_path):
+    with FakeLLM(fail_markers=("QUERY:",)) as fake:  # every query-side request fails (HTTP 500)
+        settings, store = setup_corpus(tmp_path, fake.base_url, LLM_BREAKER_FAILURES="2",
+                                        LLM_BREAKER_COOLDOWN_S="600")
+        kb = KB(settings)
+        for query in ("heart attack outcomes", "statins cardiovascular events"):
+            out = kb.search("mini", query, 5, "qe")
+            assert out["expansion"]["source"] == "none" and "LLM failed" in out["expansion"]["note"]
+            assert out["results"]  # the plain query still answers
+        calls = fake.requests
+        notes = [kb.search("mini", query, 5, "qe")["expansion"]["note"]
+                 for query in ("malaria vaccine trial", "vitamin d bone density", "heart attack outcomes")]
+        assert fake.requests == calls  # not called again during the cooldown
+        assert all("circuit open" in note for note in notes)
