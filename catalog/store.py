@@ -71,6 +71,14 @@ class CatalogStore:
         return {role for task in self.tasks() for role in task.roles}
 
     # -- writes --------------------------------------------------------------------------
+    def bump_revision(self) -> int:
+        """Move the revision on without an edit here, for an input of the search index that
+        lives outside the store (the catalog enrichment `corpus enrich-catalog` caches): every
+        serving process then rebuilds its index, as after a catalog edit. Returns the revision."""
+        with self._sessions.begin() as session:
+            self._bump(session)
+        return self.revision()
+
     def _bump(self, session: Session) -> None:
         """Move the revision on, in the caller's transaction. The row is seeded by migration
         0002 and only ever updated here: inserting it on the first write let two concurrent

@@ -207,3 +207,33 @@ def test_query_expansion_stops_calling_a_failing_llm_during_the_cooldown(tmp_pat
                  for query in ("malaria vaccine trial", "vitamin d bone density", "heart attack outcomes")]
         assert fake.requests == calls  # not called again during the cooldown
         assert all("circuit open" in note for note in notes)
+
+
+def test_catalog_enrichment_reaches_a_running_server(tmp_path):
+    """`corpus enrich-catalog` writes the enrichment into the cache, outside the store; it bumps
+    the store revision so that a serving process rebuilds its index with the new vocabulary."""
+    from tests.conftest import build_app, make_settings
+
+    records = [TaskRecord("t1", "Request paid time off", "Submit a PTO request", "HR", ("leave",)),
+               TaskRecord("t2", "Reset password", "Reset your password for the HR portal", "IT"),
+               TaskRecord("t3", "Expense report", "File an expense report", "Finance")]
+    with FakeLLM() as fake:
+        settings = make_settings(tmp_path, tmp_path / "cache", CATALOG_ENRICHMENT=1, LLM_BASE_URL=fake.base_url,
+                                 LLM_MODEL="fake-model", EMBEDDINGS_ENABLED=0, MIN_CONFIDENCE=0)
+        app = build_app(settings, records, [])
+        service = app.extensions["taskfinder"].search
+        before = service.live()
+        assert enriched_matches(service.search("holiday request")) == set()
+
+        result = app.test_cli_runner().invoke(args=["corpus", "enrich-catalog", "--max-df", "0.5"])
+        assert result.exit_code == 0, result.output
+        assert fake.requests == 3
+
+    service.search("holiday request")  # the request that notices the new revision starts the rebuild
+    live = service.live(wait=True)
+    assert live.revision == before.revision + 1
+    assert enriched_matches(service.search("holiday request")) == {("t1", "holiday"), ("t1", "request")}
+
+
+def enriched_matches(body) -> set[tuple[str, str]]:
+    return {(r["id"], m["term"]) for r in body["results"] for m in r["matched"] if m["field"] == "enriched"}

@@ -121,3 +121,9 @@ def test_a_database_without_the_revision_row_is_refused_not_patched(engine):
         store.import_tasks(TASKS)
     assert type(refused.value).__name__ == "StoreNotMigrated"
     assert store.tasks() == [] and store.revision() == 0  # nothing was written
+
+
+def test_bump_revision_moves_the_revision_without_an_edit(store):
+    store.import_tasks(TASKS)
+    assert store.bump_revision() == 2 and store.revision() == 2
+    assert len(store.tasks()) == 2
