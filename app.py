@@ -28,7 +28,7 @@ from evaluation.cli import evaluate_command
 from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
-from ops.metrics import Metrics
+from observability.metrics import Metrics
 from rerank import Reranker
 from rerank.cli import llm_group
 from search.api import render_text, search_bp

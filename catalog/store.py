@@ -36,6 +36,10 @@ class NotFound(KeyError):
     pass
 
 
+class StoreNotMigrated(RuntimeError):
+    """The database lacks what the migrations create (here: the seeded store revision row)."""
+
+
 def _task_record(row: Task) -> TaskRecord:
     return TaskRecord(id=row.id, name=row.name, help=row.help or "", category=row.category,
                       aliases=tuple(row.aliases or ()), url=row.url, roles=tuple(row.roles or ()),
@@ -109,11 +113,25 @@ class CatalogStore:
         return {role for task in self.tasks() for role in task.roles}
 
     # -- writes --------------------------------------------------------------------------
+    def bump_revision(self) -> int:
+        """Move the revision on without an edit here, for an input of the search index that
+        lives outside the store (the catalog enrichment `corpus enrich-catalog` caches): every
+        serving process then rebuilds its index, as after a catalog edit. Returns the revision."""
+        with self._sessions.begin() as session:
+            self._bump(session)
+        return self.revision()
+
     def _bump(self, session: Session) -> None:
+        """Move the revision on, in the caller's transaction. The row is seeded by migration
+        0002 and only ever updated here: inserting it on the first write let two concurrent
+        first writes both insert it, and one failed on the primary key. An UPDATE of an
+        existing row is serialised by the database's row (or file) lock, so no bump is lost."""
         updated = session.execute(update(StoreRevision).where(StoreRevision.name == REVISION_ROW)
                                   .values(revision=StoreRevision.revision + 1))
-        if updated.rowcount == 0:
-            session.add(StoreRevision(name=REVISION_ROW, revision=1))
+        if updated.rowcount != 1:
+            raise StoreNotMigrated(
+                f"the store revision row {REVISION_ROW!r} is missing: migrate the database with "
+                f"`python app.py db upgrade` (migration 0002 seeds it); nothing was written")
 
     def import_tasks(self, tasks: list[TaskRecord], replace: bool = False) -> dict:
         """Upsert `tasks` by id. With `replace`, tasks absent from the list are deleted, unless a

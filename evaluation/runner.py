@@ -26,7 +26,7 @@ from catalog.db import make_engine, upgrade
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore
 from kb.enrich import catalog_enrichment
-from ops.metrics import Metrics
+from observability.metrics import Metrics
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.service import SearchService
 from settings import Settings

@@ -109,17 +109,21 @@ def enrich_catalog(max_df, concurrency):
     """Ask the LLM for vocabulary missing from each task (task_catalog mode; cached, resumable).
 
     The search index reads the cached, DF-filtered terms into the prefilter's `enriched` field
-    when CATALOG_ENRICHMENT=1."""
+    when CATALOG_ENRICHMENT=1. The enrichment lives in the cache, not in the store, so the
+    store's revision is bumped afterwards: serving processes only rebuild their index when the
+    revision moves, and would otherwise never see the new vocabulary."""
     from kb.enrich import enrich_tasks
 
     kb = _kb()
     if kb.llm is None:
         raise click.ClickException("no LLM endpoint configured (LLM_BASE_URL)")
-    tasks = current_app.extensions["taskfinder"].store.tasks()
+    store = current_app.extensions["taskfinder"].store
+    tasks = store.tasks()
     enrichment = enrich_tasks(tasks, kb.llm, kb.cache, kb.settings.llm_model, max_df=max_df,
                               concurrency=concurrency, progress=sys.stderr.isatty())
+    revision = store.bump_revision()
     enriched = {task_id: terms for task_id, terms in enrichment.items() if terms}
-    click.echo(json.dumps({"tasks": len(tasks), "tasks_enriched": len(enriched),
+    click.echo(json.dumps({"tasks": len(tasks), "tasks_enriched": len(enriched), "store_revision": revision,
                            "terms": sum(len(t) for t in enriched.values()), "model": kb.settings.llm_model,
                            "sample": dict(list(enriched.items())[:5])}, indent=1))
 

@@ -28,8 +28,9 @@ import numpy as np
 
 from kb.analysis import ngram_token
 from kb.index import Index
-from kb.llm import (KEYWORDS_SCHEMA, LLM, MODES, TERMS_SCHEMA, doc_messages, prompt_version,
+from kb.llm import (KEYWORDS_SCHEMA, LLM, MODES, TERMS_SCHEMA, LLMError, doc_messages, prompt_version,
                     query_messages, sage_messages)
+from rerank.breaker import CircuitBreaker
 
 DEFAULT_MAX_DF = 0.05      # corpus fraction; SIRA gives no value, 5% keeps idf >= ~2.9
 DEFAULT_LAMBDA = 0.3       # weight of the query-side expansion, BM25(q) + lambda * BM25(e)
@@ -295,16 +296,32 @@ def expansion_tokens(index: Index, phrase: str, view: str, exclude: set[str]) ->
 
 
 def llm_expansion(index: Index, query: str, llm: LLM | None, cache, model: str, mode: str = "fact_checking",
-                  view: str = "enriched", max_df: float = DEFAULT_MAX_DF, lam: float = DEFAULT_LAMBDA) -> Expansion:
+                  view: str = "enriched", max_df: float = DEFAULT_MAX_DF, lam: float = DEFAULT_LAMBDA,
+                  breaker: CircuitBreaker | None = None) -> Expansion:
+    """The LLM's expansion of `query` (cached), or none with a note when the LLM is absent or
+    fails. Expansion runs on the search path, so `breaker` (the re-ranker's kind) stops calling
+    an endpoint that keeps failing: during its cooldown a query costs no timeout at all. As for
+    the re-ranker, only transport failures count; an answer that arrived unusable (LLMError)
+    proves the endpoint is up."""
     key = cache_key("query", model, mode, text_hash(query))
     data = cached_data(cache, key) if cache is not None else None
     if data is None:
         if llm is None:
             return Expansion("none", note="no LLM endpoint configured")
+        if breaker is not None and not breaker.allow():
+            return Expansion("none", note="LLM circuit open after repeated failures")
         try:
             reply = llm.complete_json(query_messages(mode, query), TERMS_SCHEMA, "terms")
-        except Exception as exc:  # noqa: BLE001 - fall back to the plain query
+        except LLMError as exc:
+            if breaker is not None:
+                breaker.record_success()
             return Expansion("none", note=f"LLM failed: {type(exc).__name__}: {str(exc)[:200]}")
+        except Exception as exc:  # noqa: BLE001 - fall back to the plain query
+            if breaker is not None:
+                breaker.record_failure()
+            return Expansion("none", note=f"LLM failed: {type(exc).__name__}: {str(exc)[:200]}")
+        if breaker is not None:
+            breaker.record_success()
         data = reply.data
         if cache is not None:
             cache.set(key, {"data": data, "prompt_tokens": reply.prompt_tokens,

@@ -16,12 +16,16 @@ Layout
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import shutil
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +34,7 @@ from kb.analysis import analyze, ngram_token, sliding_ngrams
 from kb.scoring import DEFAULT_B, DEFAULT_K1, length_norm, lucene_idf, tf_saturation
 
 FORMAT_VERSION = 1
+LOAD_ATTEMPTS = 5  # Index.load restarts when concurrent saves remove the version it is reading
 VIEWS = {"text": None, "enriched": "enrich", "sage": "sage"}
 
 
@@ -139,6 +144,7 @@ class Index:
         self._row: dict[str, int] = {}
         self._cores: dict[str, SparseBM25] = {}
         self._bigrams: tuple[np.ndarray, np.ndarray] | None = None
+        self.version: Path | None = None  # the version folder `load` read (see `save`)
 
     # ---------------------------------------------------------------- analysis
     def analyze(self, text: str) -> list[str]:
@@ -398,36 +404,68 @@ class Index:
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: Path) -> None:
-        """Write atomically: into a sibling temp directory, then swap."""
+        """Publish this index at `path` so that a reader always finds a complete index there.
+
+        `path` is a symbolic link to a sibling version folder (`index.v<id>`). A save writes a
+        new version folder completely, then replaces the link in one rename (atomic on POSIX):
+        a reader sees the old index or the new one, never no index or half of one. Swapping
+        folders instead (rename the old one away, rename the new one in) leaves a moment with
+        no folder at `path`, and a search in that moment failed with HTTP 500. `Index.load`
+        resolves the link once, so it never mixes files of two versions; the version just
+        replaced is kept for readers still loading it, older ones are removed (a reader that
+        loses its version to several quick saves starts again). Saves to one
+        path are serialised by a lock file. A folder left at `path` by an older release is
+        moved into a version folder on its first save (the only non-atomic step, once).
+        """
         path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _save_lock(path):
+            version = path.with_name(f"{path.name}.v{uuid.uuid4().hex[:16]}")
+            version.mkdir()
+            self._write_files(version)
+            previous = None
+            if path.is_symlink():
+                previous = Path(os.readlink(path)).name
+            elif path.is_dir():  # a plain folder, as older releases saved it
+                previous = path.with_name(f"{path.name}.v{uuid.uuid4().hex[:16]}").name
+                os.replace(path, path.with_name(previous))
+            link = path.with_name(path.name + ".link")
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            os.symlink(version.name, link)  # relative: the corpus folder may be moved
+            os.replace(link, path)
+            _remove_stale_versions(path, keep={version.name, previous})
+
+    def _write_files(self, folder: Path) -> None:
         n_terms = len(self.terms)
         arrays = {"seq": self.seq, "seq_ptr": self.seq_ptr}
         for name, m in [("text", self.text_tf)] + [(f"field_{k}", v) for k, v in self.fields.items()]:
             m = _resize(m, n_terms)
             arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"] = m.data, m.indices, m.indptr
-        np.savez(tmp / "arrays.npz", **arrays)
-        (tmp / "terms.txt").write_text("\n".join(self.terms), encoding="utf-8")
-        (tmp / "doc_ids.txt").write_text("\n".join(self.doc_ids), encoding="utf-8")
-        (tmp / "doc_hashes.txt").write_text("\n".join(self.doc_hashes), encoding="utf-8")
+        np.savez(folder / "arrays.npz", **arrays)
+        (folder / "terms.txt").write_text("\n".join(self.terms), encoding="utf-8")
+        (folder / "doc_ids.txt").write_text("\n".join(self.doc_ids), encoding="utf-8")
+        (folder / "doc_hashes.txt").write_text("\n".join(self.doc_hashes), encoding="utf-8")
         meta = {"format": FORMAT_VERSION, "k1": self.k1, "b": self.b, "join_compounds": self.join_compounds,
                 "n_docs": self.n_docs, "n_terms": n_terms, "fields": sorted(self.fields), "field_meta": self.field_meta}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        old = path.with_name(path.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old.exists():
-            shutil.rmtree(old)
+        (folder / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
     @classmethod
     def load(cls, path: Path) -> "Index":
-        path = Path(path)
+        """Read the index published at `path`. The link is resolved once, so every file comes
+        from one version; if saves replaced that version and removed it before the read was
+        over, the read starts again from the version the link names now."""
+        for _ in range(LOAD_ATTEMPTS - 1):
+            version = published_version(path)
+            try:
+                return cls._load_version(version)
+            except FileNotFoundError:
+                if published_version(path) == version:
+                    raise  # no save replaced it: the index is missing or incomplete
+        return cls._load_version(published_version(path))
+
+    @classmethod
+    def _load_version(cls, path: Path) -> "Index":
         meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"{path}: unsupported index format {meta.get('format')}")
@@ -453,7 +491,43 @@ class Index:
             for f in meta["fields"]:
                 idx.fields[f] = mat(f"field_{f}")
         idx.field_meta = meta.get("field_meta", {})
+        idx.version = path
         return idx
+
+
+def published_version(path: Path) -> Path:
+    """The version folder that the link at `path` names, read in one `readlink` (a path walk
+    such as `Path.resolve` can be overtaken by a save between two steps); `path` itself when
+    it is a plain folder (saved by an older release). FileNotFoundError when nothing is there."""
+    path = Path(path)
+    try:
+        return path.parent / os.readlink(path)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:  # not a link
+            return path
+        raise
+
+
+@contextmanager
+def _save_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path`'s lock file, across processes (the CLI ingests and enriches
+    while the server reads)."""
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_stale_versions(path: Path, keep: set[str | None]) -> None:
+    """Remove version folders of `path` other than `keep`, and the `.tmp`/`.old` folders older
+    releases used. Runs under the save lock, so no other save is writing one."""
+    for sibling in path.parent.glob(f"{path.name}.*"):
+        stale_version = sibling.name.startswith(f"{path.name}.v") and sibling.name not in keep
+        if (stale_version or sibling.name in {f"{path.name}.tmp", f"{path.name}.old"}) and sibling.is_dir() \
+                and not sibling.is_symlink():
+            shutil.rmtree(sibling, ignore_errors=True)
 
 
 def bag(tokens: Iterable[str]) -> dict[str, float]:

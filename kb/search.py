@@ -17,10 +17,11 @@ from pathlib import Path
 from kb.analysis import ngram_token
 from kb.enrich import (DEFAULT_LAMBDA, DEFAULT_MAX_DF, Expansion, llm_expansion, open_cache,
                        rm3_expansion)
-from kb.index import Index
+from kb.index import Index, published_version
 from kb.llm import LLM
 from evaluation.metrics import evaluate_run
 from kb.store import CorpusStore
+from rerank.breaker import CircuitBreaker
 
 MODES = ("bm25", "rm3", "qe", "enriched", "enriched_qe", "sage")
 VIEW_OF = {"bm25": "text", "rm3": "text", "qe": "text", "enriched": "enriched", "enriched_qe": "enriched",
@@ -44,9 +45,12 @@ class KB:
         self.settings = settings
         self.store = CorpusStore(settings.data_dir)
         self.llm = llm if llm is not None else (LLM.from_settings(settings) if use_llm else None)
+        # Query expansion calls the LLM per search: a dead endpoint must cost one timeout per
+        # cooldown, not one per query (the re-ranker's rule, with the same settings).
+        self.breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
         self.config = config or KBConfig()
         self._cache = None
-        self._loaded: dict[str, tuple[float, Index, dict[str, str]]] = {}
+        self._loaded: dict[str, tuple[Path | None, Index, dict[str, str]]] = {}
 
     @property
     def cache(self):
@@ -55,13 +59,14 @@ class KB:
         return self._cache
 
     def index(self, name: str) -> tuple[Index, dict[str, str]]:
-        path = self.store.require(name) / "index" / "meta.json"
-        stamp = path.stat().st_mtime_ns
+        # Each save publishes a new version folder behind the `index` link (Index.save), so the
+        # folder the link names says whether the loaded index is still the current one.
+        link = self.store.require(name) / "index"
         hit = self._loaded.get(name)
-        if hit is None or hit[0] != stamp:
-            index = Index.load(path.parent)
+        if hit is None or hit[0] != published_version(link):
+            index = Index.load(link)
             titles = {d.id: d.title for d in self.store.documents(name)}
-            hit = self._loaded[name] = (stamp, index, titles)
+            hit = self._loaded[name] = (index.version, index, titles)
         return hit[1], hit[2]
 
     def unavailable(self, name: str, mode: str) -> str | None:
@@ -96,7 +101,7 @@ class KB:
             return exp.weights, sources, exp
         if mode in QUERY_LLM:
             exp = llm_expansion(index, query, self.llm, self.cache, self.settings.llm_model, self.config.prompt_mode,
-                                view, self.config.max_df, self.config.lam)
+                                view, self.config.max_df, self.config.lam, breaker=self.breaker)
             for t, w in exp.weights.items():
                 weights[t] = weights.get(t, 0.0) + w
                 sources.setdefault(t, "expansion")

@@ -4,7 +4,7 @@ Layout of a corpus folder:
   documents.jsonl        {"id", "title", "text", "hash", "metadata"?} one per line (the source of truth)
   queries/SPLIT.jsonl    {"_id", "text"} (BEIR queries*.jsonl, copied as given)
   qrels/SPLIT.tsv        query-id <TAB> corpus-id <TAB> score (BEIR)
-  index/                 the persisted BM25 index (kb.index.Index)
+  index -> index.v<id>/   the persisted BM25 index (kb.index.Index; a link to its current version)
   manifest.json          name, counts, sources, last ingest stats
 
 Ingest validates every row first and writes nothing unless all rows are valid (errors carry

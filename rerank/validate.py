@@ -18,11 +18,15 @@ Whole-answer failures make the answer unusable and are counted once:
 
 The answer is usable when it is well-formed and either empty ("no shortlist entry fits", a
 legitimate answer) or keeps at least one entry; an answer whose entries were all dropped is not.
+
+An accepted entry's `reason` is model text shown to users and logged: it is cut to one line of
+at most REASON_LIMIT characters with control and format characters removed (`clean_reason`).
 """
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -41,6 +45,10 @@ DUPLICATE = "duplicate"
 
 _ANSWER = Draft202012Validator(ANSWER_SHAPE)
 _ENTRY = Draft202012Validator(ENTRY_SHAPE)
+#: The longest `reason` passed on. The prompt asks for ~12 words and grammar servers get
+#: maxLength 80 (schema.REASON_MAX_CHARS), but strict-schema servers and unconstrained models
+#: are bounded only by the completion budget: a reason could otherwise be kilobytes long.
+REASON_LIMIT = 200
 # Unconstrained models like to wrap JSON in a Markdown fence; the fence carries no meaning.
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
@@ -76,9 +84,18 @@ def check_answer(content: str | None, candidates: Sequence[Candidate]) -> Verdic
             verdict.dropped[problem] += 1
         else:
             seen.add(entry["idx"])
-            verdict.accepted.append((entry["idx"], entry.get("reason", "").strip()))
+            verdict.accepted.append((entry["idx"], clean_reason(entry.get("reason", ""))))
     verdict.usable = bool(verdict.accepted) or not entries
     return verdict
+
+
+def clean_reason(reason: str) -> str:
+    """One line, no control or format characters (newlines, escapes, bidi overrides, zero-width
+    characters), whitespace collapsed, at most REASON_LIMIT characters (cut with an ellipsis)."""
+    kept = "".join(" " if ch.isspace() else ch for ch in reason
+                   if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Cn"))
+    line = " ".join(kept.split())
+    return line if len(line) <= REASON_LIMIT else line[: REASON_LIMIT - 1].rstrip() + "…"
 
 
 def _entry_problem(entry: Any, by_idx: dict[int, str], names: set[str], seen: set[int]) -> str | None:

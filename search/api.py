@@ -128,6 +128,20 @@ def method_not_allowed(_error):
     return jsonify({"error": f"method {request.method} not allowed on {request.path}"}), 405
 
 
+# Request-metric label per view; views not listed are labelled with their Flask endpoint name.
+METRIC_ENDPOINTS = {"search.api_search": "search"}
+
+
+@search_bp.app_errorhandler(500)
+def internal_error(_error):
+    """Any unhandled exception: a JSON body without the exception or a stack trace (those can
+    carry queries, SQL or paths; Flask has already logged them with the traceback), counted in
+    the requests metric with status 500 so that error rates show up in /metrics."""
+    endpoint = METRIC_ENDPOINTS.get(request.endpoint or "", request.endpoint or "unknown")
+    services().metrics.requests.labels(endpoint, "500").inc()
+    return jsonify({"error": "internal server error"}), 500
+
+
 def render_text(body: dict) -> str:
     """The CLI's human-readable form of a search response."""
     lines = [f"query: {body['query']!r}" + (f"  (degraded: {', '.join(body['degraded'])})" if body["degraded"] else "")]

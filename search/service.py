@@ -3,11 +3,12 @@
 query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrained re-rank
 (rerank/) -> validated results -> response dict.
 
-It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both when the
-store's revision moves (a catalog or test-case edit, or a new per-catalog fit), and talks to the
-embedder and the LLM, degrading instead of failing. When the test cases have changed since the
-newest fit, it refits in a background thread (search.fitting) and stores the result, which in
-turn moves the revision for every serving process.
+It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both in the
+background when the store's revision moves (a catalog or test-case edit, or a new per-catalog
+fit) while requests keep the old ones, and talks to the embedder and the LLM, degrading instead
+of failing. When the test cases have changed since the newest fit, it refits in a background
+thread (search.fitting) and stores the result, which in turn moves the revision for every
+serving process.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Callable, Collection, Protocol, Sequence
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import normalise
-from ops.metrics import Metrics
+from observability.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
@@ -74,26 +75,68 @@ class SearchService:
         self.metrics = metrics
         self.enrichment = enrichment
         self._live: LiveIndex | None = None
-        self._lock = threading.Lock()
+        # Guards `_live` and `_refreshing` only; never held while an index is being built.
+        self._state = threading.Condition()
+        self._refreshing = False
         self._fitting = threading.Lock()   # one background fit at a time in this process
         self.defaults = default_params(settings)
 
     # -- index lifecycle -----------------------------------------------------------------
-    def live(self) -> LiveIndex:
-        """The current index: rebuilt when the store's revision moves; while task vectors are
-        missing (embeddings down), only the vectors are retried, not the whole index."""
+    def _is_current(self, live: LiveIndex | None, revision: int) -> bool:
+        return live is not None and live.revision == revision and (live.vectors_ok or self.embedder is None)
+
+    def live(self, wait: bool = False) -> LiveIndex:
+        """The current index, kept off the request path: when the store's revision moves (or task
+        vectors are missing because embeddings were down), the request that notices starts ONE
+        background refresh and every request keeps being served from the old index until the new
+        one replaces it. A rebuild embeds every task, which takes seconds; holding requests
+        behind it would stall the whole API on each catalog edit.
+
+        Only the very first build blocks (there is nothing to serve yet), as does `wait=True`
+        (startup, evaluation, tests: "give me the index at the current revision").
+        """
         revision = self.source.revision()
-        live = self._live
-        if live is not None and live.revision == revision and (live.vectors_ok or self.embedder is None):
-            return live
-        with self._lock:
-            live = self._live
+        with self._state:
+            while True:
+                live = self._live
+                if self._is_current(live, revision):
+                    return live
+                if not self._refreshing:
+                    break
+                if live is not None and not wait:
+                    return live  # a refresh is in flight: serve the old index meanwhile
+                self._state.wait()
+            self._refreshing = True  # this caller owns the single refresh in flight
+            if live is not None and not wait:
+                threading.Thread(target=self._refresh_in_background, args=(live, revision),
+                                 name="index-refresh", daemon=True).start()
+                return live
+        return self._refresh(live, revision)
+
+    def _refresh(self, live: LiveIndex | None, revision: int) -> LiveIndex:
+        """Bring `live` to `revision` outside the state lock (only the owner of `_refreshing` runs
+        this), publish it, and wake every caller waiting for it. An index at the right revision
+        whose task vectors are missing (embeddings were down) only has its vectors retried."""
+        fresh = None
+        try:
             if live is None or live.revision != revision:
-                live = self._build(revision)
-            elif not live.vectors_ok:
-                live = self._attach_vectors(live)
-            self._live = live
-        return live
+                fresh = self._build(revision)
+            else:
+                fresh = self._attach_vectors(live)
+            return fresh
+        finally:
+            with self._state:
+                if fresh is not None:
+                    self._live = fresh
+                self._refreshing = False
+                self._state.notify_all()
+
+    def _refresh_in_background(self, live: LiveIndex, revision: int) -> None:
+        try:
+            self._refresh(live, revision)
+        except Exception:  # the old index keeps serving; the next request tries again
+            log.exception("search index refresh to revision %s failed; serving revision %s",
+                          revision, live.revision)
 
     def _build(self, revision: int) -> LiveIndex:
         tasks, cases = self.source.tasks(), tuple(self.source.cases())

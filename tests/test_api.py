@@ -127,6 +127,8 @@ def test_index_follows_catalog_edits_without_restart(tmp_path, shared_cache_dir,
     before = search(client, q="kiddie cab").get_json()["results"]
     assert not before or before[0]["id"] != "transport.bus-routes"
     store.add_case(CaseRecord(query="kiddie cab", gold=("transport.bus-routes",), rationale="Slang for the school bus route."))
+    assert search(client, q="kiddie cab").status_code == 200  # served (old index) while the new one builds
+    app.extensions["taskfinder"].search.live(wait=True)
     body = search(client, q="kiddie cab").get_json()
     assert body["results"][0]["id"] == "transport.bus-routes" and body["results"][0]["pinned"]
 
@@ -179,3 +181,19 @@ def test_responses_match_the_openapi_spec(client):
         validator("SearchResponse").validate(search(client, **params).get_json())
     validator("Error").validate(search(client, q="").get_json())
     validator("Readiness").validate(client.get("/readyz").get_json())
+
+
+def test_an_unhandled_error_is_a_json_500_and_is_counted(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    app = build_app(make_settings(tmp_path, shared_cache_dir), demo_tasks, demo_cases)
+    client, service = app.test_client(), app.extensions["taskfinder"].search
+
+    def broken_search(*args, **kwargs):
+        raise RuntimeError("connection to server at 10.0.0.7 failed: password authentication")
+
+    service.search = broken_search
+    response = search(client, q="ASQ")
+    assert response.status_code == 500 and response.is_json
+    assert response.get_json() == {"error": "internal server error"}
+    assert b"10.0.0.7" not in response.data and b"Traceback" not in response.data
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'taskfinder_search_requests_total{endpoint="search",status="500"} 1.0' in metrics

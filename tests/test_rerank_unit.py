@@ -280,3 +280,14 @@ def test_cli_exposes_llm_serve():
     assert result.exit_code == 0
     for option in ("--host", "--port", "--model-path", "--n-ctx", "--threads"):
         assert option in result.output
+
+
+def test_reasons_are_one_bounded_line_without_control_characters():
+    huge = "Fits\nthe query:\r\n\t\x1b[31mred\x1b[0m \u202eevil\u200b " + "very " * 5000 + "end"
+    answer = {"results": [entry(1, "ASQ-3 Screening", reason=huge), entry(0, "Enter Child Attendance", reason=" ok\n")]}
+    verdict = check_answer(json.dumps(answer), CANDIDATES)
+    (_, long_reason), (_, short_reason) = verdict.accepted
+    assert len(long_reason) <= 200 and long_reason.endswith("…")  # validate.REASON_LIMIT
+    assert long_reason.startswith("Fits the query: [31mred[0m evil very very")
+    assert not any(ch in long_reason for ch in "\n\r\t\x1b\u202e\u200b")
+    assert short_reason == "ok"

@@ -76,3 +76,54 @@ def test_stale_edit_is_rejected_not_silently_applied(store):
         store.delete_case(case.id, case.version)
     store.delete_case(case.id, first.version)
     assert store.cases() == []
+
+
+def test_two_concurrent_first_writes_on_a_fresh_database_both_succeed(engine):
+    """Migration 0002 seeds the revision row, so the first writes only ever UPDATE it: two of
+    them at once neither collide on inserting the row nor lose a bump."""
+    import threading
+
+    from catalog.store import CatalogStore
+
+    stores = [CatalogStore(engine), CatalogStore(engine)]
+    assert stores[0].revision() == 0
+    barrier, errors = threading.Barrier(2), []
+
+    def first_write(store, task):
+        try:
+            barrier.wait(10)
+            store.import_tasks([task])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_write, args=(s, t)) for s, t in zip(stores, TASKS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert stores[0].revision() == 2
+    assert {t.id for t in stores[0].tasks()} == {t.id for t in TASKS}
+
+
+def test_a_database_without_the_revision_row_is_refused_not_patched(engine):
+    """The revision row belongs to the migrations; a write never inserts it (two first writes
+    inserting it at once collided on its primary key)."""
+    from sqlalchemy import delete
+
+    from catalog.models import StoreRevision
+    from catalog.store import CatalogStore
+
+    with engine.begin() as conn:
+        conn.execute(delete(StoreRevision))
+    store = CatalogStore(engine)
+    with pytest.raises(Exception, match="db upgrade") as refused:
+        store.import_tasks(TASKS)
+    assert type(refused.value).__name__ == "StoreNotMigrated"
+    assert store.tasks() == [] and store.revision() == 0  # nothing was written
+
+
+def test_bump_revision_moves_the_revision_without_an_edit(store):
+    store.import_tasks(TASKS)
+    assert store.bump_revision() == 2 and store.revision() == 2
+    assert len(store.tasks()) == 2

@@ -1,0 +1,1 @@
+"""Runtime observability: the Prometheus metrics the serving process exports."""
