@@ -20,11 +20,12 @@ import numpy as np
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
+from search.fitting import MAX_CV_QUERIES
 from settings import Settings
 
 from .configs import config_specs
 from .metrics import per_query
-from .runner import embed_queries, run_prefilter_config, throwaway_service
+from .replay import heldout_index, heldout_queries, run_replay
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "adaptation"
 
@@ -48,6 +49,11 @@ def _score(rows) -> dict:
 
 def run(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], test: Sequence[CaseRecord],
         embedder, show: bool = False, directory: Path = DATA_DIR, config: str = "prefilter") -> dict:
+    """New tasks and their plain-language queries, before and after adding teaching cases. The
+    ranker is fitted once on `train` (the teaching cases take effect through the lexicon, pins and
+    exemplar memory at once, before any refit)."""
+    from .evaluate import fit_on_training
+
     new_tasks, queries, teaching = load_fixture(directory)
     known = {t.id for t in tasks}
     clash = [t.id for t in new_tasks if t.id in known]
@@ -55,19 +61,22 @@ def run(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRec
         raise ValueError(f"adaptation task ids already in the catalog: {clash}")
     catalog = [*tasks, *new_tasks]
     spec = config_specs(settings.weights)[config]
-    embed_queries(embedder, [c.query for c in [*queries, *test]], show)
+    params, _, cv = fit_on_training(settings, tasks, train, embedder, 42, MAX_CV_QUERIES, show)
+    held = [c for c in test if c.gold]
+
+    def rows(catalog_tasks, cases, evaluated):
+        index = heldout_index(settings, catalog_tasks, cases, embedder, params)
+        scored, millis = heldout_queries(settings, index, evaluated, embedder)
+        return run_replay(spec, params, cv, scored, millis, 20).rows
+
     out: dict = {"config": config, "new_tasks": [t.name for t in new_tasks], "n_queries": len(queries),
                  "n_teaching_cases": len(teaching)}
     for label, cases in (("before", list(train)), ("after", [*train, *teaching])):
-        with throwaway_service(settings, catalog, cases, embedder) as (_, service):
-            new_rows = run_prefilter_config(spec, service, queries, 20, show).rows
-            old_rows = run_prefilter_config(spec, service, [c for c in test if c.gold], 20, show).rows
-        out[label] = {"new_queries": _score(new_rows), "held_out": _score(old_rows),
+        new_rows = rows(catalog, cases, queries)
+        out[label] = {"new_queries": _score(new_rows), "held_out": _score(rows(catalog, cases, held)),
                       "misses": [r.query for r in new_rows if not set(r.gold) & set(r.ranking[:5])]}
     # the existing catalog without the new tasks, for the paper's "drop" comparison
-    with throwaway_service(settings, tasks, train, embedder) as (_, service):
-        base_rows = run_prefilter_config(spec, service, [c for c in test if c.gold], 20, show).rows
-    out["held_out_without_new_tasks"] = _score(base_rows)
+    out["held_out_without_new_tasks"] = _score(rows(tasks, train, held))
     return out
 
 

@@ -1,7 +1,8 @@
-"""`python app.py evaluate`: offline evaluation (Hit@K/MRR, ablations, threshold, error analysis).
+"""`python app.py evaluate`: offline evaluation (Hit@K/MRR, baselines, ablations, the fitted
+product, abstention, error analysis).
 
     python app.py evaluate --catalog C.jsonl --cases CASES.jsonl [--holdout 0.2 --seed 42 | --test-cases T.jsonl]
-                           [--config all|NAME ...] [--out DIR] [--json FILE] [--tune] [--adaptation]
+                           [--config all|deterministic|NAME ...] [--out DIR] [--json FILE] [--adaptation]
     python app.py evaluate --clinc150 ../shared/data/clinc150 [--max-per-intent N]
     python app.py evaluate                 # the current database's tasks and cases (read only)
 
@@ -27,7 +28,7 @@ from . import clinc150 as clinc
 from .configs import resolve
 from .evaluate import evaluate
 from .report import write_all
-from .splits import holdout_split
+from catalog.splits import holdout_split
 
 
 def _clean(value):
@@ -74,7 +75,7 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
                       split=f"explicit test file ({len(all_cases) - len(train)} training cases with the same query dropped)")
     else:
         train, test = holdout_split(all_cases, holdout, seed)
-        source.update(split=f"hash holdout {holdout} seed {seed} (evaluation.splits.holdout_split)", holdout=holdout)
+        source.update(split=f"hash holdout {holdout} seed {seed} (catalog.splits.holdout_split)", holdout=holdout)
     return tasks, train, test, source
 
 
@@ -87,23 +88,20 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @click.option("--config", "configs", multiple=True, help="Configuration name(s), comma-separated or repeated; 'all'.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--tune", is_flag=True, help="Grid-search a,b,g,d (and K) by k-fold CV on the training split.")
 @click.option("--adaptation", is_flag=True, help="Paper 4.7: new acronym tasks before/after teaching cases.")
 @click.option("--clinc150", "clinc_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
 @click.option("--max-per-intent", type=click.IntRange(1), default=None)
 @click.option("--max-test-per-intent", type=click.IntRange(1), default=None)
-@click.option("--folds", type=click.IntRange(2), default=5, show_default=True)
 @click.option("--depth", type=click.IntRange(10, 100), default=20, show_default=True)
-@click.option("--cv-max-queries", type=click.IntRange(10), default=2000, show_default=True)
+@click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
+              help="Fit on at most this many cross-validated training queries (a stable hash sample).")
 @click.option("--bootstrap", "resamples", type=click.IntRange(100), default=1000, show_default=True)
-@click.option("--max-hit-loss", type=click.FloatRange(0.0, 1.0), default=0.02, show_default=True,
-              help="MIN_CONFIDENCE may cost at most this much CV in-scope Hit@5.")
 @click.option("--progress/--no-progress", default=True)
 @with_appcontext
-def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, json_path, tune, adaptation,
-                     clinc_dir, max_per_intent, max_test_per_intent, folds, depth, cv_max_queries, resamples,
-                     max_hit_loss, progress):
-    """Offline evaluation: Hit@K, MRR, nDCG, ablations, threshold, error analysis."""
+def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, json_path, adaptation,
+                     clinc_dir, max_per_intent, max_test_per_intent, depth, cv_max_queries, resamples, progress):
+    """Offline evaluation: fit on the training split, then Hit@K, MRR, nDCG, baselines, ablations,
+    abstention and error analysis on the held-out split."""
     services = current_app.extensions["taskfinder"]
     settings = services.settings
     try:
@@ -116,8 +114,8 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
         raise click.UsageError("no held-out cases: raise --holdout or pass --test-cases")
     embedder = services.search.embedder
     report, artefacts = evaluate(settings, tasks, train, test, embedder, services.cache, names, seed=seed,
-                                 depth=depth, folds=folds, do_tune=tune, cv_max_queries=cv_max_queries,
-                                 show=progress, data=source, bootstrap_resamples=resamples, max_hit_loss=max_hit_loss)
+                                 depth=depth, cv_max_queries=cv_max_queries, show=progress, data=source,
+                                 bootstrap_resamples=resamples)
     command = "python app.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     extra = []
     if adaptation:
@@ -139,22 +137,23 @@ def summary_table(report: dict) -> str:
     def f(v):
         return "    -" if v is None else f"{v:.3f}"
 
-    lines = [f"{'config':26} {'n':>5} {'Hit@1':>6} {'Hit@3':>6} {'Hit@5':>6} {'MRR':>6} {'nDCG10':>6} {'OOSFPR':>6} {'p50ms':>7}"]
+    lines = [f"{'config':26} {'n':>5} {'Hit@1':>6} {'Hit@3':>6} {'Hit@5':>6} {'MRR':>6} {'nDCG10':>6} {'OOSFPR':>6} "
+             f"{'H5thr':>6} {'p50ms':>7}"]
     for name, c in report["configs"].items():
         if c.get("skipped"):
             lines.append(f"{name:26} skipped: {c['skipped']}")
             continue
         lat = c.get("latency_ms_p50")
         lines.append(f"{name:26} {c['n']:>5} {f(c['hit@1']):>6} {f(c['hit@3']):>6} {f(c['hit@5']):>6} "
-                     f"{f(c['mrr']):>6} {f(c['ndcg@10']):>6} {f(c.get('oos_fpr')):>6} {lat if lat is None else round(lat, 1):>7}")
-    mc = report.get("min_confidence")
-    if mc and mc.get("feature"):
-        lines.append(f"MIN_CONFIDENCE: {mc['feature']} >= {mc['value']:.4f} (CV: Hit@5 {f(mc['cv'].get('hit@5'))}, "
-                     f"OOS FPR {f(mc['cv'].get('oos_fpr'))})")
-    if report.get("tuning"):
-        t = report["tuning"]
-        lines.append(f"tuned weights (CV MRR {f(t['best']['mrr'])}): {t['best']['weights']}; product CV MRR "
-                     f"{f(t['product']['mrr'])}; paper CV MRR {f(t['paper']['mrr'])}; suggested K {t['suggested_k']}")
+                     f"{f(c['mrr']):>6} {f(c['ndcg@10']):>6} {f(c.get('oos_fpr')):>6} "
+                     f"{f(c.get('hit@5_with_threshold')):>6} {lat if lat is None else round(lat, 2):>7}")
+    fit = report.get("fit") or {}
+    lines.append(f"ranker: {fit.get('status')}" + (f"; CV (full) fitted {fit['cv']['full']['fitted']}" if
+                                                    fit.get("cv", {}).get("full") else ""))
+    for mode, point in (fit.get("abstention") or {}).items():
+        if point:
+            lines.append(f"abstention ({mode}), CV: Hit@5 {f(point.get('hit@5'))} (answer-all {f(point.get('hit5_answer_all'))}), "
+                         f"OOS FPR {f(point.get('oos_fpr'))}")
     if report.get("adaptation"):
         a = report["adaptation"]
         lines.append(f"adaptation Hit@5 on new-task queries: before {a['before']['new_queries']['hit@5']:.3f} -> "

@@ -1,71 +1,86 @@
-"""The evaluated configurations (the ablation ladder of paper Table 2, plus baselines).
+"""The evaluated configurations: simple baselines, the ablation ladder, the product, the LLM.
 
-Every deterministic configuration is the product's own prefilter (search.prefilter.prefilter)
-with different fusion weights; the LLM configurations go through the real SearchService
-(`rerank`) or a plain chat completion (`llm_direct`).
+Every deterministic configuration replays the product's own ranking function
+(search.prefilter.rank_values) over the test queries' signal values, with a weight policy:
 
-Pins (a training case whose query has exactly the query's terms puts its gold first) belong to
-the rationale lexicon, so configurations without the rationale signal run without pins.
+    fixed     one fixed weight set (a single-signal baseline, or the shipped defaults)
+    fitted    weights fitted on CV inside the training split over a subset of the signals
+              (search.fitting.fit_weights), exactly as the product fits its own
+    product   the product's whole fit (search.fitting.fit_ranker): weights per mode, shortlist
+              depth, prototypes and abstention
+
+`bm25` is the plain baseline a customer would otherwise pick (BM25 over name + help + the
+training test-case queries appended to each task, via bm25s); `rerank` goes through the real
+SearchService; `llm_direct` asks the LLM to pick from the whole catalog.
+
+Pins (a training case with exactly the query's text puts its gold first) belong to the lexicon,
+so only the configurations built on it use them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from search.prefilter import DENSE_SIGNALS
 from settings import Weights
 
-PAPER_WEIGHTS = Weights(lexical=1.0, rationale=0.8, embedding=0.5, typo=0.3)
-DETERMINISTIC = ("lexical", "embedding", "hybrid_no_rationale", "hybrid_rationale", "prefilter",
-                 "prefilter_paper_weights")
+BASELINES = ("bm25", "lexical", "embedding", "centroid", "neighbour")
+LADDER = ("hybrid_rationale", "exemplar", "prefilter_defaults", "prefilter", "prefilter_sparse")
 LLM_CONFIGS = ("rerank", "llm_direct")
-ALL_CONFIGS = DETERMINISTIC + LLM_CONFIGS
+ALL_CONFIGS = BASELINES + LADDER + LLM_CONFIGS
 BASELINE = "prefilter"
+
+
+def _only(name: str) -> Weights:
+    return Weights(**{field: (1.0 if field == name else 0.0) for field in Weights.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
 class ConfigSpec:
     name: str
-    kind: str                      # "prefilter" | "rerank" | "llm_direct"
-    weights: Weights | None
-    pins: bool
+    kind: str                              # "fixed" | "fitted" | "product" | "bm25" | "rerank" | "llm_direct"
     description: str
+    weights: Weights | None = None         # kind "fixed"
+    signals: tuple[str, ...] = ()          # kind "fitted": the signals it may use
+    pins: bool = False
+    mode: str = "full"                     # "sparse": ranked as if the embeddings were down
 
     @property
     def needs_embedding(self) -> bool:
-        return self.kind != "llm_direct" and (self.weights is None or self.weights.embedding > 0)
-
-    def weights_row(self) -> dict | None:
-        if self.weights is None:
-            return None
-        w = self.weights
-        return {"lexical": w.lexical, "rationale": w.rationale, "embedding": w.embedding, "typo": w.typo,
-                "pins": self.pins}
+        if self.kind == "fixed":
+            return any(getattr(self.weights, s) for s in DENSE_SIGNALS)
+        if self.kind == "fitted":
+            return any(s in DENSE_SIGNALS for s in self.signals)
+        return False
 
 
-def config_specs(product: Weights) -> dict[str, ConfigSpec]:
-    a, b, g = product.lexical, product.rationale, product.embedding
+def config_specs(defaults: Weights) -> dict[str, ConfigSpec]:
     specs = [
-        ConfigSpec("lexical", "prefilter", Weights(1.0, 0.0, 0.0, 0.0), False,
-                   "BM25F over task name/aliases/category/help only (no typo correction)"),
-        ConfigSpec("embedding", "prefilter", Weights(0.0, 0.0, 1.0, 0.0), False,
-                   "dense cosine similarity only"),
-        ConfigSpec("hybrid_no_rationale", "prefilter", Weights(a, 0.0, g, 0.0), False,
-                   "lexical + embedding (b = 0, d = 0)"),
-        ConfigSpec("hybrid_rationale", "prefilter", Weights(a, b, g, 0.0), True,
-                   "lexical + rationale lexicon (with pins) + embedding (d = 0)"),
-        ConfigSpec("prefilter", "prefilter", product, True,
-                   "the product's first stage: all four signals with settings.weights"),
-        ConfigSpec("prefilter_paper_weights", "prefilter", PAPER_WEIGHTS, True,
-                   "the same prefilter with the paper's weights 1.0/0.8/0.5/0.3"),
-        ConfigSpec("rerank", "rerank", product, True,
-                   "the full system: SearchService(rerank=True), prefilter shortlist + LLM re-rank"),
-        ConfigSpec("llm_direct", "llm_direct", None, False,
-                   "whole catalog (names) in one chat completion, top-5 names, no shortlist/validation"),
+        ConfigSpec("bm25", "bm25", "plain BM25 (bm25s) over name + help + the training cases' queries per task"),
+        ConfigSpec("lexical", "fixed", "BM25F over task name/aliases/category/help only", _only("lexical")),
+        ConfigSpec("embedding", "fixed", "e5 cosine to the task text only", _only("embedding")),
+        ConfigSpec("centroid", "fixed", "e5 cosine to the centroid of the task's exemplars only", _only("centroid")),
+        ConfigSpec("neighbour", "fixed", "e5 cosine to the task's nearest exemplar only", _only("neighbour")),
+        ConfigSpec("hybrid_rationale", "fitted", "the earlier design's signals (lexical, rationale lexicon, typo, "
+                   "task embedding) with pins, weights fitted by CV", signals=("lexical", "rationale", "typo", "embedding"),
+                   pins=True),
+        ConfigSpec("exemplar", "fitted", "exemplar memory alone (case-query BM25, centroid, neighbour, prototype), "
+                   "weights fitted by CV", signals=("exemplar", "centroid", "neighbour", "prototype")),
+        ConfigSpec("prefilter_defaults", "fixed", "every signal with the shipped default weights, no fit, pins",
+                   defaults, pins=True),
+        ConfigSpec("prefilter", "product", "the product: every signal, per-catalog fit, pins, fitted abstention",
+                   pins=True),
+        ConfigSpec("prefilter_sparse", "product", "the product in its degraded mode (embeddings off): sparse "
+                   "signals with their own fitted weights and abstention", pins=True, mode="sparse"),
+        ConfigSpec("rerank", "rerank", "the full system: SearchService(rerank=True) over the fitted prefilter"),
+        ConfigSpec("llm_direct", "llm_direct", "whole catalog (names) in one chat completion, top-5 names, "
+                   "no shortlist/validation"),
     ]
     return {s.name: s for s in specs}
 
 
 def resolve(names: tuple[str, ...] | list[str]) -> list[str]:
-    """CLI names -> ordered unique config names; 'all' expands to every configuration."""
+    """CLI names -> ordered unique config names; 'all' expands to every configuration,
+    'deterministic' to all but the LLM ones."""
     wanted: list[str] = []
     for raw in names or ("all",):
         for name in str(raw).split(","):
@@ -74,9 +89,11 @@ def resolve(names: tuple[str, ...] | list[str]) -> list[str]:
                 continue
             if name == "all":
                 wanted.extend(ALL_CONFIGS)
+            elif name == "deterministic":
+                wanted.extend(BASELINES + LADDER)
             elif name in ALL_CONFIGS:
                 wanted.append(name)
             else:
-                raise ValueError(f"unknown configuration {name!r}; choose from {', '.join(ALL_CONFIGS)} or all")
-    ordered = [n for n in ALL_CONFIGS if n in wanted]
-    return ordered
+                raise ValueError(f"unknown configuration {name!r}; choose from {', '.join(ALL_CONFIGS)}, "
+                                 "deterministic or all")
+    return [n for n in ALL_CONFIGS if n in wanted]

@@ -1,14 +1,13 @@
 """Error analysis (paper §4.5): every miss (in-scope query, no gold task in the top 5) gets one
 class, by the first rule that holds, evaluated on the prefilter's own signal values for the
-query (evaluation.fastrank.SignalBlock over the index built from the TRAINING cases):
+query (search.fitting.CVQuery over the index built from the TRAINING cases):
 
-1. ``ambiguous``: a gold task is in the shortlist (top K = settings.shortlist_size) with a
-   fused score above 0, and either
-   the top result's fused score is within AMBIGUITY_GAP (10%) of that gold task's, i.e.
-   (top - gold) / top <= 0.10, or the top result has the same catalog category as a gold task.
+1. ``ambiguous``: a gold task is in the shortlist (top K = the ranker's shortlist size), and
+   either the top result's fused score is within AMBIGUITY_GAP (10%) of that gold task's, i.e.
+   (top - gold) / |top| <= 0.10, or the top result has the same catalog category as a gold task.
    The system found the right neighbourhood but could not tell the near-equal tasks apart.
-2. ``lexical_gap``: no query word links to any gold task (the gold's lexical, rationale and
-   typo signals are all 0) AND at least one query word is unknown to both the catalog text and
+2. ``lexical_gap``: no query word links to any gold task (the gold's lexical, rationale,
+   typo and exemplar signals are all 0) AND at least one query word is unknown to both the catalog text and
    the training lexicon (its stem is in neither vocabulary and typo correction finds no
    neighbour): a novel acronym or term the system has never seen.
 3. ``missing_rationale``: no query word links to any gold task (as in 2) although every query
@@ -35,7 +34,8 @@ from search.index import SearchIndex
 from search.prefilter import typo_corrections
 from search.signals import unique
 
-from .fastrank import SignalBlock
+from search.fitting import CVQuery
+from search.prefilter import fuse, mode_of, rank_values
 
 AMBIGUITY_GAP = 0.10
 CLASSES = ("ambiguous", "lexical_gap", "missing_rationale", "embedding_failure", "fusion")
@@ -73,11 +73,12 @@ def suggest_case(query: str, gold: tuple[str, ...], category: str | None, tasks_
     return row
 
 
-def classify(index: SearchIndex, block: SignalBlock, fused: np.ndarray, ranking: list[str], query: str,
+def classify(index: SearchIndex, block: CVQuery, fused: np.ndarray, ranking: list[str], query: str,
              gold: tuple[str, ...], shortlist_size: int, typo_min_similarity: float = 80.0) -> tuple[str, str, list[str], list[str]]:
     """(class, reason, unknown words, unlinked words) for one miss; see the module docstring."""
     tasks_by_id = {t.id: t for t in index.tasks}
-    rows = [block.task_ids.index(g) for g in gold if g in block.task_ids]
+    task_ids = [t.id for t in block.tasks]
+    rows = [task_ids.index(g) for g in gold if g in task_ids]
     query_words = unique(words(query))
     corrections = typo_corrections(index, query_words, typo_min_similarity)
     unknown = [w for w in query_words if stem(w) not in index.vocabulary and w not in corrections]
@@ -95,18 +96,17 @@ def classify(index: SearchIndex, block: SignalBlock, fused: np.ndarray, ranking:
     shortlist = ranking[:shortlist_size]
     in_shortlist = [g for g in gold if g in shortlist]
     if in_shortlist and ranking:
-        top_row = block.task_ids.index(ranking[0])
-        top_score = float(fused[top_row])
-        best_gold = max(float(fused[block.task_ids.index(g)]) for g in in_shortlist)
-        gap = (top_score - best_gold) / top_score if top_score > 0 else 0.0
+        top_score = float(fused[task_ids.index(ranking[0])])
+        best_gold = max(float(fused[task_ids.index(g)]) for g in in_shortlist)
+        gap = (top_score - best_gold) / abs(top_score) if top_score else 0.0
         top_cat = tasks_by_id[ranking[0]].category
         same_cat = top_cat is not None and top_cat in {tasks_by_id[g].category for g in gold}
-        if best_gold > 0 and (gap <= AMBIGUITY_GAP or same_cat):
+        if gap <= AMBIGUITY_GAP or same_cat:
             why = f"gold in shortlist, score gap {gap:.0%}" if gap <= AMBIGUITY_GAP else \
                 f"gold in shortlist, top result shares category {top_cat!r}"
             return "ambiguous", why, unknown, unlinked
 
-    sparse = sum(block.values[n] for n in ("lexical", "rationale", "typo") if n in block.values)
+    sparse = sum(block.values[n] for n in ("lexical", "rationale", "typo", "exemplar") if n in block.values)
     evidence = any(float(sparse[r]) > 0 for r in rows)
     if not evidence:
         if unknown:
@@ -122,7 +122,7 @@ def classify(index: SearchIndex, block: SignalBlock, fused: np.ndarray, ranking:
     return "fusion", f"embedding rank {emb_rank}, sparse rank {sparse_rank}, but fused rank > 5", unknown, unlinked
 
 
-def analyse(index: SearchIndex, rows, blocks: dict[str, SignalBlock], weights, use_pins: bool,
+def analyse(index: SearchIndex, rows, blocks: dict[str, CVQuery], weights, use_pins: bool,
             shortlist_size: int, typo_min_similarity: float = 80.0) -> dict:
     """Classify the misses among `rows` (QueryRuns of one configuration)."""
     tasks_by_id = {t.id: t for t in index.tasks}
@@ -132,8 +132,10 @@ def analyse(index: SearchIndex, rows, blocks: dict[str, SignalBlock], weights, u
         if not gold or set(gold) & set(row.ranking[:5]):
             continue
         block = blocks[row.query]
-        fused, _ = block.fused(weights)
-        ranking = block.rank(weights, max(shortlist_size, 20), use_pins)
+        fused, _ = fuse(block.values, weights.for_mode(mode_of(block.values)))
+        result = rank_values(block.tasks, block.values, weights, max(shortlist_size, 20),
+                             block.pinned if use_pins else ())
+        ranking = [item.task.id for item in result.ranked]
         cls, reason, unknown, unlinked = classify(index, block, np.asarray(fused), ranking, row.query, gold,
                                                   shortlist_size, typo_min_similarity)
         rank = next((i for i, t in enumerate(row.ranking, start=1) if t in gold), None)

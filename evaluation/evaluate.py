@@ -1,5 +1,5 @@
-"""One evaluation run: configurations x held-out cases -> metrics, CIs, significance, threshold,
-error analysis (and optionally weight tuning). The report dict is what `--json` writes.
+"""One evaluation run: fit on the training split -> configurations x held-out cases -> metrics,
+CIs, significance, abstention, error analysis. The report dict is what `--json` writes.
 """
 from __future__ import annotations
 
@@ -10,17 +10,16 @@ import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from rerank import Reranker
+from search.fitting import FOLDS, MAX_CV_QUERIES, cv_queries, fit_ranker
+from search.ranker import RankerParams, default_params
 from settings import Settings
 
 from . import errors as error_analysis
-from . import threshold as thresholds
-from .configs import BASELINE, DETERMINISTIC, ConfigSpec, config_specs
-from .cv import cv_blocks
-from .fastrank import embedding_texts, signal_block
+from .configs import BASELINE, ConfigSpec, config_specs
 from .metrics import METRIC_KEYS, bootstrap_ci, mean_metrics, per_query, percentile, randomisation_test
-from .runner import (ConfigRun, LLMDirect, embed_queries, llm_reachable, progress, run_llm_direct,
-                     run_prefilter_config, run_rerank_config, throwaway_service)
-from .tuning import tune as tune_weights
+from .replay import abstention_point, heldout_index, heldout_queries, run_bm25, run_replay
+from .runner import (ConfigRun, LLMDirect, llm_reachable, progress, run_llm_direct, run_rerank_config,
+                     throwaway_service)
 
 CI_KEYS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@10", "r@5")
 
@@ -55,7 +54,6 @@ def summarise(run: ConfigRun, seed: int, tasks_by_id: dict[str, TaskRecord], bas
         out["oos_fpr"] = operating.get("oos_fpr") if oos else None
         out["hit@5_with_threshold"] = operating.get("hit@5")
         out["in_scope_abstain"] = operating.get("in_scope_abstain")
-        out["threshold"] = operating.get("threshold")
     else:
         out["oos_fpr"] = out["oos_fpr_unthresholded"]
     latencies = [r.latency_ms for r in run.rows]
@@ -81,109 +79,75 @@ def summarise(run: ConfigRun, seed: int, tasks_by_id: dict[str, TaskRecord], bas
     return out
 
 
+def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], embedder,
+                    seed: int, cv_max_queries: int | None, show: bool):
+    """The product's own per-catalog fit, on the training split only: (params, report, CV queries)."""
+    cv = []
+    if sum(1 for c in train if c.gold) >= settings.fit_min_cases:
+        bar = progress(range(FOLDS), "cv folds", show)
+        cv = cv_queries(settings, tasks, train, embedder, FOLDS, seed, cv_max_queries,
+                        progress=lambda done, total: bar.update(1))
+        bar.close()
+    params, report = fit_ranker(settings, tasks, train, embedder, default_params(settings), seed, cv_max_queries,
+                                queries=cv or None)
+    return params, report, cv
+
+
+def run_config(spec: ConfigSpec, settings: Settings, tasks, train, test, embedder, cache, params: RankerParams,
+               cv, queries, millis, depth: int, show: bool, llm: tuple[bool, str]) -> ConfigRun:
+    if spec.needs_embedding and embedder is None:
+        return ConfigRun(spec, skipped="embeddings unavailable (EMBEDDINGS_ENABLED=0 or the embedder failed)")
+    if spec.kind in ("fixed", "fitted", "product"):
+        return run_replay(spec, params, cv, queries, millis, depth)
+    if spec.kind == "bm25":
+        return run_bm25(spec, tasks, train, test, depth)
+    if not llm[0]:
+        return ConfigRun(spec, skipped=f"no LLM: {llm[1]}")
+    if spec.kind == "llm_direct":
+        return run_llm_direct(spec, LLMDirect(settings, tasks, cache), test, show)
+    reranker = Reranker(settings, cache)
+    with throwaway_service(settings, tasks, train, embedder, reranker, params) as (_, service):
+        return run_rerank_config(spec, service, test, depth, show, settings.llm_model)
+
+
 def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord],
              test: Sequence[CaseRecord], embedder, cache, configs: Sequence[str], seed: int = 42,
-             depth: int = 20, folds: int = 5, do_tune: bool = False, cv_max_queries: int | None = 2000,
-             show: bool = True, data: dict | None = None, bootstrap_resamples: int = 1000,
-             max_hit_loss: float = 0.02) -> tuple[dict, dict]:
-    """Returns (report, artefacts); artefacts hold the per-query runs for files and charts."""
+             depth: int = 20, cv_max_queries: int | None = MAX_CV_QUERIES, show: bool = True,
+             data: dict | None = None, bootstrap_resamples: int = 1000) -> tuple[dict, dict]:
+    """Fit on the training split (CV inside it), score the held-out split with every requested
+    configuration, and summarise. Returns (report, artefacts); artefacts hold the per-query runs."""
     tasks = [t for t in tasks if t.active]
     tasks_by_id = {t.id: t for t in tasks}
-    specs = config_specs(settings.weights)
-    wanted = [specs[name] for name in configs]
-    llm_wanted = [s for s in wanted if s.kind != "prefilter"]
-    llm_ok, llm_why = llm_reachable(settings) if llm_wanted else (False, "")
-    reranker = Reranker(settings, cache) if llm_ok and any(s.kind == "rerank" for s in wanted) else None
+    wanted = [config_specs(settings.weights)[name] for name in configs]
+    needs_llm = any(s.kind in ("rerank", "llm_direct") for s in wanted)
+    llm = llm_reachable(settings) if needs_llm else (False, "not requested")
 
-    runs: dict[str, ConfigRun] = {}
-    blocks = {}
-    with throwaway_service(settings, tasks, train, embedder, reranker) as (store, service):
-        live = service.live()
-        if live.vectors_ok:
-            embed_queries(embedder, embedding_texts(live.index, [c.query for c in test], settings.typo_min_similarity),
-                          show)
-        store_cases = len(store.cases())
-        for spec in wanted:
-            if spec.kind == "prefilter":
-                runs[spec.name] = run_prefilter_config(spec, service, test, depth, show)
-            elif not llm_ok:
-                runs[spec.name] = ConfigRun(spec, skipped=f"no LLM: {llm_why}")
-            elif spec.kind == "rerank":
-                runs[spec.name] = run_rerank_config(spec, service, test, depth, show, settings.llm_model)
-            else:
-                runs[spec.name] = run_llm_direct(spec, LLMDirect(settings, tasks, cache), test, show)
-        for case in progress(test, "signals for error analysis", show):
-            blocks[case.query] = signal_block(live.index, case.query, embedder, settings.typo_min_similarity)
-        analysis = {}
-        for name in ("prefilter", "rerank"):
-            run = runs.get(name)
-            if run is not None and not run.skipped:
-                analysis[name] = error_analysis.analyse(live.index, run.rows, blocks, settings.weights, True,
-                                                        settings.shortlist_size, settings.typo_min_similarity)
-        lexicon_links = len(live.index.lexicon)
+    params, fit_report, cv = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show)
+    index = heldout_index(settings, tasks, train, embedder, params)
+    queries, millis = heldout_queries(settings, index, test, embedder, show)
+    runs = {spec.name: run_config(spec, settings, tasks, train, test, embedder, cache, params, cv, queries, millis,
+                                  depth, show, llm) for spec in wanted}
 
-    # --- threshold ("no confident match") and tuning: CV inside the training split only ---
-    need_cv = do_tune or any(s.kind == "prefilter" for s in wanted)
-    cv = cv_blocks(settings, tasks, train, embedder, folds, seed, cv_max_queries, show) if need_cv else []
-    fitted: dict[str, thresholds.Threshold] = {}
-    operating: dict[str, dict] = {}
-    curves: dict[str, dict] = {}
-    for spec in wanted:
-        run = runs[spec.name]
-        if run.skipped or spec.kind != "prefilter":
-            continue
-        samples = thresholds.samples_from_cv(cv, spec.weights, spec.pins)
-        fitted[spec.name] = th = thresholds.fit(samples, max_hit_loss)
-        operating[spec.name] = thresholds.apply(run.rows, th)
-        if spec.name in ("prefilter",) and th.feature is not None:
-            curves[spec.name] = {"feature": th.feature, "value": th.value,
-                                 "cv": thresholds.curve(samples, th.feature),
-                                 "test": thresholds.curve(thresholds.samples_of_rows(run.rows), th.feature)}
-    if "rerank" in runs and not runs["rerank"].skipped and "prefilter" in fitted:
-        # the product applies MIN_CONFIDENCE to the prefilter before re-ranking: same decisions
-        decisions = {r.query: r for r in runs["prefilter"].rows}
-        th = fitted["prefilter"]
-        rows = runs["rerank"].rows
-        for r in rows:
-            base = decisions[r.query]
-            r.features, r.extra["pinned"] = base.features, base.extra.get("pinned")
-        operating["rerank"] = thresholds.apply(rows, th)
-
+    by_query = {q.case.query: q for q in queries}
+    analysis = {name: error_analysis.analyse(index, runs[name].rows, by_query, params.weights, True,
+                                             params.shortlist_size, settings.typo_min_similarity)
+                for name in ("prefilter", "rerank") if name in runs and not runs[name].skipped}
     baseline = runs.get(BASELINE)
-    summaries = {name: summarise(run, seed, tasks_by_id, baseline, operating.get(name), bootstrap_resamples)
+    summaries = {name: summarise(run, seed, tasks_by_id, baseline, abstention_point(run), bootstrap_resamples)
                  for name, run in runs.items()}
-    for name, th in fitted.items():
-        summaries[name]["min_confidence"] = th.as_dict()
-
     report = {
         "configs": summaries,
-        "data": {
-            **(data or {}),
-            "n_tasks": len(tasks),
-            "n_train": len(train),
-            "n_test": len(test),
-            "n_test_in_scope": sum(1 for c in test if c.gold),
-            "n_test_out_of_scope": sum(1 for c in test if not c.gold),
-            "seed": seed,
-            "depth": depth,
-            "store_cases": store_cases,
-            "lexicon_links": lexicon_links,
-            "weights": {s.name: s.weights_row() for s in wanted},
-            "product_weights": specs["prefilter"].weights_row(),
-            "shortlist_size": settings.shortlist_size,
-            "embedding_model": embedder.model if embedder is not None else None,
-            "llm_model": settings.llm_model if llm_ok else None,
-            "llm_status": "reachable" if llm_ok else (llm_why or "not requested"),
-            "bootstrap_resamples": bootstrap_resamples,
-            "significance": "two-sided paired randomisation (sign-flip) test, 10,000 permutations, vs prefilter",
-            "cv": {"folds": folds, "max_queries": cv_max_queries, "n_queries": len(cv)},
-            "python": platform.python_version(),
-        },
-        "min_confidence": fitted["prefilter"].as_dict() if "prefilter" in fitted else None,
+        "fit": fit_report,
+        "data": {**(data or {}), "n_tasks": len(tasks), "n_train": len(train), "n_test": len(test),
+                 "n_test_in_scope": sum(1 for c in test if c.gold),
+                 "n_test_out_of_scope": sum(1 for c in test if not c.gold), "seed": seed, "depth": depth,
+                 "lexicon_links": len(index.lexicon), "exemplars": len(index.exemplars.texts),
+                 "ranker": {**params.summary(), "weights": params.weights.as_dict()},
+                 "embedding_model": embedder.model if embedder is not None else None,
+                 "llm_model": settings.llm_model if llm[0] else None, "llm_status": "reachable" if llm[0] else llm[1],
+                 "bootstrap_resamples": bootstrap_resamples,
+                 "significance": "two-sided paired randomisation (sign-flip) test, 10,000 permutations, vs prefilter",
+                 "python": platform.python_version()},
         "error_analysis": analysis,
     }
-    if do_tune:
-        report["tuning"] = tune_weights(cv, settings.weights, depth,
-                                        lambda it: progress(it, "tuning grid", show, total=len(it)))
-    artefacts = {"runs": runs, "curves": curves, "test": list(test), "tasks_by_id": tasks_by_id}
-    return report, artefacts
+    return report, {"runs": runs, "test": list(test), "tasks_by_id": tasks_by_id}

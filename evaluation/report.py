@@ -72,31 +72,6 @@ def ablation_chart(path: Path, configs: dict) -> None:
     plt.close(fig)
 
 
-def threshold_chart(path: Path, curves: dict) -> None:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    for name, curve in curves.items():
-        for split, style in (("cv", "--"), ("test", "-")):
-            points = [p for p in curve[split] if p["oos_fpr"] is not None and p["hit@5"] is not None]
-            if points:
-                ax.plot([p["oos_fpr"] for p in points], [p["hit@5"] for p in points], style, marker=".",
-                        label=f"{name} ({'training CV' if split == 'cv' else 'held-out'})")
-        chosen = [p for p in curve["test"] if p["threshold"] >= curve["value"]]
-        if chosen and chosen[0]["oos_fpr"] is not None:
-            ax.plot([chosen[0]["oos_fpr"]], [chosen[0]["hit@5"]], "r*", markersize=12,
-                    label=f"fitted {curve['feature']} >= {curve['value']:.3f}")
-    ax.set_xlabel("OOS false-positive rate (out-of-scope queries answered)")
-    ax.set_ylabel("in-scope Hit@5 (answered and correct)")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_title("No-confident-match threshold trade-off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def _f(value, digits: int = 3) -> str:
     if value is None:
         return "-"
@@ -110,6 +85,31 @@ def _ci(c: dict, key: str) -> str:
     return f"{_f(c.get(key))} [{_f(ci[0], 2)}, {_f(ci[1], 2)}]" if ci else _f(c.get(key))
 
 
+def fit_section(fit: dict, data: dict, configs: dict) -> list[str]:
+    """The per-catalog fit (training split only) and the abstention it chose."""
+    lines = ["## Per-catalog fit (CV inside the training split)", "", f"Status: {fit.get('status')}.", ""]
+    for mode, row in (fit.get("cv") or {}).items():
+        before, after = row["defaults"], row["fitted"]
+        lines.append(f"- {mode} mode, {after['n']} CV queries: shipped defaults Hit@1 {_f(before.get('hit@1'))} / "
+                     f"MRR {_f(before.get('mrr'))} -> fitted Hit@1 {_f(after.get('hit@1'))} / MRR {_f(after.get('mrr'))}")
+    ranker = data.get("ranker") or {}
+    if ranker.get("weights"):
+        lines += ["", f"Fitted weights: `{json.dumps(ranker['weights'])}`; shortlist K = {ranker.get('shortlist_size')}; "
+                  f"prototypes: {ranker.get('prototypes')}.", ""]
+    lines += ["### No confident match (fitted abstention)", ""]
+    for mode, point in (fit.get("abstention") or {}).items():
+        config = configs.get("prefilter" if mode == "full" else "prefilter_sparse", {})
+        if not point:
+            lines.append(f"- {mode}: not fitted (fewer than 5 out-of-scope or in-scope training cases): everything is answered.")
+            continue
+        lines.append(f"- {mode}: CV ({point['n_in_scope']} in-scope, {point['n_oos']} out-of-scope) Hit@5 "
+                     f"{_f(point.get('hit@5'))} (answer-all {_f(point.get('hit5_answer_all'))}), OOS FPR "
+                     f"{_f(point.get('oos_fpr'))}; held-out: Hit@5 {_f(config.get('hit@5'))} -> "
+                     f"{_f(config.get('hit@5_with_threshold'))}, OOS FPR {_f(config.get('oos_fpr_unthresholded'))} -> "
+                     f"{_f(config.get('oos_fpr'))} (in-scope abstentions {_f(config.get('in_scope_abstain'))}).")
+    return lines + [""]
+
+
 def markdown(report: dict, command: str | None = None, extra_sections: Sequence[str] = ()) -> str:
     data, configs = report["data"], report["configs"]
     lines = ["# Taskfinder offline evaluation", ""]
@@ -117,12 +117,13 @@ def markdown(report: dict, command: str | None = None, extra_sections: Sequence[
         lines += ["```", command, "```", ""]
     lines += [f"- catalog: `{data.get('catalog')}` ({data['n_tasks']} active tasks)",
               f"- cases: `{data.get('cases')}`; split: {data.get('split')}",
-              f"- train {data['n_train']} cases (lexicon + pins + in-context examples; throw-away store held "
-              f"{data['store_cases']}), held-out {data['n_test']} ({data['n_test_in_scope']} in scope, "
+              f"- train {data['n_train']} cases (lexicon, pins, exemplar memory, in-context examples and the "
+              f"per-catalog fit), held-out {data['n_test']} ({data['n_test_in_scope']} in scope, "
               f"{data['n_test_out_of_scope']} out of scope)",
               f"- embedding model: {data.get('embedding_model')}; LLM: {data.get('llm_model') or 'none'} "
               f"({data.get('llm_status')})",
-              f"- product weights: {data.get('product_weights')}; shortlist K = {data.get('shortlist_size')}",
+              f"- ranker: {(data.get('ranker') or {}).get('source')}; shortlist K = "
+              f"{(data.get('ranker') or {}).get('shortlist_size')}",
               f"- 95% CIs: percentile bootstrap over queries ({data['bootstrap_resamples']} resamples, seed "
               f"{data['seed']}); p-values: {data['significance']}", ""]
     lines += ["## Results (held-out, in-scope queries)", "",
@@ -136,7 +137,7 @@ def markdown(report: dict, command: str | None = None, extra_sections: Sequence[
         lines.append(f"| {name} | {c['n']} | {_ci(c, 'hit@1')} | {_ci(c, 'hit@3')} | {_ci(c, 'hit@5')} | "
                      f"{_ci(c, 'mrr')} | {_ci(c, 'ndcg@10')} | {_f(c['p@5'])} | {_f(c['r@5'])} | {_f(p, 4)} | "
                      f"{_f(c.get('oos_fpr'))} | {_f(c.get('hit@5_with_threshold'))} | {_f(c.get('latency_ms_p50'), 1)} |")
-    lines += ["", "Latency: per-query wall time of the configuration's ranking call with the embedding cache "
+    lines += ["", "Latency: per-query wall time of computing the signals and ranking with the embedding cache "
               "warm (query embeddings precomputed in batches), so it is the ranking cost, not the embedding model's.",
               "", "![ablation](ablation.png)", ""]
     notes = {n: c.get("notes") for n, c in configs.items() if c.get("notes")}
@@ -152,23 +153,7 @@ def markdown(report: dict, command: str | None = None, extra_sections: Sequence[
             lines.append(f"| {g} | {n} | " + " | ".join(_f((configs[s]["per_category"].get(g) or {}).get("hit@5"))
                                                      for s in shown) + " |")
         lines.append("")
-    mc = report.get("min_confidence")
-    lines += ["## No confident match (MIN_CONFIDENCE)", ""]
-    if mc and mc.get("feature"):
-        pre = configs.get("prefilter", {})
-        lines += [f"Fitted by {data['cv']['folds']}-fold CV inside the training split ({mc['n_in_scope']} in-scope, "
-                  f"{mc['n_oos']} out-of-scope CV queries): the lowest OOS FPR whose CV in-scope Hit@5 stays within "
-                  f"{mc['max_hit_loss']} of answering everything ({_f(mc['cv'].get('hit5_answer_all'))}).",
-                  f"Feature AUCs (in-scope vs out-of-scope): " + ", ".join(f"{k} {_f(v)}" for k, v in mc["auc"].items()),
-                  "",
-                  f"**Chosen: answer only when `{mc['feature']}` >= {mc['value']:.4f}** (pinned answers always pass).",
-                  f"CV: Hit@5 {_f(mc['cv'].get('hit@5'))}, OOS FPR {_f(mc['cv'].get('oos_fpr'))}.",
-                  f"Held-out (prefilter): OOS FPR {_f(pre.get('oos_fpr_unthresholded'))} -> {_f(pre.get('oos_fpr'))}, "
-                  f"in-scope Hit@5 {_f(pre.get('hit@5'))} -> {_f(pre.get('hit@5_with_threshold'))} "
-                  f"(in-scope abstentions {_f(pre.get('in_scope_abstain'))}).", "",
-                  "![threshold](threshold.png)", ""]
-    else:
-        lines += ["Not fitted: the training split has no out-of-scope case (or no in-scope case).", ""]
+    lines += fit_section(report.get("fit") or {}, data, configs)
     for name, analysis in (report.get("error_analysis") or {}).items():
         lines += [f"## Error analysis: {name} ({analysis['n_misses']} misses, gold not in top 5)", "",
                   "Rules (first match wins; see evaluation/errors.py): ambiguous = gold in shortlist and top "
@@ -185,21 +170,6 @@ def markdown(report: dict, command: str | None = None, extra_sections: Sequence[
                          f"top 3: {', '.join(miss['top'][:3])}")
             lines.append(f"  - add: `{json.dumps(miss['suggestion'], ensure_ascii=False)}`")
         lines.append("")
-    tuning = report.get("tuning")
-    if tuning:
-        lines += ["## Weight tuning (k-fold CV inside the training split)", "",
-                  f"{tuning['n_cv_queries']} in-scope CV queries; a fixed at 1.0 (rankings are scale-invariant); "
-                  f"grid b {tuning['grid']['rationale']}, g {tuning['grid']['embedding']}, d {tuning['grid']['typo']}; "
-                  "objective CV MRR.", "",
-                  "| weights | a | b | g | d | CV MRR | CV Hit@1 | CV Hit@5 |", "|---|---|---|---|---|---|---|---|"]
-        for label in ("best", "product", "paper"):
-            row = tuning[label]
-            w = row["weights"]
-            lines.append(f"| {label} | {w['lexical']} | {w['rationale']} | {w['embedding']} | {w['typo']} | "
-                         f"{_f(row['mrr'])} | {_f(row['hit@1'])} | {_f(row['hit@5'])} |")
-        lines += ["", "Shortlist recall (gold within top K, tuned weights): " +
-                  ", ".join(f"K={k}: {_f(v)}" for k, v in tuning["shortlist_recall"].items()) +
-                  f"; suggested K = {tuning['suggested_k']}.", ""]
     lines += list(extra_sections)
     return "\n".join(lines) + "\n"
 
@@ -219,9 +189,6 @@ def write_all(out: Path, report: dict, artefacts: dict, command: str | None = No
             written.append(path)
     ablation_chart(out / "ablation.png", report["configs"])
     written.append(out / "ablation.png")
-    if artefacts.get("curves"):
-        threshold_chart(out / "threshold.png", artefacts["curves"])
-        written.append(out / "threshold.png")
     (out / "report.md").write_text(markdown(report, command, extra_sections), encoding="utf-8")
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     written += [out / "report.md", out / "report.json"]

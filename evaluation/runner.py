@@ -27,7 +27,8 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore
 from kb.enrich import catalog_enrichment
 from observability.metrics import Metrics
-from search.prefilter import PrefilterResult, analyse_query, prefilter
+from search.fitting import cases_digest
+from search.ranker import RankerParams
 from search.service import SearchService
 from settings import Settings
 
@@ -65,7 +66,10 @@ def progress(iterable, desc: str, enabled: bool, total: int | None = None):
 
 @contextmanager
 def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord],
-                      embedder, reranker=None) -> Iterator[tuple[CatalogStore, SearchService]]:
+                      embedder, reranker=None, params: RankerParams | None = None
+                      ) -> Iterator[tuple[CatalogStore, SearchService]]:
+    """A SearchService over a temporary store holding `tasks` and `train`, ranking with `params`
+    (stored as the store's fit; no background refit)."""
     with tempfile.TemporaryDirectory(prefix="taskfinder-eval-") as tmp:
         engine = make_engine(f"sqlite:///{Path(tmp) / 'eval.db'}")
         try:
@@ -73,9 +77,11 @@ def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Se
             store = CatalogStore(engine)
             store.import_tasks(list(tasks))
             store.import_cases(list(train))
-            # Rankings are scored whole; the no-confident-match threshold is evaluated separately.
-            service = SearchService(settings.with_overrides(rerank_default=False, min_confidence=0.0), store, embedder,
-                                    reranker, Metrics(), enrichment=catalog_enrichment(settings))
+            if params is not None:
+                store.save_fit(store.revision(), cases_digest(store.tasks(), store.cases()), params.as_dict(), {})
+            # Rankings are scored whole; abstention is evaluated separately.
+            service = SearchService(settings.with_overrides(rerank_default=False, abstain=False, auto_fit=False),
+                                    store, embedder, reranker, Metrics(), enrichment=catalog_enrichment(settings))
             yield store, service
         finally:
             engine.dispose()
@@ -89,43 +95,6 @@ def embed_queries(embedder, queries: Sequence[str], show: bool) -> None:
     batches = [missing[i:i + EMBED_BATCH] for i in range(0, len(missing), EMBED_BATCH)]
     for batch in progress(batches, "embedding queries", show and bool(batches)):
         embedder.embed(batch, "query")
-
-
-def confidence_features(result: PrefilterResult) -> dict[str, float]:
-    """Features of the prefilter's answer that say how sure it is (see evaluation.threshold)."""
-    ranked = result.ranked
-    if not ranked:
-        return {"top_score": float("-inf"), "margin": float("-inf"), "evidence": float("-inf"), "pinned": 0.0}
-    top = ranked[0]
-    second = ranked[1].score if len(ranked) > 1 else 0.0
-    evidence = sum(top.contributions.get(name, 0.0) for name in ("lexical", "rationale", "typo"))
-    return {"top_score": top.score, "margin": top.score - second, "evidence": evidence,
-            "pinned": 1.0 if top.pinned else 0.0}
-
-
-def unpinned_index(index):
-    """The same index with the lexicon's pins removed (for configurations without rationale)."""
-    return replace(index, lexicon=replace(index.lexicon, pins={}))
-
-
-def run_prefilter_config(spec: ConfigSpec, service: SearchService, cases: Sequence[CaseRecord],
-                         depth: int, show: bool) -> ConfigRun:
-    live = service.live()
-    index = live.index if spec.pins else unpinned_index(live.index)
-    embedder = service.embedder if spec.weights.embedding > 0 else None
-    if spec.weights.embedding > 0 and (service.embedder is None or not live.vectors_ok):
-        return ConfigRun(spec, skipped="embeddings unavailable (EMBEDDINGS_ENABLED=0 or the embedder failed)")
-    run = ConfigRun(spec)
-    for case in progress(cases, spec.name, show):
-        started = time.perf_counter()
-        analysed = analyse_query(index, case.query, service.settings.typo_min_similarity)
-        vector = embedder.embed([analysed.embedding_text], "query")[0] if embedder is not None else None
-        result = prefilter(index, analysed, spec.weights, depth, restrict_roles=False, query_vector=vector)
-        latency = (time.perf_counter() - started) * 1000.0
-        run.rows.append(QueryRun(case.query, case.gold, case.category, [s.task.id for s in result.ranked],
-                                 [s.score for s in result.ranked], latency, confidence_features(result),
-                                 {"pinned": bool(result.ranked and result.ranked[0].pinned)}))
-    return run
 
 
 def run_rerank_config(spec: ConfigSpec, service: SearchService, cases: Sequence[CaseRecord], depth: int,
@@ -265,11 +234,3 @@ def run_llm_direct(spec: ConfigSpec, llm: LLMDirect, cases: Sequence[CaseRecord]
                                  latency, {}, {"answer": answer[:500], "unmatched": missed, "cached": cached}))
     run.notes.update(unmatched_names=unmatched, errors=errors)
     return run
-
-
-def task_vectors(embedder, tasks: Sequence[TaskRecord]) -> np.ndarray | None:
-    from search.index import embedding_text
-
-    if embedder is None or not tasks:
-        return None
-    return embedder.embed([embedding_text(t) for t in tasks], "passage")

@@ -66,7 +66,7 @@ class RerankOutcome:
         """The prefilter order unchanged: used when the LLM was skipped, failed or had no say.
 
         The pipeline uses it too, e.g. `RerankOutcome.prefilter(k, model=m,
-        skipped="confident_prefilter")` when `prefilter_is_confident` says the call is not needed.
+        skipped="confident_prefilter")` when search.confidence.skip_rerank says the call is not needed.
         """
         return cls(
             order=list(range(size)),

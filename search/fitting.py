@@ -35,6 +35,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon
 from search.confidence import AbstentionModel, answer_features, assess, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
@@ -50,19 +51,6 @@ MAX_HIT_LOSS = 0.02
 PRIOR_STRENGTH = 1.0         # L2 pull towards the defaults, in standardised units, per CV query mean
 CANDIDATES = 100             # per query, the softmax of the fit runs over gold + this many best tasks
 K_VALUES = (5, 10, 15, 20, 30, 50)
-BUCKETS = 10_000
-
-
-def bucket(seed: int, text: str) -> float:
-    digest = hashlib.sha256(f"{seed}\x00{text}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % BUCKETS / BUCKETS
-
-
-def k_folds(cases: Sequence[CaseRecord], folds: int, seed: int) -> list[tuple[list[CaseRecord], list[CaseRecord]]]:
-    """(fit, held) pairs; a case's fold is a hash of (seed, query), stable as cases are added."""
-    assignment = [int(bucket(seed + 1, c.query) * folds) for c in cases]
-    return [([c for c, a in zip(cases, assignment) if a != f], [c for c, a in zip(cases, assignment) if a == f])
-            for f in range(folds)]
 
 
 def cases_digest(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> str:
@@ -81,6 +69,7 @@ class CVQuery:
     tasks: tuple[TaskRecord, ...]
     values: dict[str, np.ndarray]
     out_of_scope_similarity: float | None
+    pinned: tuple[str, ...] = ()       # gold of a training case with this very query (held-out replay only)
 
     def gold_rows(self) -> list[int]:
         gold = set(self.case.gold)
@@ -198,9 +187,14 @@ def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray
     return minimize(objective, prior.copy(), jac=True, method="L-BFGS-B").x
 
 
-def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength: float = PRIOR_STRENGTH) -> Weights:
-    """The mode's fusion weights (see the module docstring); `prior` where there is no evidence."""
+def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength: float = PRIOR_STRENGTH,
+                signals: Sequence[str] | None = None) -> Weights:
+    """The mode's fusion weights (see the module docstring); `prior` where there is no evidence.
+    `signals` restricts the model to those signals (the evaluation's ablations); the others get 0."""
     wanted = SIGNALS if mode == "full" else SPARSE_SIGNALS
+    if signals is not None:
+        wanted = [n for n in wanted if n in signals]
+        prior = Weights(**{f.name: (getattr(prior, f.name) if f.name in wanted else 0.0) for f in fields(Weights)})
     names = [n for n in wanted if queries and all(n in q.values for q in queries)]
     usable = list(queries) if names else []
     matrices, golds = _design(usable, names, prior)
@@ -280,15 +274,26 @@ def operating_point(logits: np.ndarray, oos: np.ndarray, hit5: np.ndarray, pinne
 
 def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
                    max_hit_loss: float = MAX_HIT_LOSS) -> AbstentionModel | None:
+    """Logistic model + budgeted threshold (module docstring). The threshold is chosen on
+    CROSS-FITTED logits (each fold scored by a model fitted on the other folds), so the in-scope
+    loss it budgets is the one unseen queries will see, not the optimistic in-sample one."""
     results = rankings(queries, weights, mode, depth=5)
     oos = np.array([not q.case.gold for q in queries])
     if oos.sum() < MIN_OOS_CASES or (~oos).sum() < MIN_OOS_CASES:
         return None
     names = features_for_mode(mode)
     X = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in results], dtype=np.float64)
+    y = (~oos).astype(np.float64)
     hit5 = np.array([bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(queries, results)])
-    coef, intercept = _logistic(X, (~oos).astype(np.float64))
-    logits = X @ coef + intercept
+    folds = np.array([q.fold for q in queries])
+    logits = np.zeros(len(queries))
+    for fold in np.unique(folds):
+        train = folds != fold
+        if y[train].min() == y[train].max():  # a fold without one of the classes: no honest score
+            return None
+        coef, intercept = _logistic(X[train], y[train])
+        logits[~train] = X[~train] @ coef + intercept
+    coef, intercept = _logistic(X, y)
     pinned = np.zeros(len(queries), dtype=bool)
     base = float(np.mean(hit5[~oos]))
     values = np.unique(logits)
@@ -301,7 +306,8 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         key = (-point["oos_fpr"], point["hit@5"], -t)
         if best is None or key > best[0]:
             best = (key, point)
-    point = dict(best[1], hit5_answer_all=round(base, 4), n_in_scope=int((~oos).sum()), n_oos=int(oos.sum()))
+    point = dict(best[1], hit5_answer_all=round(base, 4), n_in_scope=int((~oos).sum()), n_oos=int(oos.sum()),
+                 cross_fitted=True)
     return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(intercept, 6),
                            round(point["threshold"], 6), point)
 
@@ -310,9 +316,10 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
 
 def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                defaults: RankerParams, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
-               progress: Callable | None = None) -> tuple[RankerParams, dict]:
+               progress: Callable | None = None, queries: Sequence[CVQuery] | None = None) -> tuple[RankerParams, dict]:
     """Fit every parameter on CV inside `cases`; returns (params, report). With fewer than
-    settings.fit_min_cases in-scope cases the defaults are returned (and the report says so)."""
+    settings.fit_min_cases in-scope cases the defaults are returned (and the report says so).
+    `queries`: the CV queries of these cases, when the caller has them already."""
     started = time.perf_counter()
     tasks = [t for t in tasks if t.active]
     in_scope = [c for c in cases if c.gold]
@@ -321,7 +328,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     if len(in_scope) < settings.fit_min_cases:
         report["status"] = f"defaults: fewer than {settings.fit_min_cases} in-scope test cases"
         return defaults, report
-    queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress)
+    if queries is None:
+        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress)
     modes = [m for m in MODES if m == "sparse" or embedder is not None]
     fitted = {m: fit_weights(queries, m, defaults.weights.for_mode(m)) for m in modes}
     weights = FusionWeights(fitted.get("full", defaults.weights.full), fitted["sparse"])

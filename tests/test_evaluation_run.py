@@ -14,7 +14,7 @@ from evaluation import clinc150, configs, errors
 from evaluation import evaluate as evaluate_module
 from evaluation.adaptation import load_fixture
 from evaluation.fastrank import signal_block
-from evaluation.splits import holdout_split
+from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon
 from search.index import build_index
 from search.prefilter import prefilter

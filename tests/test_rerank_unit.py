@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
 from catalog.records import CaseRecord
-from rerank import PROMPT_VERSION, Candidate, Example, prefilter_is_confident, relative_gap, select_examples
+from rerank import PROMPT_VERSION, Candidate, Example, select_examples
 from rerank.breaker import CircuitBreaker
 from rerank.cache import cache_key
 from rerank.cli import llm_group
@@ -71,34 +71,6 @@ def test_gold_ids_missing_from_the_catalog_are_left_out():
     chosen = select_examples("screening", cases, NAMES)
     assert chosen == [Example("screening partly", ("ASQ-3 Screening",), "")], \
         "a case whose gold all vanished must not pose as out of scope"
-
-
-# --- prefilter_is_confident ----------------------------------------------------------------------
-
-@pytest.mark.parametrize(
-    ("scores", "margin", "expected"),
-    [
-        ([10.0, 5.0, 1.0], 0.25, True),    # gap 0.5
-        ([10.0, 8.0, 1.0], 0.25, False),   # gap 0.2
-        ([10.0, 7.5], 0.25, True),         # gap exactly the margin
-        ([5.0, 10.0, 1.0], 0.25, True),    # order of the input does not matter
-        ([3.0, 3.0], 0.0, False),          # a tie is never confident
-        ([3.0, 2.9], 0.0, True),           # margin 0: any strict lead
-        ([1.0, 0.0], 1.5, False),          # a margin above 1 never skips
-        ([0.0, 0.0, 0.0], 0.25, False),    # no signal at all
-        ([7.0], 0.25, True),               # nothing to re-order
-        ([], 0.25, True),
-    ],
-)
-def test_prefilter_is_confident(scores, margin, expected):
-    assert prefilter_is_confident(scores, margin) is expected
-
-
-def test_relative_gap_is_measurable():
-    assert relative_gap([10.0, 5.0]) == 0.5
-    assert relative_gap([4.0]) == 1.0
-    assert relative_gap([0.0, 0.0]) == 0.0
-    assert relative_gap([]) == 0.0
 
 
 # --- schema ---------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def holdout_split(cases: Sequence[C], holdout: float, seed: int) -> tuple[list[C
 
 
 def k_folds(cases: Sequence[C], folds: int, seed: int) -> list[tuple[list[C], list[C]]]:
-    """Cross-validation folds inside a training split (for tuning without touching held-out)."""
+    """(fit, held) cross-validation folds inside a training split (search.fitting); a case's fold
+    is a hash of (seed, query), stable as cases are added."""
     assignment = [int(bucket(seed + 1, c.query) * folds) for c in cases]
     return [([c for c, a in zip(cases, assignment) if a != f], [c for c, a in zip(cases, assignment) if a == f])
             for f in range(folds)]
