@@ -43,14 +43,16 @@ def _clean(value):
 
 
 def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int,
-          clinc_dir: Path | None, max_per_intent: int | None, max_test_per_intent: int | None):
+          clinc_dir: Path | None, max_per_intent: int | None, max_test_per_intent: int | None,
+          sample_seed: int | None = None):
     if clinc_dir is not None:
-        data = clinc.load(clinc_dir, max_per_intent, max_test_per_intent)
+        data = clinc.load(clinc_dir, max_per_intent, max_test_per_intent, sample_seed)
         return data.tasks, data.train, data.test, {
             "catalog": f"clinc150:{clinc_dir}", "cases": f"{clinc_dir}/train.jsonl + oos_train.jsonl",
             "test_cases": f"{clinc_dir}/val.jsonl + oos_val.jsonl",
             "split": "CLINC150 train (+oos_train) -> lexicon; val (+oos_val) -> evaluation"
-                     + (f"; max {max_per_intent} training requests per intent" if max_per_intent else "")
+                     + (f"; max {max_per_intent} training requests per intent" if max_per_intent is not None else "")
+                     + (f" (random sample, seed {sample_seed})" if sample_seed is not None else "")
                      + (f"; max {max_test_per_intent} val requests per intent" if max_test_per_intent else ""),
             "dropped_duplicate_requests": data.dropped_duplicates,
             "rationale_note": "CLINC cases have no rationale: the lexicon links the training requests' own words"}
@@ -90,7 +92,10 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--adaptation", is_flag=True, help="Paper 4.7: new acronym tasks before/after teaching cases.")
 @click.option("--clinc150", "clinc_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
-@click.option("--max-per-intent", type=click.IntRange(1), default=None)
+@click.option("--max-per-intent", type=click.IntRange(0), default=None,
+              help="CLINC150: at most N training requests per intent (0: zero-shot, intent names only).")
+@click.option("--sample-seed", type=int, default=None,
+              help="CLINC150: with --max-per-intent, keep a random sample (this seed) rather than the first N.")
 @click.option("--max-test-per-intent", type=click.IntRange(1), default=None)
 @click.option("--depth", type=click.IntRange(10, 100), default=20, show_default=True)
 @click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
@@ -99,7 +104,7 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @click.option("--progress/--no-progress", default=True)
 @with_appcontext
 def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, json_path, adaptation,
-                     clinc_dir, max_per_intent, max_test_per_intent, depth, cv_max_queries, resamples, progress):
+                     clinc_dir, max_per_intent, sample_seed, max_test_per_intent, depth, cv_max_queries, resamples, progress):
     """Offline evaluation: fit on the training split, then Hit@K, MRR, nDCG, baselines, ablations,
     abstention and error analysis on the held-out split."""
     services = current_app.extensions["taskfinder"]
@@ -107,7 +112,7 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
     try:
         names = resolve(configs)
         tasks, train, test, source = _load(catalog, cases, test_cases, holdout, seed, clinc_dir,
-                                           max_per_intent, max_test_per_intent)
+                                           max_per_intent, max_test_per_intent, sample_seed)
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
     if not test:

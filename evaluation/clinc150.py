@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,10 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def load(directory: Path, max_per_intent: int | None = None, max_test_per_intent: int | None = None) -> ClincData:
+def load(directory: Path, max_per_intent: int | None = None, max_test_per_intent: int | None = None,
+         sample_seed: int | None = None) -> ClincData:
+    """`max_per_intent` caps the training requests per intent (0: zero-shot, names only); with
+    `sample_seed` the kept ones are a random sample (seeded) instead of the first ones."""
     directory = Path(directory)
     domains = json.loads((directory / "domains.json").read_text(encoding="utf-8"))
     domain_of = {label: domain for domain, labels in domains.items() for label in labels}
@@ -57,7 +61,10 @@ def load(directory: Path, max_per_intent: int | None = None, max_test_per_intent
         per_intent: dict[str, int] = {}
         out = []
         for name in files:
-            for row in _rows(directory / name):
+            rows = _rows(directory / name)
+            if sample_seed is not None and cap is not None:
+                random.Random(f"{sample_seed}:{name}").shuffle(rows)
+            for row in rows:
                 text, intent = row["text"].strip(), row["intent"]
                 if not text:
                     continue

@@ -2,8 +2,8 @@
 class, by the first rule that holds, evaluated on the prefilter's own signal values for the
 query (search.fitting.CVQuery over the index built from the TRAINING cases):
 
-1. ``ambiguous``: a gold task is in the shortlist (top K = the ranker's shortlist size), and
-   either the top result's fused score is within AMBIGUITY_GAP (10%) of that gold task's, i.e.
+1. ``ambiguous``: a gold task is in the shortlist (top K = the ranker's shortlist size) with
+   some evidence (a fused score above the catalog's lowest), and either the top result's fused score is within AMBIGUITY_GAP (10%) of that gold task's, i.e.
    (top - gold) / |top| <= 0.10, or the top result has the same catalog category as a gold task.
    The system found the right neighbourhood but could not tell the near-equal tasks apart.
 2. ``lexical_gap``: no query word links to any gold task (the gold's lexical, rationale,
@@ -101,7 +101,8 @@ def classify(index: SearchIndex, block: CVQuery, fused: np.ndarray, ranking: lis
         gap = (top_score - best_gold) / abs(top_score) if top_score else 0.0
         top_cat = tasks_by_id[ranking[0]].category
         same_cat = top_cat is not None and top_cat in {tasks_by_id[g].category for g in gold}
-        if gap <= AMBIGUITY_GAP or same_cat:
+        has_evidence = best_gold > float(np.min(fused))   # above the score of a task nothing points at
+        if has_evidence and (gap <= AMBIGUITY_GAP or same_cat):
             why = f"gold in shortlist, score gap {gap:.0%}" if gap <= AMBIGUITY_GAP else \
                 f"gold in shortlist, top result shares category {top_cat!r}"
             return "ambiguous", why, unknown, unlinked

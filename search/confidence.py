@@ -9,8 +9,9 @@ Two questions, one set of evidence (the features of the prefilter's top answer):
   its own in-scope and out-of-scope test cases (search.fitting), with a separate model for the
   degraded mode without embeddings. Its threshold is the budgeted operating point: the lowest
   out-of-scope false-positive rate that costs at most 2 points of cross-validated Hit@5.
-  A pinned answer (a test case with this very query) is always given; with no fitted model
-  (too few out-of-scope cases) everything is answered.
+  A pinned answer (a test case with this very query) is always given; without embeddings, a
+  query none of whose words points at any task is never answered; with no fitted model (too few
+  out-of-scope cases) everything else is answered.
 - **Skip the LLM**: the re-ranker is not called when the top task's probability (softmax of the
   fused scores) is at least RERANK_SKIP_PROBABILITY: the prefilter is already sure.
 """
@@ -24,6 +25,7 @@ import numpy as np
 if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
 
+SPARSE_EVIDENCE = ("lexical", "rationale", "typo", "exemplar")
 FULL_FEATURES = ("neighbour", "embedding", "centroid", "sparse_evidence", "probability", "margin", "oos_gap")
 SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "probability", "margin")
 
@@ -94,7 +96,11 @@ def assess(result: "PrefilterResult", model: AbstentionModel | None) -> Confiden
     if not result.ranked:
         return Confidence(False, None, 0.0)
     top = result.ranked[0]
-    if top.pinned or model is None:
+    if top.pinned:
+        return Confidence(True, None, top.probability)
+    if result.mode == "sparse" and not any(top.signals.get(name) for name in SPARSE_EVIDENCE):
+        return Confidence(False, None, top.probability)   # no word of the query points at any task
+    if model is None:
         return Confidence(True, None, top.probability)
     logit = model.logit(answer_features(result))
     return Confidence(logit >= model.threshold, round(logit, 4), top.probability)

@@ -99,10 +99,10 @@ class ExemplarMemory:
         wanted[rows] = True
         groups = np.flatnonzero(wanted[self.group_rows])
         ends = np.append(self.group_starts[1:], len(self.texts))
-        picked = np.concatenate([np.arange(self.group_starts[g], ends[g]) for g in groups]) if groups.size else \
-            np.zeros(0, dtype=np.int64)
         lengths = ends[groups] - self.group_starts[groups]
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if groups.size else picked
+        starts = np.zeros(groups.size, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        picked = np.arange(int(lengths.sum())) + np.repeat(self.group_starts[groups] - starts, lengths)
         return group_max(self.vectors[picked] @ query_vector, starts, self.n_tasks, self.group_rows[groups])
 
     def nearest_out_of_scope(self, query_vector: np.ndarray) -> float | None:

@@ -22,6 +22,7 @@ from settings import FieldWeights
 # Extra vocabulary per task (DF-aware enrichment, see kb/): {task id: [(term or phrase, weight)]}
 Enrichment = Mapping[str, Sequence[tuple[str, float]]]
 ENRICHED_FIELD_WEIGHT = 1.0
+MEMO_SIZE = 50_000   # typo-correction answers remembered per index
 
 
 def task_fields(task: TaskRecord) -> dict[str, str]:
@@ -76,6 +77,17 @@ class SearchIndex:
     task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised passage embeddings, or None
     prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
+    _corrections: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def memo_corrections(self, word: str, last: bool, min_similarity: float, compute):
+        """The typo corrections of `word`, computed once per index (at most MEMO_SIZE entries)."""
+        key = (word, last, min_similarity)
+        found = self._corrections.get(key)
+        if found is None:
+            if len(self._corrections) >= MEMO_SIZE:
+                self._corrections.clear()
+            found = self._corrections[key] = compute()
+        return found
 
     def visible_mask(self, role: str | None, restrict: bool = True) -> np.ndarray:
         """Tasks the caller may see; `restrict=False` (evaluation) sees every active task."""
@@ -101,7 +113,7 @@ class SearchIndex:
         if vectors is None or exemplar_vectors is None:
             vectors = exemplar_vectors = None
         return replace(self, task_vectors=vectors, prototypes=None, exemplars=self.exemplars.with_vectors(exemplar_vectors, oos_vectors),
-                       _visibility={})
+                       _visibility={}, _corrections={})
 
     def with_prototypes(self, prototypes: np.ndarray | None) -> "SearchIndex":
         return replace(self, prototypes=prototypes if self.task_vectors is not None else None, _visibility={})

@@ -81,14 +81,18 @@ def in_catalog_text(index: SearchIndex, column: int | None) -> bool:
 def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity: float) -> dict[str, list[tuple[str, float]]]:
     """Query words that no task's text contains -> nearby vocabulary words (rapidfuzz); the last
     word also by prefix. A word known only to the rationale lexicon is still corrected: test-case
-    queries deliberately contain misspellings, and those must not shield a word from correction."""
+    queries deliberately contain misspellings, and those must not shield a word from correction.
+    Each (word, is-last) answer is memoised on the index (type-ahead repeats words keystroke
+    after keystroke); the memo is bounded and dies with the index."""
     corrections = {}
     for position, word in enumerate(query_words):
         if in_catalog_text(index, index.vocabulary.get(stem(word))):
             continue
-        found = fuzzy_corrections(word, index.surface_words, min_similarity,
-                                  allow_prefix=position == len(query_words) - 1)
-        found = [(candidate, similarity) for candidate, similarity in found if candidate != word]
+        last = position == len(query_words) - 1
+        found = index.memo_corrections(word, last, min_similarity, lambda: [
+            (candidate, similarity)
+            for candidate, similarity in fuzzy_corrections(word, index.surface_words, min_similarity, allow_prefix=last)
+            if candidate != word])
         if found:
             corrections[word] = found
     return corrections
@@ -116,8 +120,10 @@ def _explain(index: SearchIndex, row: int, query_words: list[str], corrections) 
 
 
 def _has_posting(matrix, row: int, column: int) -> bool:
+    """Whether the CSC matrix has an entry at (row, column): binary search in sorted indices."""
     start, end = matrix.indptr[column], matrix.indptr[column + 1]
-    return bool(np.any(matrix.indices[start:end] == row))
+    i = start + int(np.searchsorted(matrix.indices[start:end], row))
+    return i < end and matrix.indices[i] == row
 
 
 @dataclass(frozen=True)
@@ -205,20 +211,26 @@ _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
 
 def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray) -> dict[str, np.ndarray]:
     """Raw cosines of the query to each visible task's text, exemplar centroid and nearest
-    exemplar (see the module docstring). A task without exemplars has centroid 0 and
-    neighbour -1 (the fitted weights know this is "no evidence")."""
+    exemplar, and the prototype logit (see the module docstring). A task without exemplars has
+    centroid 0 and neighbour -1 (the fitted weights know this is "no evidence")."""
     memory = index.exemplars
-    centroid = memory.centroids[rows] @ query_vector
-    if len(memory.texts) <= NEIGHBOUR_FULL_SCAN:
+    whole = rows.size * 3 >= len(index.tasks)   # most tasks visible: multiply, then pick (no copy)
+
+    def project(matrix: np.ndarray) -> np.ndarray:
+        return (matrix @ query_vector)[rows] if whole else matrix[rows] @ query_vector
+
+    centroid = project(memory.centroids)
+    if len(memory.texts) <= NEIGHBOUR_FULL_SCAN or centroid.size <= NEIGHBOUR_CANDIDATES:
         neighbour = memory.neighbour(query_vector)[rows]
     else:
-        candidates = rows[np.argsort(-centroid)[:NEIGHBOUR_CANDIDATES]]
-        full = memory.neighbour(query_vector, candidates)
-        floor = float(full[candidates].min()) if candidates.size else -1.0
-        neighbour = np.maximum(full[rows], np.where(np.isin(rows, candidates), -1.0, floor))
-    values = {"embedding": index.task_vectors[rows] @ query_vector, "centroid": centroid, "neighbour": neighbour}
+        top = np.argpartition(-centroid, NEIGHBOUR_CANDIDATES)[:NEIGHBOUR_CANDIDATES]
+        full = memory.neighbour(query_vector, rows[top])
+        others = np.full(rows.size, float(full[rows[top]].min()), dtype=np.float32)
+        others[top] = -1.0
+        neighbour = np.maximum(full[rows], others)
+    values = {"embedding": project(index.task_vectors), "centroid": centroid, "neighbour": neighbour}
     if index.prototypes is not None:
-        values["prototype"] = index.prototypes[rows] @ query_vector
+        values["prototype"] = project(index.prototypes)
     return values
 
 
@@ -286,7 +298,7 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
             contributions=contributions,
             matched=[],
             pinned=tasks[i].id in pinned,
-            probability=round(float(probabilities[i]), 4),
+            probability=float(probabilities[i]),
         ))
     return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity), order
 

@@ -151,7 +151,8 @@ class SearchService:
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)
-        if stale and self.settings.auto_fit:
+        enough = sum(1 for c in cases if c.gold) >= self.settings.fit_min_cases
+        if stale and enough and self.settings.auto_fit:
             self.refit_in_background(live)
         return live
 
@@ -204,7 +205,8 @@ class SearchService:
             return {"status": "up to date", "fit_id": latest.id}
         embedder = self.embedder if live.vectors_ok else None
         params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults)
-        report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
+        if report["status"] == "fitted":
+            report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
         return report
 
     # -- request validation --------------------------------------------------------------
@@ -348,7 +350,7 @@ class SearchService:
         task = item.task
         row = {"id": task.id, "name": task.name, "help": task.help, "url": task.url,
                "category": task.category, "score": round(item.score, 4), "signals": item.signals,
-               "probability": item.probability, "contributions": item.contributions, "matched": item.matched,
+               "probability": round(item.probability, 4), "contributions": item.contributions, "matched": item.matched,
                "pinned": item.pinned}
         if reason:
             row["reason"] = reason

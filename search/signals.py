@@ -5,6 +5,7 @@ column sum: a cheap lookup, in the spirit of bm25s (Lù, 2024).
 """
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Iterable, Mapping, Sequence
 
@@ -129,6 +130,7 @@ def fuzzy_corrections(word: str, vocabulary: Sequence[str], min_similarity: floa
     transpositions, drops and doublings ("devlopmental", "imunizations"). With `allow_prefix`
     (the last word of a type-ahead query) a word that starts a vocabulary word also counts
     ("immun" -> "immunizations"), at a similarity of its covered share, floored at 0.7.
+    `vocabulary` must be sorted (SearchIndex.surface_words is).
     """
     if len(word) < 3 or word.isdigit():
         return []
@@ -137,7 +139,8 @@ def fuzzy_corrections(word: str, vocabulary: Sequence[str], min_similarity: floa
                                                score_cutoff=min_similarity, limit=limit):
         found[candidate] = score / 100.0
     if allow_prefix:
-        completions = [v for v in vocabulary if len(v) > len(word) and v.startswith(word)]
+        # `vocabulary` is sorted: the words that start with `word` are one contiguous slice
+        completions = list(vocabulary[bisect.bisect_right(vocabulary, word):bisect.bisect_left(vocabulary, word + "\uffff")])
         for candidate in sorted(completions, key=len)[:limit]:
             found[candidate] = max(found.get(candidate, 0.0), max(0.7, len(word) / len(candidate)))
     return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit]

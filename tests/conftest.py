@@ -34,7 +34,9 @@ def shared_cache_dir(tmp_path_factory) -> Path:
 
 
 def make_settings(data_dir: Path, cache_dir: Path, **env) -> Settings:
-    base = {"TASKFINDER_DATA_DIR": str(data_dir), "CACHE_DIR": str(cache_dir)}
+    """Settings for a test app; the background refit is off unless a test turns it on (AUTO_FIT=1),
+    so that no fit lands in the middle of a test that did not ask for one."""
+    base = {"TASKFINDER_DATA_DIR": str(data_dir), "CACHE_DIR": str(cache_dir), "AUTO_FIT": "0"}
     return Settings.from_env({**base, **{k: str(v) for k, v in env.items()}})
 
 

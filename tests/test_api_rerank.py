@@ -16,7 +16,7 @@ def app_with_llm(tmp_path, shared_cache_dir, demo_tasks, demo_cases, request):
 
     def make(server: FaultLLMServer, **env):
         env = {"LLM_BASE_URL": server.base_url, "LLM_MODEL": f"fault-{request.node.name}",
-               "LLM_TIMEOUT_S": 1.0, "RERANK_SKIP_MARGIN": 2.0, "MIN_CONFIDENCE": 0, **env}
+               "LLM_TIMEOUT_S": 1.0, "RERANK_SKIP_PROBABILITY": 1.0, "ABSTAIN": 0, **env}
         settings = make_settings(tmp_path, shared_cache_dir, **env)
         return build_app(settings, demo_tasks, demo_cases)
 
@@ -114,7 +114,7 @@ def test_type_ahead_skips_the_llm_and_confident_prefilter_skips_it_too(app_with_
         body = client.get("/api/search", query_string={"q": QUERY, "rerank": 0}).get_json()
         assert body["rerank"]["skipped"] == "not_requested" and server.request_count == 0
     with FaultLLMServer("ok") as server:
-        client = app_with_llm(server, RERANK_SKIP_MARGIN=0.0).test_client()
+        client = app_with_llm(server, RERANK_SKIP_PROBABILITY=0.0).test_client()
         body = rerank_search(client)
         assert body["rerank"]["skipped"] == "confident_prefilter" and server.request_count == 0
 

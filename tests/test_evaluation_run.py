@@ -1,4 +1,4 @@
-"""The evaluate command on tiny fixtures: JSON contract, no held-out leakage, fast ranking ==
+"""The evaluate command on tiny fixtures: JSON contract, no held-out leakage, replayed ranking ==
 prefilter, error classes, the CLINC150 adapter and the adaptation fixture."""
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from catalog.records import CaseRecord, TaskRecord
 from evaluation import clinc150, configs, errors
 from evaluation import evaluate as evaluate_module
 from evaluation.adaptation import load_fixture
-from evaluation.fastrank import signal_block
+from evaluation.replay import heldout_index, heldout_queries, run_replay
 from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon
+from search.fitting import CVQuery
 from search.index import build_index
-from search.prefilter import prefilter
+from search.prefilter import analyse_query, fuse, prefilter, rank_values, signal_values
+from search.ranker import default_params
 from settings import FieldWeights, Weights
 from tests.conftest import make_settings
 
@@ -38,33 +40,27 @@ def eval_app(tmp_path, shared_cache_dir):
 
 
 def test_json_contract_and_files(eval_app, tmp_path, monkeypatch):
-    seen_store_cases = []
-    real = evaluate_module.throwaway_service
+    seen = {}
+    real_fit, real_index = evaluate_module.fit_ranker, evaluate_module.heldout_index
 
-    def spy(settings, tasks, train, embedder, reranker=None):
-        ctx = real(settings, tasks, train, embedder, reranker)
+    def spy_fit(settings, tasks, cases, *args, **kwargs):
+        seen["fit"] = [c.query for c in cases]
+        return real_fit(settings, tasks, cases, *args, **kwargs)
 
-        class Wrapped:
-            def __enter__(self):
-                store, service = ctx.__enter__()
-                seen_store_cases.append([c.query for c in store.cases()])
-                return store, service
+    def spy_index(settings, tasks, train, *args, **kwargs):
+        seen["index"] = [c.query for c in train]
+        return real_index(settings, tasks, train, *args, **kwargs)
 
-            def __exit__(self, *exc):
-                return ctx.__exit__(*exc)
-
-        return Wrapped()
-
-    monkeypatch.setattr(evaluate_module, "throwaway_service", spy)
+    monkeypatch.setattr(evaluate_module, "fit_ranker", spy_fit)
+    monkeypatch.setattr(evaluate_module, "heldout_index", spy_index)
     out, json_path = tmp_path / "out", tmp_path / "r.json"
     result = eval_app.test_cli_runner().invoke(args=[
         "evaluate", "--catalog", str(CATALOG), "--cases", str(CASES), "--holdout", "0.3", "--seed", "3",
-        "--config", "all", "--out", str(out), "--json", str(json_path), "--no-progress", "--bootstrap", "200",
-        "--folds", "3"])
+        "--config", "all", "--out", str(out), "--json", str(json_path), "--no-progress", "--bootstrap", "200"])
     assert result.exit_code == 0, result.output + repr(result.exception)
     report = json.loads(json_path.read_text())
     assert set(report["configs"]) == set(configs.ALL_CONFIGS)
-    for name in configs.DETERMINISTIC:
+    for name in configs.BASELINES + configs.LADDER:
         c = report["configs"][name]
         for key in ("n", "hit@1", "hit@3", "hit@5", "mrr", "ndcg@10", "oos_fpr", "latency_ms_p50"):
             assert key in c, (name, key)
@@ -74,44 +70,55 @@ def test_json_contract_and_files(eval_app, tmp_path, monkeypatch):
     for name in configs.LLM_CONFIGS:   # no LLM_BASE_URL in tests
         assert report["configs"][name]["skipped"]
     data = report["data"]
-    for key in ("catalog", "n_tasks", "cases", "n_train", "n_test", "split", "seed", "weights",
+    for key in ("catalog", "n_tasks", "cases", "n_train", "n_test", "split", "seed", "ranker",
                 "embedding_model", "llm_model"):
         assert key in data
     assert data["llm_model"] is None and data["seed"] == 3
-    # held-out cases never reach the lexicon: the throw-away store holds exactly the training split
+    assert report["fit"]["status"]
+    # held-out cases never reach the fit, the lexicon or the exemplar memory: only the training split does
     tasks = load_tasks_file(CATALOG)
     train, test = holdout_split(load_cases_file(CASES, {t.id for t in tasks}), 0.3, 3)
-    assert seen_store_cases and sorted(seen_store_cases[0]) == sorted(c.query for c in train)
-    assert not set(seen_store_cases[0]) & {c.query for c in test}
-    assert data["n_train"] == data["store_cases"] == len(train) and data["n_test"] == len(test)
+    assert sorted(seen["fit"]) == sorted(seen["index"]) == sorted(c.query for c in train)
+    assert not set(seen["index"]) & {c.query for c in test}
+    assert data["n_train"] == len(train) and data["n_test"] == len(test)
     for name in ("report.md", "qrels.txt", "ablation.png"):
         assert (out / name).exists()
 
 
-class FixedVector:
-    """Stands in for the embedder: this test compares two rankings of the same vector."""
+class HashEmbedder:
+    """Stands in for the embedder: a fixed random unit vector per text, so the replay and the
+    prefilter see exactly the same vectors."""
 
-    def __init__(self, vector):
-        self.vector = vector
+    model = "hash"
 
     def embed(self, texts, kind):
-        return self.vector[None, :]
+        out = []
+        for text in texts:
+            rng = np.random.default_rng(abs(hash((kind, text))) % (2 ** 32))
+            v = rng.normal(size=8).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return np.vstack(out) if out else np.zeros((0, 8), dtype=np.float32)
 
 
-def test_fast_ranking_equals_prefilter(demo_tasks, demo_cases):
+def test_replayed_ranking_equals_prefilter(demo_tasks, demo_cases, settings):
+    """The evaluation's replay (signals once, re-fused per configuration) ranks exactly as the
+    live prefilter does, for fixed, fitted-subset and product weights, with and without pins."""
     train, test = holdout_split(demo_cases, 0.2, 42)
-    index = build_index(demo_tasks, build_lexicon(train), FieldWeights())
-    rng = np.random.default_rng(0)
-    vectors = rng.normal(size=(len(demo_tasks), 8)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = index.with_vectors(vectors)
-    for weights in (Weights(), configs.PAPER_WEIGHTS, Weights(1, 0, 0, 0)):
-        for case in test[:25] + train[:5]:
-            qv = rng.normal(size=8).astype(np.float32)
-            expected = [s.task.id for s in prefilter(index, case.query, weights, 10, restrict_roles=False,
-                                                     query_vector=qv).ranked]
-            block = signal_block(index, case.query, FixedVector(qv))
-            assert block.rank(weights, 10) == expected
+    embedder = HashEmbedder()
+    params = default_params(settings)
+    index = heldout_index(settings, demo_tasks, train, embedder, params)
+    queries, millis = heldout_queries(settings, index, test[:20] + train[:5], embedder)
+    specs = configs.config_specs(settings.weights)
+    for name in ("lexical", "embedding", "neighbour", "prefilter_defaults", "prefilter", "prefilter_sparse"):
+        spec = specs[name]
+        run = run_replay(spec, params, [], queries, millis, 10)
+        for row, query in zip(run.rows, queries):
+            vector = None if spec.mode == "sparse" else embedder.embed(
+                [analyse_query(index, query.case.query).embedding_text], "query")[0]
+            weights = spec.weights if spec.kind == "fixed" else params.weights
+            expected = prefilter(index, query.case.query, weights, 10, restrict_roles=False, query_vector=vector,
+                                 use_pins=spec.pins)
+            assert row.ranking == [s.task.id for s in expected.ranked], name
 
 
 def _tiny_index(cases):
@@ -122,10 +129,12 @@ def _tiny_index(cases):
     return build_index(tasks, build_lexicon(cases), FieldWeights())
 
 
-def _classify(index, query, gold, weights=Weights(1, 0.8, 0, 0.6)):
-    block = signal_block(index, query, None)
-    fused, _ = block.fused(weights)
-    ranking = block.rank(weights, 4)
+def _classify(index, query, gold, weights=Weights(1, 0.8, 0, 0.6, 0, 0, 0)):
+    rows, visible = index.visible(None, restrict=False)
+    values = signal_values(index, analyse_query(index, query), rows, None)
+    block = CVQuery(CaseRecord(query=query, gold=gold), -1, visible, values, None)
+    fused, _ = fuse(values, weights)
+    ranking = [item.task.id for item in rank_values(visible, values, weights, 4).ranked]
     return errors.classify(index, block, np.asarray(fused), ranking, query, gold, shortlist_size=4)[0]
 
 
@@ -172,8 +181,11 @@ def test_adaptation_fixture_is_consistent(demo_tasks):
 def test_config_names():
     assert configs.resolve(["all"]) == list(configs.ALL_CONFIGS)
     assert configs.resolve(["prefilter,lexical"]) == ["lexical", "prefilter"]
+    assert "rerank" not in configs.resolve(["deterministic"])
     with pytest.raises(ValueError):
         configs.resolve(["nope"])
     specs = configs.config_specs(Weights())
-    assert specs["lexical"].weights == Weights(1, 0, 0, 0) and not specs["lexical"].pins
-    assert specs["hybrid_no_rationale"].weights.rationale == 0 and specs["prefilter"].weights == Weights()
+    assert specs["lexical"].weights == Weights(1, 0, 0, 0, 0, 0, 0, 0) and not specs["lexical"].pins
+    assert specs["prefilter_defaults"].weights == Weights() and specs["prefilter"].kind == "product"
+    assert specs["prefilter_sparse"].mode == "sparse" and not specs["prefilter_sparse"].needs_embedding
+    assert specs["exemplar"].needs_embedding and not specs["bm25"].needs_embedding

@@ -33,6 +33,9 @@ class MemorySource:
     def cases(self):
         return []
 
+    def latest_fit(self):
+        return None
+
     def add(self, task):
         self._tasks.append(task)
         self._revision += 1
@@ -61,7 +64,7 @@ class GatedEmbedder:
 
 def test_searches_are_served_from_the_old_index_while_one_rebuild_runs(settings):
     source, embedder, metrics = MemorySource(TASKS), GatedEmbedder(), Metrics()
-    service = SearchService(settings.with_overrides(min_confidence=0.0), source, embedder, None, metrics)
+    service = SearchService(settings, source, embedder, None, metrics)
     assert service.live().revision == 1  # the very first build blocks: there is nothing to serve yet
     assert embedder.passage_calls == 1
 

@@ -219,7 +219,7 @@ def test_catalog_enrichment_reaches_a_running_server(tmp_path):
                TaskRecord("t3", "Expense report", "File an expense report", "Finance")]
     with FakeLLM() as fake:
         settings = make_settings(tmp_path, tmp_path / "cache", CATALOG_ENRICHMENT=1, LLM_BASE_URL=fake.base_url,
-                                 LLM_MODEL="fake-model", EMBEDDINGS_ENABLED=0, MIN_CONFIDENCE=0)
+                                 LLM_MODEL="fake-model", EMBEDDINGS_ENABLED=0, ABSTAIN=0)
         app = build_app(settings, records, [])
         service = app.extensions["taskfinder"].search
         before = service.live()

@@ -3,23 +3,27 @@ from pathlib import Path
 
 import pytest
 
-from settings import ENVIRONMENT, Settings, SettingsError
+from settings import ENVIRONMENT, Settings, SettingsError, Weights
 
 
 def test_defaults_need_no_environment():
     settings = Settings.from_env({})
     assert settings.database.startswith("sqlite:///") and settings.shortlist_size == 15
-    assert (settings.weights.lexical, settings.weights.embedding) == (1.0, 2.0)
+    assert settings.ranker_fit and settings.auto_fit and settings.abstain and settings.fit_min_cases == 30
+    assert settings.weights == Weights() and settings.degraded_weights.embedding == 0.0
 
 
 def test_every_variable_is_read():
     env = {"DATABASE_URL": "postgresql+psycopg://u@h/db", "TASKFINDER_DATA_DIR": "/tmp/x", "CACHE_DIR": "/tmp/c",
-           "SHORTLIST_K": "20", "MIN_CONFIDENCE": "0", "RERANK_DEFAULT": "on", "LLM_RESPONSE_FORMAT": "json_object",
+           "SHORTLIST_K": "20", "ABSTAIN": "0", "RERANK_DEFAULT": "on", "AUTO_FIT": "off",
+           "RERANK_SKIP_PROBABILITY": "0.75", "DEGRADED_WEIGHT_LEXICAL": "7", "FIT_MIN_CASES": "12", "LLM_RESPONSE_FORMAT": "json_object",
            "WEIGHT_EMBEDDING": "0.5", "FIELD_WEIGHT_NAME": "4", "PORT": "9000", "EMBEDDINGS_INPUT_TYPE": "1"}
     settings = Settings.from_env(env)
     assert settings.database == "postgresql+psycopg://u@h/db"
     assert settings.cache_dir == Path("/tmp/c") and settings.shortlist_size == 20
-    assert settings.min_confidence == 0 and settings.rerank_default and settings.embeddings_input_type
+    assert not settings.abstain and not settings.auto_fit and settings.rerank_default and settings.embeddings_input_type
+    assert settings.rerank_skip_probability == 0.75 and settings.degraded_weights.lexical == 7.0
+    assert settings.fit_min_cases == 12
     assert settings.llm_response_format == "json_object" and settings.port == 9000
     assert settings.weights.embedding == 0.5 and settings.weights.lexical == 1.0
     assert settings.field_weights.name == 4.0
