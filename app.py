@@ -32,6 +32,7 @@ from observability.metrics import Metrics
 from rerank import Reranker
 from rerank.cli import llm_group
 from search.api import render_text, search_bp
+from search.cli import fit_command
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
 from settings import Settings
@@ -67,7 +68,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     init_admin(app, settings, accounts)
-    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command,
+    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
                     search_command,
                     serve_command):
         app.cli.add_command(command)

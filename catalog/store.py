@@ -46,6 +46,10 @@ def _task_record(row: Task) -> TaskRecord:
                       active=row.active)
 
 
+def _fit_record(row: RankerFit) -> FitRecord:
+    return FitRecord(row.id, row.store_revision, row.cases_digest, row.created_at, row.params, row.report)
+
+
 def _case_record(row: TestCase) -> CaseRecord:
     return CaseRecord(id=row.id, query=row.query, gold=tuple(row.gold or ()), rationale=row.rationale or "",
                       category=row.category, version=row.version)
@@ -92,13 +96,12 @@ class CatalogStore:
         """The newest per-catalog ranker fit (search.fitting), or None."""
         with self._sessions() as session:
             row = session.scalars(select(RankerFit).order_by(RankerFit.id.desc()).limit(1)).first()
-            return None if row is None else FitRecord(row.id, row.store_revision, row.cases_digest,
-                                                      row.created_at, row.params, row.report)
+            return None if row is None else _fit_record(row)
 
     def fits(self, limit: int = 20) -> list[FitRecord]:
         with self._sessions() as session:
             rows = session.scalars(select(RankerFit).order_by(RankerFit.id.desc()).limit(limit))
-            return [FitRecord(r.id, r.store_revision, r.cases_digest, r.created_at, r.params, r.report) for r in rows]
+            return [_fit_record(row) for row in rows]
 
     def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int:
         """Store a fit and bump the revision, so every serving process picks it up."""

@@ -58,7 +58,7 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="taskfinder-bench-"))
     settings = Settings.from_env().with_overrides(data_dir=workdir, database_url=f"sqlite:///{workdir / 'bench.db'}",
-                                                  cache_path=workdir / "cache")
+                                                  cache_path=workdir / "cache", auto_fit=False)
     tasks = load_tasks_file(DEMO_CATALOG)
     cases = load_cases_file(DEMO_CASES, {t.id for t in tasks})
     store = CatalogStore(db.make_engine(settings.database))
@@ -67,8 +67,9 @@ def main() -> None:
     store.import_cases(cases)
     embedder = build_embedder(settings, diskcache.Cache(str(settings.cache_dir)))
     service = SearchService(settings, store, embedder, None, Metrics())
-    build_ms = timed(service.live)
-    live = service.live()
+    build_ms = timed(lambda: service.live(wait=True))
+    fit_ms = timed(lambda: service.refit(service.live(wait=True)))   # the per-catalog fit, as a server would
+    live = service.live(wait=True)
     queries = [c.query for c in cases]
     # Every keystroke from the third on, of every 8th query (~600 prefixes: each costs a
     # cold embedding, ~40 ms on 2 cores).
@@ -77,7 +78,7 @@ def main() -> None:
     cold = [timed(lambda q=q: service.search(q, k=10)) for q in queries]
     warm = [timed(lambda q=q: service.search(q, k=10)) for q in queries for _ in range(args.repeats)]
     vectors = {q: embedder.embed([analyse_query(live.index, q).embedding_text], "query")[0] for q in queries}
-    pure = [timed(lambda q=q: prefilter(live.index, q, settings.weights, settings.shortlist_size,
+    pure = [timed(lambda q=q: prefilter(live.index, q, live.params.weights, live.params.shortlist_size,
                                         query_vector=vectors[q]))
             for q in queries for _ in range(args.repeats)]
     typeahead_cold = [timed(lambda q=q: service.search(q, k=8)) for q in keystrokes]
@@ -86,6 +87,8 @@ def main() -> None:
                  "queries": len(queries), "keystroke_prefixes": len(keystrokes),
                  "embedding_model": embedder.model if embedder else None, "repeats": args.repeats},
         "index_build_ms_cold_embeddings": round(build_ms, 1),
+        "fit_ms": round(fit_ms, 1),
+        "ranker": live.params.summary(),
         "prefilter": summary(pure),
         "search_warm": summary(warm),
         "search_cold": summary(cold),

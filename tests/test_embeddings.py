@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import diskcache
 import numpy as np
 import pytest
+
+from settings import DegradedWeights
 from llm_fault_server import send_json
 
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder
@@ -111,7 +113,9 @@ def test_search_degrades_to_the_other_signals_when_embeddings_fail(mode, tmp_pat
         body = response.get_json()
         assert body["degraded"] == ["embeddings_unavailable"]
         assert body["weights"]["embedding"] == 0
-        assert sum(body["weights"].values()) == pytest.approx(sum([1.0, 0.8, 2.0, 0.6]))
+        # the degraded mode ranks with its own weights (settings.DegradedWeights), not rescaled ones
+        assert body["ranker"]["mode"] == "sparse"
+        assert body["weights"]["lexical"] == pytest.approx(DegradedWeights().lexical)
         assert body["results"][0]["id"] == "nutrition.cacfp-meal-count"
         assert all(r["signals"]["embedding"] is None for r in body["results"])
         assert client.get("/readyz").get_json()["embeddings"] == "unavailable"

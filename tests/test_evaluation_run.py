@@ -189,3 +189,22 @@ def test_config_names():
     assert specs["prefilter_defaults"].weights == Weights() and specs["prefilter"].kind == "product"
     assert specs["prefilter_sparse"].mode == "sparse" and not specs["prefilter_sparse"].needs_embedding
     assert specs["exemplar"].needs_embedding and not specs["bm25"].needs_embedding
+
+
+def test_evaluate_measures_the_product_with_embeddings_off(tmp_path, shared_cache_dir):
+    """EMBEDDINGS_ENABLED=0 skips only the configurations that need vectors: the product itself
+    is measured in its degraded mode, with the weights and abstention fitted for it."""
+    from app import create_app
+
+    app = create_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED=0))
+    json_path = tmp_path / "r.json"
+    result = app.test_cli_runner().invoke(args=[
+        "evaluate", "--catalog", str(CATALOG), "--cases", str(CASES), "--holdout", "0.3", "--seed", "3",
+        "--config", "prefilter,prefilter_sparse,embedding,bm25", "--json", str(json_path), "--no-progress",
+        "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    configs_ = json.loads(json_path.read_text())["configs"]
+    assert configs_["embedding"]["skipped"]
+    for name in ("prefilter", "prefilter_sparse", "bm25"):
+        assert not configs_[name]["skipped"] and configs_[name]["n"] > 0
+    assert configs_["prefilter"]["mrr"] == configs_["prefilter_sparse"]["mrr"]

@@ -25,7 +25,7 @@ def test_every_variable_is_read():
     assert settings.rerank_skip_probability == 0.75 and settings.degraded_weights.lexical == 7.0
     assert settings.fit_min_cases == 12
     assert settings.llm_response_format == "json_object" and settings.port == 9000
-    assert settings.weights.embedding == 0.5 and settings.weights.lexical == 1.0
+    assert settings.weights.embedding == 0.5 and settings.weights.lexical == Weights().lexical
     assert settings.field_weights.name == 4.0
     assert len({name for _, name, _ in ENVIRONMENT}) == len(ENVIRONMENT)
 

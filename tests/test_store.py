@@ -127,3 +127,16 @@ def test_bump_revision_moves_the_revision_without_an_edit(store):
     store.import_tasks(TASKS)
     assert store.bump_revision() == 2 and store.revision() == 2
     assert len(store.tasks()) == 2
+
+
+def test_ranker_fits_are_kept_as_history_and_each_moves_the_revision(store):
+    """A saved fit must reach every serving process: it moves the revision, and the newest wins."""
+    before = store.revision()
+    assert store.latest_fit() is None
+    first = store.save_fit(before, "digest-a", {"weights": {"full": {"lexical": 1.0}}}, {"status": "fitted"})
+    second = store.save_fit(before + 1, "digest-b", {"weights": {"full": {"lexical": 2.0}}}, {"cv": {"n": 3}})
+    assert store.revision() == before + 2
+    latest = store.latest_fit()
+    assert latest.id == second > first and latest.cases_digest == "digest-b"
+    assert latest.params["weights"]["full"]["lexical"] == 2.0 and latest.report == {"cv": {"n": 3}}
+    assert [fit.id for fit in store.fits()] == [second, first]

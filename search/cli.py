@@ -1,0 +1,32 @@
+"""`python app.py fit`: the per-catalog ranker fit, next to the code it drives (search.fitting).
+
+    python app.py fit             # fit on the database's current cases now, store it, print the CV figures
+    python app.py fit --history   # the stored fits, newest first
+
+Serving processes also refit by themselves, in the background, whenever the cases change
+(AUTO_FIT=1); this command is for doing it now, from a deploy script or after a bulk import.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+
+@click.command("fit")
+@click.option("--history", is_flag=True, help="List the stored fits instead of fitting.")
+@with_appcontext
+def fit_command(history: bool):
+    """Fit fusion weights, shortlist depth and abstention on this catalog's test cases (CV)."""
+    services = current_app.extensions["taskfinder"]
+    if history:
+        for fit in services.store.fits():
+            report = fit.report or {}
+            full = (report.get("cv") or {}).get("full", {}).get("fitted", {})
+            click.echo(f"fit {fit.id}  {fit.created_at:%Y-%m-%d %H:%M}  revision {fit.store_revision}  "
+                       f"{report.get('n_cases', '?')} cases  CV Hit@1 {full.get('hit@1', '-')}  MRR {full.get('mrr', '-')}")
+        return
+    report = services.search.refit(services.search.live(wait=True))
+    click.echo(json.dumps(report, indent=2, ensure_ascii=False, default=str))

@@ -1,0 +1,229 @@
+"""Exemplar memory, prototypes, the per-catalog fit, abstention and pins, on data small enough
+that the right answer is known by construction."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import holdout_split
+from lexicon.rationale import build_lexicon, pin_key
+from observability.metrics import Metrics
+from search import prototypes
+from search.confidence import AbstentionModel, assess, skip_rerank
+from search.exemplars import build_exemplars
+from search.fitting import CVQuery, cases_digest, fit_abstention, fit_ranker, fit_weights
+from search.index import build_index
+from search.prefilter import prefilter
+from search.ranker import FusionWeights, RankerParams, default_params
+from search.service import SearchService
+from settings import FieldWeights, Weights
+
+TASKS = [TaskRecord(id="bal", name="Account Balance", aliases=("balance",)),
+         TaskRecord(id="tr", name="Transfer Money"),
+         TaskRecord(id="bus", name="Bus Routes", help="stops")]
+CASES = [CaseRecord(query="how much money do i have", gold=("bal",)),
+         CaseRecord(query="move cash to savings", gold=("tr",)),
+         CaseRecord(query="money in and out", gold=("bal", "tr")),
+         CaseRecord(query="tell me a joke", gold=())]
+
+
+def zero(**weights) -> Weights:
+    return Weights(**{name: weights.get(name, 0.0) for name in Weights.__dataclass_fields__})
+
+
+def test_exemplar_memory_keeps_whole_case_queries_names_and_out_of_scope_cases_apart():
+    index = build_index(TASKS, build_lexicon(CASES), FieldWeights(), cases=CASES)
+    memory = index.exemplars
+    by_task = {}
+    for text, row in zip(memory.texts, memory.task_rows):
+        by_task.setdefault(TASKS[row].id, []).append(text)
+    assert by_task["bal"] == ["Account Balance", "balance", "how much money do i have", "money in and out"]
+    assert by_task["tr"] == ["Transfer Money", "move cash to savings", "money in and out"]  # two gold: in both
+    assert by_task["bus"] == ["Bus Routes"]                   # no case: its name is still an exemplar
+    assert memory.oos_texts == ("tell me a joke",) and list(memory.case_counts) == [2, 2, 0]
+    assert list(memory.task_rows) == sorted(memory.task_rows)  # grouped by task
+    # exemplar BM25 links a case-query word to the case's tasks only
+    result = prefilter(index, "cash", zero(exemplar=1.0), k=3)
+    assert result.ranked[0].task.id == "tr" and result.ranked[0].signals["exemplar"] > 0
+    assert result.ranked[1].signals["exemplar"] == 0
+
+
+def test_nearest_neighbour_cascade_agrees_with_the_full_scan():
+    rng = np.random.default_rng(1)
+    tasks = [TaskRecord(id=f"t{i}", name=f"task {i}") for i in range(40)]
+    cases = [CaseRecord(query=f"query {i} {j}", gold=(f"t{i % 40}",)) for i in range(200) for j in range(2)]
+    memory = build_exemplars(tasks, cases, {})
+    vectors = rng.normal(size=(len(memory.texts), 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    memory = memory.with_vectors(vectors, None)
+    query = vectors[7]
+    full = memory.neighbour(query)
+    assert full[memory.task_rows[7]] == pytest.approx(1.0)
+    rows = np.array([3, 9, 17])
+    partial = memory.neighbour(query, rows)
+    assert np.allclose(partial[rows], full[rows]) and np.all(np.delete(partial, rows) == -1.0)
+
+
+def test_prototypes_separate_neighbouring_tasks_better_than_centroids():
+    """Two tasks that differ along direction a, with much larger shared noise along a + n: the
+    centroids point along a and confuse them; the softmax regression learns to subtract the
+    noise (Fisher's direction) and separates them."""
+    rng = np.random.default_rng(0)
+    shared, a, n = np.eye(8)[0], np.eye(8)[1], np.eye(8)[2]
+
+    def sample(sign, count):
+        noise = rng.normal(scale=0.6, size=(count, 1)) * (a + n) / np.sqrt(2)
+        x = 2 * shared + sign * 0.15 * a + noise + rng.normal(scale=0.03, size=(count, 8))
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    train = np.vstack([sample(1, 300), sample(-1, 300)])
+    rows = np.array([0] * 300 + [1] * 300)
+    centroids = np.vstack([train[:300].mean(0), train[300:].mean(0)])
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    fitted = prototypes.fit_prototypes(train, rows, 2, centroids)
+    test = np.vstack([sample(1, 500), sample(-1, 500)])
+    truth = np.array([0] * 500 + [1] * 500)
+    accuracy = lambda W: float(np.mean(np.argmax(test @ W.T, axis=1) == truth))  # noqa: E731
+    assert accuracy(fitted) > accuracy(centroids) + 0.1
+    decoded = prototypes.decode(prototypes.encode(fitted), 2)
+    assert np.allclose(decoded, fitted, atol=1e-2 * np.abs(fitted).max())
+
+
+def _query(values: dict[str, list[float]], gold: tuple[str, ...], fold: int = 0) -> CVQuery:
+    tasks = tuple(TaskRecord(id=f"t{i}", name=f"t{i}") for i in range(len(next(iter(values.values())))))
+    return CVQuery(CaseRecord(query=f"q{fold}-{gold}-{id(values)}", gold=gold), fold, tasks,
+                   {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}, None)
+
+
+def test_the_fit_weights_the_signal_that_finds_the_gold_task():
+    """Lexical points at the gold task, rationale at a random one: the conditional logit gives
+    lexical the weight, whatever the prior said."""
+    rng = np.random.default_rng(3)
+    queries = []
+    for i in range(120):
+        gold = int(rng.integers(5))
+        lexical = rng.uniform(0, 0.3, 5)
+        lexical[gold] += 0.6
+        rationale = rng.uniform(0, 1, 5)
+        queries.append(_query({"lexical": lexical, "rationale": rationale, "typo": np.zeros(5),
+                               "exemplar": np.zeros(5)}, (f"t{gold}",), i % 5))
+    weights = fit_weights(queries, "sparse", zero(lexical=1.0, rationale=1.0))
+    assert weights.lexical > 5 * abs(weights.rationale) and weights.lexical > 1.0
+    only_rationale = fit_weights(queries, "sparse", zero(lexical=1.0, rationale=1.0), signals=("rationale",))
+    assert only_rationale.lexical == 0.0
+
+
+def test_abstention_is_fitted_on_out_of_scope_cases_and_pins_always_answer():
+    rng = np.random.default_rng(5)
+    queries = []
+    for i in range(200):
+        in_scope = i % 4 != 0
+        strength = rng.uniform(0.5, 1.0) if in_scope else rng.uniform(0.0, 0.45)
+        lexical = rng.uniform(0, 0.1, 4)
+        lexical[0] = strength
+        queries.append(_query({"lexical": lexical, "rationale": np.zeros(4), "typo": np.zeros(4),
+                               "exemplar": np.zeros(4)}, ("t0",) if in_scope else (), i % 5))
+    weights = FusionWeights(zero(lexical=5.0), zero(lexical=5.0))
+    model = fit_abstention(queries, weights, "sparse")
+    assert model is not None and model.cv["oos_fpr"] < 0.2 and model.cv["hit@5"] >= model.cv["hit5_answer_all"] - 0.02
+    assert model.cv["cross_fitted"]
+    index = build_index(TASKS, build_lexicon(CASES), FieldWeights(), cases=CASES)
+    strict = AbstentionModel(("lexical",), (1.0,), 0.0, 100.0, {})
+    assert not assess(prefilter(index, "bus", zero(lexical=1.0), k=3), strict).answer
+    assert assess(prefilter(index, "bus", zero(lexical=1.0), k=3), None).answer
+    pinned = prefilter(index, "Move cash to savings!", zero(lexical=1.0), k=3)
+    assert pinned.ranked[0].pinned and assess(pinned, strict).answer
+    nothing = prefilter(index, "zzqx", zero(lexical=1.0), k=3)
+    assert not assess(nothing, None).answer   # no word points at any task, no embedding: no answer
+    assert skip_rerank(pinned, 0.0) and not skip_rerank(pinned, 1.01)
+
+
+def test_too_few_out_of_scope_cases_fit_no_abstention():
+    queries = [_query({"lexical": [1.0, 0.0], "rationale": [0, 0], "typo": [0, 0], "exemplar": [0, 0]},
+                      ("t0",) if i else (), i % 5) for i in range(30)]
+    assert fit_abstention(queries, FusionWeights(zero(lexical=1.0), zero(lexical=1.0)), "sparse") is None
+
+
+def test_pins_match_the_whole_query_text_not_its_term_set():
+    assert pin_key("What's my ASQ-3 score?") == "what s my asq 3 score"
+    lexicon = build_lexicon([CaseRecord(query="transfer money to savings", gold=("tr",))])
+    assert lexicon.pinned_for("Transfer money to savings.") == ("tr",)
+    assert lexicon.pinned_for("transfer savings to money") == ()     # same terms, another request
+    assert lexicon.pinned_for("transfer my money to savings") == ()  # one stopword more
+
+
+def test_fit_on_the_demo_without_embeddings_stores_and_round_trips(settings, demo_tasks, demo_cases):
+    train, _ = holdout_split(demo_cases, 0.2, 42)
+    params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
+    assert report["status"] == "fitted" and report["n_cv_queries"] == len(train)
+    cv = report["cv"]["sparse"]
+    assert cv["fitted"]["mrr"] >= cv["defaults"]["mrr"] - 0.01
+    assert params.abstention_for("sparse") is not None and params.abstention_for("full") is None
+    again = RankerParams.from_dict(params.as_dict(), "fit", 7)
+    assert again.weights == params.weights and again.shortlist_size == params.shortlist_size
+    assert again.abstention_for("sparse").threshold == params.abstention_for("sparse").threshold
+    few, report = fit_ranker(settings, demo_tasks, train[:5], None, default_params(settings))
+    assert few.source == "default" and report["status"].startswith("defaults")
+
+
+class ListSource:
+    """A CatalogSource in memory with a fit table (CatalogStore's interface, no database)."""
+
+    def __init__(self, tasks, cases):
+        self._tasks, self._cases, self._revision, self.fits = list(tasks), list(cases), 1, []
+
+    def revision(self):
+        return self._revision
+
+    def tasks(self):
+        return list(self._tasks)
+
+    def cases(self):
+        return list(self._cases)
+
+    def latest_fit(self):
+        return self.fits[-1] if self.fits else None
+
+    def save_fit(self, fitted_on_revision, digest, params, report):
+        from types import SimpleNamespace
+
+        self.fits.append(SimpleNamespace(id=len(self.fits) + 1, cases_digest=digest, params=params, report=report))
+        self._revision += 1
+        return len(self.fits)
+
+
+def test_the_service_refits_in_the_background_when_cases_change_and_serves_the_fit(settings, demo_tasks,
+                                                                                   demo_cases):
+    source = ListSource(demo_tasks, demo_cases)
+    service = SearchService(settings.with_overrides(embeddings_enabled=False, auto_fit=True), source, None, None,
+                            Metrics())
+    first = service.live(wait=True)
+    assert first.params.source == "default" and first.fit_stale
+    for thread in threading.enumerate():
+        if thread.name == "taskfinder-fit":
+            thread.join(120)
+    assert len(source.fits) == 1 and source.fits[0].cases_digest == cases_digest(demo_tasks, demo_cases)
+    fitted = service.live(wait=True)
+    assert fitted.params.source == "fit" and fitted.params.fit_id == 1 and not fitted.fit_stale
+    body = service.search("ASQ-3 Screening", k=3)
+    assert body["ranker"]["fit_id"] == 1 and body["ranker"]["mode"] == "sparse"
+    assert service.refit()["status"] == "up to date"    # same cases: nothing to do
+
+
+def test_fit_command_fits_stores_and_lists(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    import json
+
+    from tests.conftest import build_app, make_settings
+
+    app = build_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED=0), demo_tasks, demo_cases)
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["fit"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["status"] == "fitted" and report["fit_id"] == 1 and "sparse" in report["cv"]
+    assert json.loads(runner.invoke(args=["fit"]).output)["status"] == "up to date"
+    history = runner.invoke(args=["fit", "--history"]).output
+    assert history.startswith("fit 1 ") and f"{len(demo_cases)} cases" in history
