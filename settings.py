@@ -52,13 +52,13 @@ class Weights:
     intent, CLINC150 intent names alone; see `python -m search.defaults`), not on any one of them.
     """
 
-    lexical: float = 2.2
-    rationale: float = 1.75
-    embedding: float = 72.4
-    typo: float = 0.71
-    exemplar: float = 0.4
-    centroid: float = 24.12
-    neighbour: float = 29.22
+    lexical: float = 0.0
+    rationale: float = 0.44
+    embedding: float = 71.63
+    typo: float = 0.75
+    exemplar: float = 3.27
+    centroid: float = 25.29
+    neighbour: float = 24.69
     prototype: float = 0.0      # exists only with a per-catalog fit (search.prototypes)
 
 
@@ -67,11 +67,11 @@ class DegradedWeights(Weights):
     """Shipped default weights of the degraded mode (embeddings unavailable): the sparse
     signals alone, fitted separately rather than rescaled from the full mode."""
 
-    lexical: float = 14.32
-    rationale: float = 2.47
+    lexical: float = 4.61
+    rationale: float = 0.54
     embedding: float = 0.0
-    typo: float = 4.26
-    exemplar: float = 5.77
+    typo: float = 3.92
+    exemplar: float = 11.34
     centroid: float = 0.0
     neighbour: float = 0.0
     prototype: float = 0.0

@@ -4,9 +4,10 @@ The rationale lexicon (Eq. 1) reduces a test case to term -> task links. The exe
 keeps each case query whole, so a user's query can be compared with the phrasings people
 actually use for a task:
 
-- `exemplar` (lexical): BM25 of the user's query against each task's case queries taken
-  together as one field, the way "BM25 over name + help + test-case queries" works, but in a
-  signal of its own whose weight is fitted per catalog;
+- `exemplar` (lexical): BM25 of the user's query against one document per task holding its
+  name, aliases and help AND all its case queries: exactly what "plain BM25 over name + help +
+  the test cases" does, as one signal among the others, with a weight fitted per catalog (so
+  the fusion starts from the baseline a customer would otherwise deploy, never below it);
 - `centroid`: cosine to the normalised mean of the task's exemplar vectors (Rocchio prototype);
 - `neighbour`: cosine to the task's nearest exemplar (1-NN).
 
@@ -71,7 +72,7 @@ class ExemplarMemory:
     from_case: np.ndarray              # (E,) True for a test-case query, False for a name or alias
     group_starts: np.ndarray           # start offset of each task's group (tasks with exemplars only)
     group_rows: np.ndarray             # the task row of each group
-    lexical: sparse.csc_matrix         # (tasks x terms) BM25 over each task's case queries
+    lexical: sparse.csc_matrix         # (tasks x terms) BM25 over each task's name, aliases, help and case queries
     oos_texts: tuple[str, ...]         # out-of-scope case queries
     case_counts: np.ndarray            # (tasks,) number of test cases naming the task
     vectors: np.ndarray | None = None  # (E, dim) L2-normalised query embeddings of `texts`
@@ -116,7 +117,7 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
                     vocabulary: Mapping[str, int]) -> ExemplarMemory:
     row_of = {task.id: row for row, task in enumerate(tasks)}
     per_task: list[list[tuple[str, bool]]] = [[(text, False) for text in task_exemplar_texts(t)] for t in tasks]
-    documents: list[list[str]] = [[] for _ in tasks]
+    documents: list[list[str]] = [terms(" ".join([t.name, *t.aliases, t.help])) for t in tasks]
     case_counts = np.zeros(len(tasks), dtype=np.int32)
     oos: list[str] = []
     for case in cases:

@@ -162,8 +162,8 @@ def _design(queries: Sequence[CVQuery], names: Sequence[str], prior: Weights) ->
 
 def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray], prior: np.ndarray,
                       strength: float) -> np.ndarray:
-    """argmin_w  -mean_q log sum_{g in gold(q)} softmax(X_q w)_g  +  strength * ||w - prior||^2 / n_q ...
-    (the penalty is scaled so that it weighs like `strength` queries' worth of evidence per unit)."""
+    """argmin_{w >= 0}  -1/n sum_q log sum_{g in gold(q)} softmax(X_q w)_g  +  strength/n ||w - prior||^2
+    (the penalty weighs like `strength` queries' worth of evidence per unit of standardised weight)."""
     n = len(matrices)
     sizes = [len(X) for X in matrices]
     X = np.vstack(matrices)
@@ -184,7 +184,11 @@ def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray
         diff = w - prior
         return loss + strength * diff @ diff / n, grad + 2 * strength * diff / n
 
-    return minimize(objective, prior.copy(), jac=True, method="L-BFGS-B").x
+    # Non-negative weights: more evidence from a signal never lowers a task (monotone fusion). It
+    # keeps contributions readable and the model stable where two signals overlap (e.g. lexical
+    # and exemplar BM25 share the task text), instead of one cancelling the other.
+    bounds = [(0.0, None)] * len(prior)
+    return minimize(objective, np.maximum(prior, 0.0), jac=True, method="L-BFGS-B", bounds=bounds).x
 
 
 def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength: float = PRIOR_STRENGTH,
@@ -243,8 +247,12 @@ def choose_shortlist(metrics: dict, default: int) -> int:
 
 # --- abstention ---------------------------------------------------------------------------------
 
+L2_GRID = (0.3, 3.0, 30.0, 300.0)   # abstention model penalties tried by cross-fitting
+
+
 def _logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
-    """L2-regularised logistic regression on standardised features; weights in raw units."""
+    """Class-balanced, L2-regularised logistic regression on standardised features (penalty
+    l2 * ||w||^2 / n); weights returned in raw units."""
     mean, scale = X.mean(axis=0), X.std(axis=0)
     scale = np.where(scale > 1e-9, scale, 1.0)
     Z = (X - mean) / scale
@@ -272,6 +280,25 @@ def operating_point(logits: np.ndarray, oos: np.ndarray, hit5: np.ndarray, pinne
             "in_scope_abstain": float(np.mean(~answered[ins])) if ins.any() else None}
 
 
+def _cross_fitted(X: np.ndarray, y: np.ndarray, folds: np.ndarray) -> tuple[float, np.ndarray]:
+    """(penalty, out-of-fold logits): each fold scored by a model fitted on the others, for each
+    penalty of L2_GRID; the penalty with the lowest class-balanced out-of-fold log-loss wins.
+    With a dozen out-of-scope cases a weak penalty overfits them and refuses unseen in-scope
+    queries; the data, not a constant, says how strong it must be."""
+    best = None
+    balance = np.where(y == 1, 0.5 / max(y.mean(), 1e-9), 0.5 / max(1 - y.mean(), 1e-9))
+    for l2 in L2_GRID:
+        logits = np.zeros(len(y))
+        for fold in np.unique(folds):
+            train = folds != fold
+            coef, intercept = _logistic(X[train], y[train], l2)
+            logits[~train] = X[~train] @ coef + intercept
+        loss = float(np.sum(balance * (np.logaddexp(0, logits) - y * logits)) / len(y))
+        if best is None or loss < best[0]:
+            best = (loss, l2, logits)
+    return best[1], best[2]
+
+
 def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
                    max_hit_loss: float = MAX_HIT_LOSS) -> AbstentionModel | None:
     """Logistic model + budgeted threshold (module docstring). The threshold is chosen on
@@ -286,14 +313,10 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
     y = (~oos).astype(np.float64)
     hit5 = np.array([bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(queries, results)])
     folds = np.array([q.fold for q in queries])
-    logits = np.zeros(len(queries))
-    for fold in np.unique(folds):
-        train = folds != fold
-        if y[train].min() == y[train].max():  # a fold without one of the classes: no honest score
-            return None
-        coef, intercept = _logistic(X[train], y[train])
-        logits[~train] = X[~train] @ coef + intercept
-    coef, intercept = _logistic(X, y)
+    if any(y[folds != fold].min() == y[folds != fold].max() for fold in np.unique(folds)):
+        return None   # a fold without one of the classes: no honest cross-fitted score
+    l2, logits = _cross_fitted(X, y, folds)
+    coef, intercept = _logistic(X, y, l2)
     pinned = np.zeros(len(queries), dtype=bool)
     base = float(np.mean(hit5[~oos]))
     values = np.unique(logits)
@@ -307,7 +330,7 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         if best is None or key > best[0]:
             best = (key, point)
     point = dict(best[1], hit5_answer_all=round(base, 4), n_in_scope=int((~oos).sum()), n_oos=int(oos.sum()),
-                 cross_fitted=True)
+                 cross_fitted=True, l2=l2)
     return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(intercept, 6),
                            round(point["threshold"], 6), point)
 

@@ -8,7 +8,7 @@ loudly as its evidence),
     lexical    BM25F over the task's name, aliases, category, help (and enrichment)
     rationale  the rationale lexicon of Eq. 1 (term -> task links from test cases)
     typo       lexical + rationale evidence of typo-corrected query words
-    exemplar   BM25 over the task's test-case queries (search.exemplars)
+    exemplar   BM25 over one document per task: name, aliases, help and its test-case queries
 
 and three dense ones, raw cosines of the query's embedding (absolute, comparable between
 queries; no per-query stretching):

@@ -147,7 +147,8 @@ def test_cli_search_prints_the_same_ranking(demo_app):
     api = demo_app.test_client().get("/api/search", query_string={"q": "CACFP", "k": 3}).get_json()
     assert [r["id"] for r in body["results"]] == [r["id"] for r in api["results"]]
     text = runner.invoke(args=["search", "CACFP", "-k", "3"]).output
-    assert text.splitlines()[1].startswith(" 1. CACFP Meal Count")
+    assert text.splitlines()[1].startswith(f" 1. {api['results'][0]['name']}  [{api['results'][0]['id']}]")
+    assert api["results"][0]["id"].startswith("nutrition.cacfp")
     bad = runner.invoke(args=["search", "   "])
     assert bad.exit_code != 0 and "required" in bad.output
 
