@@ -46,7 +46,10 @@ from settings import Settings, Weights
 
 FOLDS = 5
 MAX_CV_QUERIES = 3000
-MIN_OOS_CASES = 5            # fewer out-of-scope cases: no abstention model (everything is answered)
+# Fewer out-of-scope cases than this: no abstention model (everything with evidence is answered).
+# Eleven (the demo's) fitted a model whose CV promised ~1% refused in-scope queries and which
+# refused 15% of the held-out ones: a dozen negatives cannot calibrate it.
+MIN_OOS_CASES = 20
 MAX_HIT_LOSS = 0.02
 PRIOR_STRENGTH = 1.0         # L2 pull towards the defaults, in standardised units, per CV query mean
 CANDIDATES = 100             # per query, the softmax of the fit runs over gold + this many best tasks
@@ -103,12 +106,15 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
-    `max_queries`, a stable hash sample of the held-out queries is scored (each fold's index
-    still learns from all the other folds' cases)."""
+    `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
+    one is scored (each fold's index still learns from all the other folds' cases)."""
     tasks = [t for t in tasks if t.active]
     sampled = None
     if max_queries is not None and len(cases) > max_queries:
-        sampled = {c.query for c in sorted(cases, key=lambda c: bucket(seed + 2, c.query))[:max_queries]}
+        # every out-of-scope case is kept (they are few and they are what abstention learns from)
+        oos = [c for c in cases if not c.gold]
+        in_scope = sorted((c for c in cases if c.gold), key=lambda c: bucket(seed + 2, c.query))
+        sampled = {c.query for c in [*oos, *in_scope[:max(max_queries - len(oos), 0)]]}
     task_vectors = None
     if embedder is not None:
         task_vectors = embedder.embed([embedding_text(t) for t in tasks], "passage")
@@ -299,12 +305,30 @@ def _cross_fitted(X: np.ndarray, y: np.ndarray, folds: np.ndarray) -> tuple[floa
     return best[1], best[2]
 
 
+def cross_fitted_rankings(queries: Sequence[CVQuery], prior: FusionWeights, mode: str, depth: int = 5):
+    """Each fold's queries ranked with fusion weights fitted on the OTHER folds only. Ranked with
+    weights fitted on themselves, the CV queries look more certain (larger margins, higher top
+    probabilities) than unseen queries will, and an abstention model learnt on them refuses
+    too many real queries later."""
+    folds = np.array([q.fold for q in queries])
+    out: list = [None] * len(queries)
+    for fold in np.unique(folds):
+        others = [q for q, f in zip(queries, folds) if f != fold]
+        weights = FusionWeights(*(fit_weights(others, m, prior.for_mode(m)) if m == mode else prior.for_mode(m)
+                                  for m in MODES))
+        mine = [i for i, f in enumerate(folds) if f == fold]
+        for i, result in zip(mine, rankings([queries[i] for i in mine], weights, mode, depth)):
+            out[i] = result
+    return out
+
+
 def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
                    max_hit_loss: float = MAX_HIT_LOSS) -> AbstentionModel | None:
-    """Logistic model + budgeted threshold (module docstring). The threshold is chosen on
-    CROSS-FITTED logits (each fold scored by a model fitted on the other folds), so the in-scope
-    loss it budgets is the one unseen queries will see, not the optimistic in-sample one."""
-    results = rankings(queries, weights, mode, depth=5)
+    """Logistic model + budgeted threshold (module docstring). Everything it learns from is
+    cross-fitted: the rankings (fusion weights fitted without the query's fold, starting from
+    `weights`) and the logits the threshold is chosen on (abstention model fitted without the
+    fold), so the in-scope loss it budgets is the one unseen queries will see."""
+    results = cross_fitted_rankings(queries, weights, mode)
     oos = np.array([not q.case.gold for q in queries])
     if oos.sum() < MIN_OOS_CASES or (~oos).sum() < MIN_OOS_CASES:
         return None
@@ -363,7 +387,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         report["cv"][mode] = {"defaults": before, "fitted": after}
     primary = "full" if "full" in modes else "sparse"
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
-    abstention = {m: fit_abstention(queries, weights, m) for m in modes}
+    abstention = {m: fit_abstention(queries, defaults.weights, m) for m in modes}
     abstention.setdefault("full", None)
     stored_prototypes = None
     if embedder is not None:

@@ -2,6 +2,7 @@
 contract, the role parameter (verified roles: tests/test_role_tokens.py) and every error path."""
 import pytest
 
+from catalog.records import CaseRecord
 from observability.metrics import Metrics
 from search.service import SearchService
 from tests.conftest import build_app, make_settings
@@ -155,13 +156,19 @@ def test_cli_search_prints_the_same_ranking(demo_app):
 
 def test_fitted_abstention_refuses_out_of_scope_queries_but_never_a_pinned_one(tmp_path, shared_cache_dir,
                                                                                  demo_tasks, demo_cases):
-    """A real per-catalog fit on the demo's cases (a dozen of them out of scope) produces an abstention
-    model; an off-topic query then gets no answer rather than a wrong task, a test case's own query
+    """A real per-catalog fit on the demo's cases plus some more out-of-scope ones (20 are needed
+    for an abstention model) produces an abstention model; an off-topic query then gets no answer rather than a wrong task, a test case's own query
     always answers, and ABSTAIN=0 switches the refusal off."""
-    app = build_app(make_settings(tmp_path / "fit", shared_cache_dir), demo_tasks, demo_cases)
+    off_topic_cases = [CaseRecord(query=q, gold=()) for q in (
+        "what time does the mall open", "play some jazz music", "how tall is mount everest", "order a pizza",
+        "what is the capital of peru", "set an alarm for 6 am", "translate hello into french", "tell me a joke",
+        "who won the world series", "recipe for chocolate cake", "how do i change a flat tire",
+        "what is the stock price of apple", "find a cheap hotel in rome", "how many ounces in a pound")]
+    cases = [*demo_cases, *off_topic_cases]
+    app = build_app(make_settings(tmp_path / "fit", shared_cache_dir), demo_tasks, cases)
     service = app.extensions["taskfinder"].search
     report = service.refit()
-    n_oos = sum(1 for c in demo_cases if not c.gold)
+    n_oos = sum(1 for c in cases if not c.gold)
     assert report["status"] == "fitted" and report["abstention"]["full"]["n_oos"] == n_oos
     service.live(wait=True)   # the new fit moved the revision: wait for the rebuild it triggers
     client = app.test_client()
