@@ -54,6 +54,7 @@ def summarise(run: ConfigRun, seed: int, tasks_by_id: dict[str, TaskRecord], bas
         out["oos_fpr"] = operating.get("oos_fpr") if oos else None
         out["hit@5_with_threshold"] = operating.get("hit@5")
         out["in_scope_abstain"] = operating.get("in_scope_abstain")
+        out["oracle_oos_fpr_at_2pts"] = operating.get("oracle_oos_fpr_at_2pts")
     else:
         out["oos_fpr"] = out["oos_fpr_unthresholded"]
     latencies = [r.latency_ms for r in run.rows]

@@ -85,7 +85,8 @@ def run_replay(spec: ConfigSpec, params: RankerParams, cv: Sequence[CVQuery], qu
         latency = ms + (time.perf_counter() - started) * 1000.0
         extra = {"pinned": bool(result.ranked and result.ranked[0].pinned)}
         if spec.kind == "product":
-            extra["answered"] = assess(result, params.abstention_for(result.mode)).answer
+            confidence = assess(result, params.abstention_for(result.mode))
+            extra["answered"], extra["logit"] = confidence.answer, confidence.logit
         run.rows.append(QueryRun(query.case.query, query.case.gold, query.case.category,
                                  [item.task.id for item in result.ranked], [item.score for item in result.ranked],
                                  latency, extra=extra))
@@ -136,4 +137,24 @@ def abstention_point(run: ConfigRun) -> dict | None:
     hit = [r.extra["answered"] and bool(set(r.gold) & set(r.ranking[:5])) for r in ins]
     return {"hit@5": float(np.mean(hit)) if ins else None,
             "oos_fpr": float(np.mean([r.extra["answered"] for r in oos])) if oos else None,
-            "in_scope_abstain": float(np.mean([not r.extra["answered"] for r in ins])) if ins else None}
+            "in_scope_abstain": float(np.mean([not r.extra["answered"] for r in ins])) if ins else None,
+            "oracle_oos_fpr_at_2pts": oracle_fpr(ins, oos)}
+
+
+def oracle_fpr(ins, oos, max_hit_loss: float = 0.02) -> float | None:
+    """DIAGNOSTIC ONLY: the lowest out-of-scope FPR any threshold on the abstention logit reaches
+    while held-out Hit@5 stays within `max_hit_loss` of answering everything, the threshold being
+    chosen on the held-out split itself. It says how good the separator is, not what the product
+    does (the product's threshold is fixed on the training split's CV)."""
+    rows = [*ins, *oos]
+    if not ins or not oos or any(r.extra.get("logit") is None and not r.extra.get("pinned") for r in rows):
+        return None
+    hit = {id(r): bool(set(r.gold) & set(r.ranking[:5])) for r in ins}
+    base = float(np.mean(list(hit.values())))
+    best = None
+    for t in sorted({r.extra["logit"] for r in rows if r.extra.get("logit") is not None}) + [float("inf")]:
+        answered = lambda r: r.extra.get("pinned") or (r.extra.get("logit") is not None and r.extra["logit"] >= t)  # noqa: E731
+        if np.mean([answered(r) and hit[id(r)] for r in ins]) >= base - max_hit_loss - 1e-12:
+            fpr = float(np.mean([answered(r) for r in oos]))
+            best = fpr if best is None else min(best, fpr)
+    return best

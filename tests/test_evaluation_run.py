@@ -208,3 +208,20 @@ def test_evaluate_measures_the_product_with_embeddings_off(tmp_path, shared_cach
     for name in ("prefilter", "prefilter_sparse", "bm25"):
         assert not configs_[name]["skipped"] and configs_[name]["n"] > 0
     assert configs_["prefilter"]["mrr"] == configs_["prefilter_sparse"]["mrr"]
+
+
+def test_abstention_operating_point_and_its_held_out_oracle():
+    from evaluation.replay import abstention_point
+    from evaluation.runner import ConfigRun, QueryRun
+
+    def row(gold, ranking, answered, logit):
+        return QueryRun("q", gold, None, ranking, [], 0.0, extra={"answered": answered, "logit": logit})
+
+    run = ConfigRun(configs.config_specs(Weights())["prefilter"])
+    run.rows = [row(("a",), ["a"], True, 2.0), row(("a",), ["a"], True, 1.0), row(("a",), ["b"], False, -1.0),
+                row((), ["a"], True, 1.5), row((), ["b"], False, -2.0)]
+    point = abstention_point(run)
+    assert point["hit@5"] == pytest.approx(2 / 3) and point["oos_fpr"] == 0.5
+    assert point["in_scope_abstain"] == pytest.approx(1 / 3)
+    # a threshold above 1.5 and at most 1.0 cannot both hold: keeping both hits costs the OOS at 1.5
+    assert point["oracle_oos_fpr_at_2pts"] == 0.5
