@@ -53,8 +53,8 @@ def test_exemplar_memory_keeps_whole_case_queries_names_and_out_of_scope_cases_a
 
 def test_nearest_neighbour_cascade_agrees_with_the_full_scan():
     rng = np.random.default_rng(1)
-    tasks = [TaskRecord(id=f"t{i}", name=f"task {i}") for i in range(40)]
-    cases = [CaseRecord(query=f"query {i} {j}", gold=(f"t{i % 40}",)) for i in range(200) for j in range(2)]
+    tasks = [TaskRecord(id=f"t{i}", name=f"task {i}") for i in range(200)]
+    cases = [CaseRecord(query=f"query {i} {j}", gold=(f"t{i % 200}",)) for i in range(400) for j in range(2)]
     memory = build_exemplars(tasks, cases, {})
     vectors = rng.normal(size=(len(memory.texts), 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -65,6 +65,21 @@ def test_nearest_neighbour_cascade_agrees_with_the_full_scan():
     rows = np.array([3, 9, 17])
     partial = memory.neighbour(query, rows)
     assert np.allclose(partial[rows], full[rows]) and np.all(np.delete(partial, rows) == -1.0)
+    # the prefilter's cascade: exact for the tasks whose centroid is closest, a floor for the rest
+    from search import prefilter as prefilter_module
+
+    visible = np.arange(200)
+    centroid = memory.centroids @ query
+    original = prefilter_module.NEIGHBOUR_FULL_SCAN
+    prefilter_module.NEIGHBOUR_FULL_SCAN = 10
+    try:
+        cascade = prefilter_module.neighbour_signal(memory, visible, centroid, query)
+    finally:
+        prefilter_module.NEIGHBOUR_FULL_SCAN = original
+    top = np.argsort(-centroid)[:prefilter_module.neighbour_candidates(200)]
+    assert 200 > len(top)   # the cascade really ran
+    assert np.allclose(cascade[top], full[top])
+    assert np.all(cascade >= full[top].min() - 1e-6) and cascade.argmax() == full.argmax()
 
 
 def test_prototypes_separate_neighbouring_tasks_better_than_centroids():
