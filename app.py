@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     reranker = Reranker(settings, cache, breaker=metered_breaker(settings, metrics, "llm")) \
         if settings.llm_base_url else None
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),
-                              metrics.embedding_observer())
+                              metrics.embedding_observer()) if settings.embeddings_enabled else None
     search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings))
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)

@@ -22,6 +22,8 @@ from typing import Callable, Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from observability.multiprocess import drop_dead_processes
+
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -43,7 +45,7 @@ def multiprocess_active() -> bool:
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None, multiprocess_dir: Path | None = None):
         self.registry = registry or CollectorRegistry()
-        self.multiprocess_dir = self._checked_multiprocess_dir(multiprocess_dir)
+        self.multiprocess_dir = self._checked_multiprocess_dir(multiprocess_dir)  # before any metric exists
         r = self.registry
         # RED, for every endpoint (observability.http records them around each request)
         self.requests = Counter("taskfinder_http_requests", "HTTP requests by route template and status",
@@ -113,6 +115,7 @@ class Metrics:
             log.warning("PROMETHEUS_MULTIPROC_DIR=%s was not in the environment when prometheus_client "
                         "was imported; serving this process's metrics only", directory)
             return None
+        directory.mkdir(parents=True, exist_ok=True)  # prometheus_client opens its files there at once
         return directory
 
     @staticmethod
@@ -126,6 +129,7 @@ class Metrics:
         this app's registry otherwise."""
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
+        drop_dead_processes(self.multiprocess_dir)
         aggregate = CollectorRegistry()
         MultiProcessCollector(aggregate, path=str(self.multiprocess_dir))
         return generate_latest(aggregate)

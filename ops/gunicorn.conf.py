@@ -48,8 +48,14 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Build this worker's index (and task embeddings) before it accepts requests."""
-    live = worker.wsgi.extensions["taskfinder"].search.live()
+    """Build this worker's index (and task embeddings) before it accepts requests. A database
+    that is down or not migrated yet must not stop the server from booting: the worker then
+    starts unready (/readyz says why, with 503) and the next request retries the build."""
+    try:
+        live = worker.wsgi.extensions["taskfinder"].search.live()
+    except Exception:  # logged with its traceback; readiness reports it until it heals
+        worker.log.exception("worker %s could not build its search index at start", worker.pid)
+        return
     worker.log.info("worker %s ready at catalog revision %s", worker.pid, live.revision)
 
 

@@ -152,3 +152,12 @@ def test_worker_exited_drops_only_its_live_gauges(tmp_path):
         (tmp_path / name).write_bytes(b"x")
     multiprocess.worker_exited(tmp_path, 7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_7.db", "gauge_liveall_8.db"]
+
+
+def test_scrapes_drop_the_live_gauges_of_processes_that_are_gone(tmp_path):
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = int(finished.stdout)
+    for name in (f"gauge_liveall_{gone}.db", f"gauge_liveall_{os.getpid()}.db", f"counter_{gone}.db"):
+        (tmp_path / name).write_bytes(b"x")
+    multiprocess.drop_dead_processes(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"counter_{gone}.db", f"gauge_liveall_{os.getpid()}.db"]
