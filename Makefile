@@ -1,16 +1,25 @@
 # Taskfinder: the two commands of the README.
 #   make run    set up, migrate the embedded SQLite database, load the demo catalog, serve on localhost
 #   make test   set up (with the local LLM) and run the whole test suite
+#   make serve-prod   production serving: migrate, then gunicorn with WEB_CONCURRENCY workers
+#                     (ops/gunicorn.conf.py) and Prometheus metrics aggregated over the workers
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
 
-.PHONY: run test setup setup-dev llm serve-llm clean
+# prometheus_client's multiprocess directory (wiped at each start); override to move it.
+PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/instance/prometheus-multiproc
+
+.PHONY: run serve-prod test setup setup-dev llm serve-llm clean
 
 run: setup
 	$(PY) app.py load-demo
 	$(PY) app.py serve
+
+serve-prod: setup
+	$(PY) app.py db upgrade
+	PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(VENV)/bin/gunicorn -c ops/gunicorn.conf.py
 
 test: setup-dev llm
 	$(PY) -m pytest -q $(PYTEST_ARGS)

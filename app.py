@@ -1,6 +1,7 @@
 """Taskfinder: find the right task from a plain-language query.
 
-    python app.py serve               # HTTP API on HOST:PORT (waitress)
+    python app.py serve               # HTTP API on HOST:PORT (waitress, one process: the embedded default)
+    gunicorn -c ops/gunicorn.conf.py  # production: WEB_CONCURRENCY workers (`make serve-prod`)
     python app.py search "devlopmental screning"
     python app.py users create alice --role editor   # admin accounts (admin/cli.py)
     python app.py --help              # every command
@@ -28,8 +29,10 @@ from evaluation.cli import evaluate_command
 from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
+from observability.http import install_request_metrics
 from observability.metrics import Metrics
 from rerank import Reranker
+from rerank.breaker import CircuitBreaker
 from rerank.cli import llm_group
 from search.api import render_text, search_bp
 from search.cli import fit_command
@@ -57,14 +60,17 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     engine = make_engine(settings.database)
     store = CatalogStore(engine)
-    metrics = Metrics()
+    metrics = Metrics(multiprocess_dir=settings.prometheus_multiproc_dir)
     cache = diskcache.Cache(str(settings.cache_dir))
-    reranker = Reranker(settings, cache) if settings.llm_base_url else None
-    search = SearchService(settings, store, build_embedder(settings, cache), reranker, metrics,
-                           enrichment=catalog_enrichment(settings))
+    reranker = Reranker(settings, cache, breaker=metered_breaker(settings, metrics, "llm")) \
+        if settings.llm_base_url else None
+    embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),
+                              metrics.embedding_observer()) if settings.embeddings_enabled else None
+    search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings))
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
 
+    install_request_metrics(app, metrics)  # first, so that its timer starts before any other hook
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     init_admin(app, settings, accounts)
@@ -73,6 +79,12 @@ def create_app(settings: Settings | None = None) -> Flask:
                     serve_command):
         app.cli.add_command(command)
     return app
+
+
+def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitBreaker:
+    """A circuit breaker from settings whose state shows in /metrics under `breaker=name`."""
+    return CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s,
+                          on_change=metrics.breaker_listener(name))
 
 
 @click.command("search")
@@ -98,7 +110,8 @@ def search_command(query: str, k: int, roles: tuple[str, ...], rerank: bool | No
 @click.option("--port", default=None, type=int, help="Default: PORT.")
 @click.option("--threads", default=8, show_default=True)
 def serve_command(host: str | None, port: int | None, threads: int):
-    """Serve the HTTP API with waitress (a production WSGI server)."""
+    """Serve the HTTP API with waitress in this one process (the embedded default; several
+    worker processes: gunicorn -c ops/gunicorn.conf.py, see the README's Operations)."""
     from waitress import serve
 
     settings: Settings = current_app.config["SETTINGS"]

@@ -126,9 +126,15 @@ class Settings:
     rerank_skip_probability: float = 0.9
     breaker_failures: int = 3
     breaker_cooldown_s: float = 30.0
-    # HTTP server
+    # HTTP server: `python app.py serve` (waitress, one process) and gunicorn (ops/gunicorn.conf.py)
     host: str = "127.0.0.1"
     port: int = 8000
+    web_workers: int = 2           # gunicorn worker processes; each holds its own index and models
+    web_threads: int = 4           # threads per gunicorn worker (LLM calls wait on I/O)
+    web_timeout_s: int = 120       # a worker silent this long is restarted; covers its index warm-up
+    # Prometheus multiprocess mode (observability.metrics): a directory every worker writes its
+    # samples to; must be in the environment before start (prometheus_client reads it at import)
+    prometheus_multiproc_dir: Path | None = None
     # admin sessions (admin/): empty SECRET_KEY = a random key per process (sessions end on
     # restart and are not shared between processes; a warning is logged)
     secret_key: str = field(default="", repr=False)
@@ -271,6 +277,10 @@ ENVIRONMENT = (
     ("breaker_cooldown_s", "LLM_BREAKER_COOLDOWN_S", _float(0.0)),
     ("host", "HOST", _text),
     ("port", "PORT", _int(1, 65535)),
+    ("web_workers", "WEB_CONCURRENCY", _int(1, 64)),
+    ("web_threads", "WEB_THREADS", _int(1, 64)),
+    ("web_timeout_s", "WEB_TIMEOUT_S", _int(10, 3600)),
+    ("prometheus_multiproc_dir", "PROMETHEUS_MULTIPROC_DIR", _path),
     ("secret_key", "SECRET_KEY", _secret(32)),
     ("session_cookie_secure", "SESSION_COOKIE_SECURE", _as_bool),
     ("session_lifetime_s", "SESSION_LIFETIME_S", _int(60, 7 * 24 * 3600)),

@@ -1,33 +1,177 @@
 """Prometheus metrics, registered on a registry owned by the app (no process-global state),
-so tests and several app instances never collide. Served at GET /metrics."""
+so tests and several app instances never collide. Served at GET /metrics.
+
+Naming follows the Prometheus conventions: base units (`_seconds`), counters named without
+`_total` (prometheus_client appends it), and no free text (queries, task names) in labels, so
+every label has a small fixed set of values.
+
+Under gunicorn each worker is its own process with its own counters. With
+PROMETHEUS_MULTIPROC_DIR set (before Python starts: prometheus_client picks its value store at
+import), every worker writes its samples to files in that directory and /metrics answers with
+the sum over all workers (`MultiProcessCollector`), whichever worker serves the scrape. Gauges
+describe one worker's own state (the index it serves, its breakers), so they keep one series per
+live worker (`multiprocess_mode="liveall"`, a `pid` label) and dashboards aggregate them.
+"""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from observability.multiprocess import drop_dead_processes
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: An index rebuild embeds every task: seconds on a warm cache, minutes on a cold one.
+REBUILD_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+BREAKER_STATES = ("closed", "open", "half_open")
+#: Re-rank outcomes known in advance, created at zero so that rate() has a series from the start.
+RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
+EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
+PER_WORKER = "liveall"
+
+
+def multiprocess_active() -> bool:
+    """Whether prometheus_client stores values in PROMETHEUS_MULTIPROC_DIR files in this process
+    (decided by the environment when prometheus_client was first imported)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, multiprocess_dir: Path | None = None):
         self.registry = registry or CollectorRegistry()
-        self.requests = Counter("taskfinder_search_requests", "Search API requests by outcome",
-                                ["endpoint", "status"], registry=self.registry)
-        self.stage_seconds = Histogram("taskfinder_stage_seconds", "Time spent per pipeline stage",
-                                       ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.degraded = Counter("taskfinder_degraded", "Responses served degraded, by flag",
-                                ["flag"], registry=self.registry)
-        self.rerank_calls = Counter("taskfinder_rerank_calls", "LLM re-rank attempts by result",
-                                    ["result"], registry=self.registry)
+        self.multiprocess_dir = self._checked_multiprocess_dir(multiprocess_dir)  # before any metric exists
+        r = self.registry
+        # RED, for every endpoint (observability.http records them around each request)
+        self.requests = Counter("taskfinder_http_requests", "HTTP requests by route template and status",
+                                ["endpoint", "status"], registry=r)
+        self.request_seconds = Histogram("taskfinder_http_request_duration_seconds",
+                                         "HTTP request duration by route template and status",
+                                         ["endpoint", "status"], buckets=LATENCY_BUCKETS, registry=r)
+        # the search pipeline
+        self.stage_seconds = Histogram("taskfinder_stage_seconds", "Time spent per search pipeline stage",
+                                       ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.degraded = Counter("taskfinder_degraded_responses", "Search responses served degraded, by flag",
+                                ["flag"], registry=r)
+        self.zero_results = Counter("taskfinder_zero_result_searches", "Searches that returned no result",
+                                    registry=r)
+        self.no_confident_match = Counter("taskfinder_no_confident_match_searches",
+                                          "Searches answered 'no confident match' by the abstention model",
+                                          registry=r)
+        # LLM re-ranking
+        self.rerank_calls = Counter("taskfinder_rerank_calls", "LLM re-rank attempts by outcome",
+                                    ["outcome"], registry=r)
         self.rerank_dropped = Counter("taskfinder_rerank_dropped_entries",
                                       "LLM answer entries dropped by validation, by reason",
-                                      ["reason"], registry=self.registry)
-        self.rerank_tokens = Counter("taskfinder_rerank_tokens", "LLM tokens spent", ["kind"],
-                                     registry=self.registry)
-        self.zero_results = Counter("taskfinder_zero_result_searches",
-                                    "Searches that returned no result", registry=self.registry)
-        self.index_rebuilds = Counter("taskfinder_index_rebuilds", "Search index rebuilds",
-                                      registry=self.registry)
+                                      ["reason"], registry=r)
+        self.rerank_tokens = Counter("taskfinder_rerank_tokens", "LLM tokens spent", ["kind"], registry=r)
+        # embeddings
+        self.embedding_calls = Counter("taskfinder_embedding_calls", "Calls to the embedding back end by outcome",
+                                       ["outcome"], registry=r)
+        self.embedding_cache = Counter("taskfinder_embedding_cache_lookups",
+                                       "Embedding cache lookups per text, by result (hit, miss)",
+                                       ["result"], registry=r)
+        # circuit breakers (rerank.breaker): 1 for the breaker's current state, 0 for the others
+        self.breaker_state = Gauge("taskfinder_circuit_breaker_state",
+                                   "Circuit breaker state as of its last use (1 = current state)",
+                                   ["breaker", "state"], multiprocess_mode=PER_WORKER, registry=r)
+        # the index and the catalog
+        self.index_rebuilds = Counter("taskfinder_index_rebuilds", "Search index rebuilds", registry=r)
+        self.index_rebuild_seconds = Histogram("taskfinder_index_rebuild_duration_seconds",
+                                               "Search index rebuild duration (task embedding included)",
+                                               buckets=REBUILD_BUCKETS, registry=r)
         self.index_tasks = Gauge("taskfinder_index_tasks", "Tasks in the live search index",
-                                 registry=self.registry)
+                                 multiprocess_mode=PER_WORKER, registry=r)
         self.lexicon_links = Gauge("taskfinder_lexicon_links", "(term, task) links in the rationale lexicon",
-                                   registry=self.registry)
+                                   multiprocess_mode=PER_WORKER, registry=r)
+        self.catalog_revision = Gauge("taskfinder_catalog_revision",
+                                      "Catalog store revision, as last read by this worker",
+                                      multiprocess_mode=PER_WORKER, registry=r)
+        self.index_revision = Gauge("taskfinder_index_revision",
+                                    "Catalog revision the live search index was built from",
+                                    multiprocess_mode=PER_WORKER, registry=r)
+        self.index_built = Gauge("taskfinder_index_last_build_timestamp_seconds",
+                                 "Unix time the live search index was built",
+                                 multiprocess_mode=PER_WORKER, registry=r)
+        self.ranker_fit_id = Gauge("taskfinder_ranker_fit_id",
+                                   "Id of the stored ranker fit in use (0: the shipped defaults)",
+                                   multiprocess_mode=PER_WORKER, registry=r)
+        self._zero(self.rerank_calls, RERANK_OUTCOMES)
+        self._zero(self.embedding_calls, EMBEDDING_OUTCOMES)
+        self._zero(self.embedding_cache, ("hit", "miss"))
+
+    @staticmethod
+    def _checked_multiprocess_dir(directory: Path | None) -> Path | None:
+        """The directory to aggregate from, or None (serve this registry). A directory configured
+        after prometheus_client was imported would aggregate files nobody writes: say so."""
+        if directory is None:
+            return None
+        if not multiprocess_active():
+            log.warning("PROMETHEUS_MULTIPROC_DIR=%s was not in the environment when prometheus_client "
+                        "was imported; serving this process's metrics only", directory)
+            return None
+        directory.mkdir(parents=True, exist_ok=True)  # prometheus_client opens its files there at once
+        return directory
+
+    @staticmethod
+    def _zero(counter: Counter, label_values: Iterable[str]) -> None:
+        for value in label_values:
+            counter.labels(value)
+
+    # -- exposition ----------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        """The text format for GET /metrics: every worker's samples in multiprocess mode,
+        this app's registry otherwise."""
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        drop_dead_processes(self.multiprocess_dir)
+        aggregate = CollectorRegistry()
+        MultiProcessCollector(aggregate, path=str(self.multiprocess_dir))
+        return generate_latest(aggregate)
+
+    # -- recording helpers ---------------------------------------------------------------
+    def observe_request(self, endpoint: str, status: int, seconds: float | None) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
+        if seconds is not None:
+            self.request_seconds.labels(endpoint, str(status)).observe(seconds)
+
+    def record_index_build(self, live, lexicon_links: int, seconds: float) -> None:
+        """One finished rebuild of the search index (`live`: a search.service.LiveIndex)."""
+        self.index_rebuilds.inc()
+        self.index_rebuild_seconds.observe(seconds)
+        self.index_tasks.set(len(live.index.tasks))
+        self.lexicon_links.set(lexicon_links)
+        self.index_revision.set(live.revision)
+        self.index_built.set(time.time())
+        self.ranker_fit_id.set(live.params.fit_id or 0)
+
+    def breaker_listener(self, breaker: str) -> Callable[[str], None]:
+        """A rerank.breaker.CircuitBreaker `on_change` callback keeping the state gauge of `breaker`."""
+        def on_change(state: str) -> None:
+            for known in BREAKER_STATES:
+                self.breaker_state.labels(breaker, known).set(1 if known == state else 0)
+        return on_change
+
+    def embedding_observer(self) -> "EmbeddingObserver":
+        return EmbeddingObserver(self)
+
+
+class EmbeddingObserver:
+    """search.embeddings.CachedEmbedder's metrics hooks: cache hits/misses and back-end calls."""
+
+    def __init__(self, metrics: Metrics):
+        self._metrics = metrics
+
+    def cache_lookups(self, hits: int, misses: int) -> None:
+        if hits:
+            self._metrics.embedding_cache.labels("hit").inc(hits)
+        if misses:
+            self._metrics.embedding_cache.labels("miss").inc(misses)
+
+    def call(self, outcome: str) -> None:
+        self._metrics.embedding_calls.labels(outcome).inc()

@@ -9,6 +9,10 @@ Only transport failures (timeout, connection, HTTP status) count. An answer that
 was unusable proves the endpoint is up, so it counts as a success here; its quality problem is
 reported per query as `rerank_invalid` instead. Thread-safe: the API serves queries from
 several threads against one breaker.
+
+`on_change` (optional) hears every state change as the breaker observes it, for a metrics
+gauge: "half_open" is a matter of elapsed time, so it is reported by the first call that finds
+the cooldown over, not at the instant it ends.
 """
 from __future__ import annotations
 
@@ -20,7 +24,10 @@ CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
 
 class CircuitBreaker:
-    def __init__(self, failures: int, cooldown_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, failures: int, cooldown_s: float, clock: Callable[[], float] = time.monotonic,
+                 on_change: Callable[[str], None] | None = None):
+        """`on_change` runs under the breaker's lock, so that changes are reported in the order
+        they happen: it must be quick and must not call back into the breaker (a gauge update)."""
         self._threshold = failures
         self._cooldown_s = cooldown_s
         self._clock = clock
@@ -28,6 +35,10 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._trial_in_flight = False
+        self._on_change = on_change
+        self._reported: str | None = None
+        with self._lock:
+            self._state()  # report the initial state, so a gauge has a value before the first call
 
     @property
     def state(self) -> str:
@@ -35,11 +46,17 @@ class CircuitBreaker:
             return self._state()
 
     def _state(self) -> str:
+        """The current state (caller holds the lock), reported to `on_change` when it moved."""
         if self._opened_at is None:
-            return CLOSED
-        if self._clock() - self._opened_at < self._cooldown_s:
-            return OPEN
-        return HALF_OPEN
+            state = CLOSED
+        elif self._clock() - self._opened_at < self._cooldown_s:
+            state = OPEN
+        else:
+            state = HALF_OPEN
+        if self._on_change is not None and state != self._reported:
+            self._reported = state
+            self._on_change(state)
+        return state
 
     def allow(self) -> bool:
         """Whether a call may go out now; in half-open state this claims the single trial."""
@@ -57,6 +74,7 @@ class CircuitBreaker:
             self._failures = 0
             self._opened_at = None
             self._trial_in_flight = False
+            self._state()
 
     def record_failure(self) -> None:
         with self._lock:
@@ -64,3 +82,4 @@ class CircuitBreaker:
             if self._trial_in_flight or self._failures >= self._threshold:
                 self._opened_at = self._clock()
             self._trial_in_flight = False
+            self._state()

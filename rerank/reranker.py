@@ -53,9 +53,11 @@ class Reranker:
         client: openai.OpenAI | None = None,
         *,
         max_tokens: int | None = None,
+        breaker: CircuitBreaker | None = None,
     ):
         """`cache=None` disables caching; `client` overrides the one built from settings;
-        `max_tokens` fixes the completion budget (default: sized to the shortlist).
+        `max_tokens` fixes the completion budget (default: sized to the shortlist); `breaker`
+        replaces the one built from settings (the app passes one that reports to its metrics).
 
         The client, injected or not, always runs with settings.llm_timeout_s and no retries:
         retrying is the circuit breaker's business, and a retry would double the worst case.
@@ -70,7 +72,7 @@ class Reranker:
             self._chat = ChatClient(client, settings.llm_model, settings.llm_response_format)
         self._max_tokens = max_tokens
         self._cache = AnswerCache(cache)
-        self._breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
+        self._breaker = breaker or CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
 
     def available(self) -> bool:
         """An endpoint is configured and the circuit is not open (closed, or due a trial call)."""

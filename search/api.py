@@ -5,9 +5,10 @@ or a trusted proxy's header); the `role` query parameter merely picks one of tho
 from __future__ import annotations
 
 import json
+import os
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from search.roles import NONE, REJECTED, Access, resolve_access
 from search.service import BadQuery
@@ -76,9 +77,7 @@ def api_search():
         body = svc.search.search(request.args.get("q"), k=parse_k(), roles=access.roles, role=requested_role,
                                  rerank=parse_flag("rerank"))
     except BadQuery as exc:
-        svc.metrics.requests.labels("search", "400").inc()
         return bad_request(str(exc))
-    svc.metrics.requests.labels("search", "200").inc()
     body["access"] = access_report(access, requested_role, body)
     response = jsonify(body)
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
@@ -88,19 +87,21 @@ def api_search():
 
 @search_bp.get("/healthz")
 def healthz():
-    """Liveness: the process answers."""
-    return jsonify({"status": "ok"})
+    """Liveness: the process answers. `pid` tells which worker did (gunicorn runs several, each
+    with its own index), so a probe or an operator can see every worker answer."""
+    return jsonify({"status": "ok", "pid": os.getpid()})
 
 
 @search_bp.get("/readyz")
 def readyz():
-    """Readiness: the database answers and the index is built (embeddings may be degraded)."""
+    """Readiness of the worker that answers (`pid`): the database answers and its index is built
+    (embeddings may be degraded)."""
     svc = services()
     try:
         live = svc.search.live()
     except Exception as exc:  # any store failure means "not ready", with the reason
-        return jsonify({"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}), 503
-    status = {"status": "ready", "revision": live.revision, "tasks": len(live.index.tasks),
+        return jsonify({"status": "unavailable", "pid": os.getpid(), "error": f"{type(exc).__name__}: {exc}"}), 503
+    status = {"status": "ready", "pid": os.getpid(), "revision": live.revision, "tasks": len(live.index.tasks),
               "test_cases": len(live.cases), "embeddings": "ok" if live.vectors_ok else "unavailable",
               "rerank": "configured" if svc.search.reranker is not None else "off"}
     if not live.index.tasks:
@@ -110,7 +111,8 @@ def readyz():
 
 @search_bp.get("/metrics")
 def metrics():
-    return Response(generate_latest(services().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    """Prometheus text format: all workers' samples in multiprocess mode (observability.metrics)."""
+    return Response(services().metrics.exposition(), mimetype=CONTENT_TYPE_LATEST)
 
 
 @search_bp.get("/openapi.json")
@@ -128,17 +130,11 @@ def method_not_allowed(_error):
     return jsonify({"error": f"method {request.method} not allowed on {request.path}"}), 405
 
 
-# Request-metric label per view; views not listed are labelled with their Flask endpoint name.
-METRIC_ENDPOINTS = {"search.api_search": "search"}
-
-
 @search_bp.app_errorhandler(500)
 def internal_error(_error):
     """Any unhandled exception: a JSON body without the exception or a stack trace (those can
-    carry queries, SQL or paths; Flask has already logged them with the traceback), counted in
-    the requests metric with status 500 so that error rates show up in /metrics."""
-    endpoint = METRIC_ENDPOINTS.get(request.endpoint or "", request.endpoint or "unknown")
-    services().metrics.requests.labels(endpoint, "500").inc()
+    carry queries, SQL or paths; Flask has already logged them with the traceback). The request
+    metrics (observability.http) count it with status 500, like every other response."""
     return jsonify({"error": "internal server error"}), 500
 
 

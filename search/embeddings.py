@@ -94,32 +94,55 @@ class OpenAIEmbedder:
         return l2_normalise(matrix)
 
 
+class EmbeddingObserver(Protocol):
+    """Metrics hooks of CachedEmbedder (observability.metrics implements them); observing
+    changes nothing in what the embedder does."""
+
+    def cache_lookups(self, hits: int, misses: int) -> None: ...
+    def call(self, outcome: Literal["ok", "error", "circuit_open"]) -> None: ...
+
+
+class _Unobserved:
+    def cache_lookups(self, hits: int, misses: int) -> None:
+        pass
+
+    def call(self, outcome: str) -> None:
+        pass
+
+
 class CachedEmbedder:
     """Disk cache in front of an embedder: each (model, kind, text) is computed once, ever.
 
     A circuit breaker guards the inner embedder: after repeated failures it is not called for a
     cooldown, so a dead endpoint costs one timeout, not one per query; cached texts still embed.
+    `observer` hears of cache hits and misses and of every back-end call's outcome.
     """
 
-    def __init__(self, inner: Embedder, cache: diskcache.Cache, breaker: CircuitBreaker | None = None):
+    def __init__(self, inner: Embedder, cache: diskcache.Cache, breaker: CircuitBreaker | None = None,
+                 observer: EmbeddingObserver | None = None):
         self.inner = inner
         self.model = inner.model
         self._cache = cache
         self._breaker = breaker or CircuitBreaker(failures=3, cooldown_s=30.0)
+        self._observer = observer or _Unobserved()
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         keys = [("emb", self.model, kind, text) for text in texts]
         found = [self._cache.get(key) for key in keys]
         missing = [i for i, vector in enumerate(found) if vector is None]
+        self._observer.cache_lookups(len(found) - len(missing), len(missing))
         if missing:
             if not self._breaker.allow():
+                self._observer.call("circuit_open")
                 raise EmbeddingUnavailable("circuit open after repeated embedding failures")
             try:
                 fresh = self.inner.embed([texts[i] for i in missing], kind)
             except EmbeddingUnavailable:
                 self._breaker.record_failure()
+                self._observer.call("error")
                 raise
             self._breaker.record_success()
+            self._observer.call("ok")
             for i, vector in zip(missing, fresh):
                 found[i] = vector
                 self._cache.set(keys[i], vector)
@@ -129,8 +152,10 @@ class CachedEmbedder:
         return ("emb", self.model, kind, text) in self._cache
 
 
-def build_embedder(settings, cache: diskcache.Cache) -> CachedEmbedder | None:
-    """The configured embedder, or None when embeddings are switched off."""
+def build_embedder(settings, cache: diskcache.Cache, breaker: CircuitBreaker | None = None,
+                   observer: EmbeddingObserver | None = None) -> CachedEmbedder | None:
+    """The configured embedder, or None when embeddings are switched off. `breaker` and
+    `observer` let the app hook its metrics in; by default a breaker is built from settings."""
     if not settings.embeddings_enabled:
         return None
     if settings.embeddings_base_url:
@@ -139,4 +164,5 @@ def build_embedder(settings, cache: diskcache.Cache) -> CachedEmbedder | None:
                                          settings.embeddings_input_type)
     else:
         inner = LocalE5Embedder()
-    return CachedEmbedder(inner, cache, CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s))
+    breaker = breaker or CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
+    return CachedEmbedder(inner, cache, breaker, observer)

@@ -96,6 +96,7 @@ class SearchService:
         (startup, evaluation, tests: "give me the index at the current revision").
         """
         revision = self.source.revision()
+        self.metrics.catalog_revision.set(revision)
         with self._state:
             while True:
                 live = self._live
@@ -139,18 +140,17 @@ class SearchService:
                           revision, live.revision)
 
     def _build(self, revision: int) -> LiveIndex:
+        build_started = time.perf_counter()  # for the rebuild-duration metric
         tasks, cases = self.source.tasks(), tuple(self.source.cases())
         lexicon = build_lexicon(cases)
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
         index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
         digest = cases_digest(tasks, cases)
         params, stale = self._params(digest)
-        self.metrics.index_rebuilds.inc()
-        self.metrics.index_tasks.set(len(tasks))
-        self.metrics.lexicon_links.set(len(lexicon))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)
+        self.metrics.record_index_build(live, len(lexicon), time.perf_counter() - build_started)
         enough = sum(1 for c in cases if c.gold) >= self.settings.fit_min_cases
         if stale and enough and self.settings.auto_fit:
             self.refit_in_background(live)
@@ -287,6 +287,8 @@ class SearchService:
                    for position, item in ranked[:k]]
         if not results:
             self.metrics.zero_results.inc()
+        if not confident:
+            self.metrics.no_confident_match.inc()
         rerank_info.pop("reasons")
         return {
             "query": query,

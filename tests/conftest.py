@@ -27,6 +27,11 @@ POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgre
 FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serving: starts a real gunicorn in a subprocess (tests/test_serving.py); "
+                                       "part of the normal suite, under 30 s")
+
+
 @pytest.fixture(scope="session")
 def shared_cache_dir(tmp_path_factory) -> Path:
     """One embedding/LLM cache for the whole run: the 200 demo tasks are embedded once."""

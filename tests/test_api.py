@@ -1,5 +1,7 @@
 """The search API over the demo catalog: the issue's acceptance queries, the response
 contract, the role parameter (verified roles: tests/test_role_tokens.py) and every error path."""
+import os
+
 import pytest
 
 from catalog.records import CaseRecord
@@ -107,12 +109,14 @@ def test_fullwidth_acronym_is_normalised(client):
 
 
 def test_health_readiness_metrics_and_spec(client):
-    assert client.get("/healthz").get_json() == {"status": "ok"}
+    assert client.get("/healthz").get_json() == {"status": "ok", "pid": os.getpid()}
     ready = client.get("/readyz").get_json()
     assert ready["status"] == "ready" and ready["tasks"] == 200 and ready["embeddings"] == "ok"
+    assert ready["pid"] == os.getpid()
     search(client, q="lead screening")
     metrics = client.get("/metrics").get_data(as_text=True)
-    assert 'taskfinder_search_requests_total{endpoint="search",status="200"}' in metrics
+    assert 'taskfinder_http_requests_total{endpoint="/api/search",status="200"}' in metrics
+    assert 'taskfinder_http_request_duration_seconds_count{endpoint="/healthz",status="200"}' in metrics
     assert "taskfinder_stage_seconds_bucket" in metrics
     spec = client.get("/openapi.json").get_json()
     assert "/api/search" in spec["paths"]
@@ -178,6 +182,10 @@ def test_fitted_abstention_refuses_out_of_scope_queries_but_never_a_pinned_one(t
         "what is the weather in paris tomorrow", "book me a flight to denver", "how do i bake sourdough bread")]
     assert sum(body["no_confident_match"] for body in off_topic) >= 2
     assert all(body["results"] == [] for body in off_topic if body["no_confident_match"])
+    registry = app.extensions["taskfinder"].metrics.registry
+    assert registry.get_sample_value("taskfinder_no_confident_match_searches_total") == \
+        sum(body["no_confident_match"] for body in off_topic)
+    assert registry.get_sample_value("taskfinder_ranker_fit_id") == report["fit_id"]
     pinned = search(client, q="eligibility").get_json()  # a test case's exact query always answers
     assert pinned["no_confident_match"] is False and pinned["results"][0]["pinned"]
     lenient = SearchService(service.settings.with_overrides(abstain=False), service.source, service.embedder, None,
@@ -223,4 +231,5 @@ def test_an_unhandled_error_is_a_json_500_and_is_counted(tmp_path, shared_cache_
     assert response.get_json() == {"error": "internal server error"}
     assert b"10.0.0.7" not in response.data and b"Traceback" not in response.data
     metrics = client.get("/metrics").get_data(as_text=True)
-    assert 'taskfinder_search_requests_total{endpoint="search",status="500"} 1.0' in metrics
+    assert 'taskfinder_http_requests_total{endpoint="/api/search",status="500"} 1.0' in metrics
+    assert 'taskfinder_http_request_duration_seconds_count{endpoint="/api/search",status="500"} 1.0' in metrics

@@ -65,3 +65,15 @@ def test_admin_and_role_settings():
 def test_secrets_stay_out_of_the_settings_repr():
     settings = Settings.from_env({"SECRET_KEY": "k" * 40, "ROLE_TOKEN_SECRET": "r" * 40, "LLM_API_KEY": "sk-llm"})
     assert "k" * 40 not in repr(settings) and "r" * 40 not in repr(settings) and "sk-llm" not in repr(settings)
+
+
+def test_serving_settings():
+    defaults = Settings.from_env({})
+    assert (defaults.web_workers, defaults.web_threads, defaults.web_timeout_s) == (2, 4, 120)
+    assert defaults.prometheus_multiproc_dir is None
+    settings = Settings.from_env({"WEB_CONCURRENCY": "4", "WEB_THREADS": "8", "WEB_TIMEOUT_S": "300",
+                                  "PROMETHEUS_MULTIPROC_DIR": "/tmp/prom"})
+    assert (settings.web_workers, settings.web_threads, settings.web_timeout_s) == (4, 8, 300)
+    assert settings.prometheus_multiproc_dir == Path("/tmp/prom")
+    with pytest.raises(SettingsError, match="WEB_CONCURRENCY=.*must be >= 1"):
+        Settings.from_env({"WEB_CONCURRENCY": "0"})

@@ -1,0 +1,66 @@
+"""gunicorn configuration: Taskfinder's production server, several worker processes.
+
+    gunicorn -c ops/gunicorn.conf.py            # the app is app:create_app() (wsgi_app below)
+    make serve-prod                             # the same, with PROMETHEUS_MULTIPROC_DIR set
+
+Everything comes from the typed Settings (settings.py): HOST, PORT, WEB_CONCURRENCY (workers),
+WEB_THREADS, WEB_TIMEOUT_S, PROMETHEUS_MULTIPROC_DIR; gunicorn's own command-line flags still
+override them (e.g. `--workers 4`). Each worker builds its own search index before it takes
+requests (post_worker_init), so the first search on a new worker is not the slow one.
+
+PROMETHEUS_MULTIPROC_DIR must be in the environment of the gunicorn command itself (not set
+here): prometheus_client decides at import time whether to write samples to that directory.
+"""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from observability import multiprocess  # noqa: E402
+from settings import Settings  # noqa: E402
+
+_settings = Settings.from_env()
+
+wsgi_app = "app:create_app()"
+chdir = str(ROOT)
+bind = [f"{_settings.host}:{_settings.port}"]
+workers = _settings.web_workers
+worker_class = "gthread"   # threads: a request waiting on the LLM must not block its worker
+threads = _settings.web_threads
+timeout = _settings.web_timeout_s
+graceful_timeout = 30
+errorlog = "-"
+loglevel = "info"
+
+
+def on_starting(server):
+    """In the master, before any worker: a clean multiprocess directory, and warnings for the
+    settings that break silently with several workers."""
+    directory = _settings.prometheus_multiproc_dir
+    if directory is not None:
+        removed = multiprocess.prepare_directory(directory)
+        server.log.info("prometheus multiprocess mode in %s (%d stale files removed)", directory, removed)
+    elif server.cfg.workers > 1:
+        server.log.warning("PROMETHEUS_MULTIPROC_DIR is not set: /metrics shows only the worker that answers")
+    if server.cfg.workers > 1 and not _settings.secret_key:
+        server.log.warning("SECRET_KEY is not set: each worker signs admin sessions with its own random key")
+
+
+def post_worker_init(worker):
+    """Build this worker's index (and task embeddings) before it accepts requests. A database
+    that is down or not migrated yet must not stop the server from booting: the worker then
+    starts unready (/readyz says why, with 503) and the next request retries the build."""
+    try:
+        live = worker.wsgi.extensions["taskfinder"].search.live()
+    except Exception:  # logged with its traceback; readiness reports it until it heals
+        worker.log.exception("worker %s could not build its search index at start", worker.pid)
+        return
+    worker.log.info("worker %s ready at catalog revision %s", worker.pid, live.revision)
+
+
+def child_exit(server, worker):
+    """In the master, when a worker exits: drop its per-worker gauges from /metrics."""
+    if _settings.prometheus_multiproc_dir is not None:
+        multiprocess.worker_exited(_settings.prometheus_multiproc_dir, worker.pid)
+
