@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+import time
+
 from sqlalchemy import Engine, delete, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -116,6 +119,28 @@ class CatalogStore:
         return {role for task in self.tasks() for role in task.roles}
 
     # -- writes --------------------------------------------------------------------------
+    def acquire_lease(self, name: str, seconds: float) -> bool:
+        """Take a named lease shared by every process on this database, or return False while
+        another holder's lease runs (e.g. one ranker fit at a time across workers and hosts).
+        The lease is a row whose `revision` holds its expiry (unix seconds); taking it is one
+        conditional UPDATE, atomic in SQLite and PostgreSQL alike. An expired lease is free."""
+        now = int(time.time())
+        key = f"lease:{name}"[:32]
+        try:
+            with self._sessions.begin() as session:
+                session.add(StoreRevision(name=key, revision=0))
+        except IntegrityError:
+            pass   # the row exists already
+        with self._sessions.begin() as session:
+            taken = session.execute(update(StoreRevision)
+                                    .where(StoreRevision.name == key, StoreRevision.revision <= now)
+                                    .values(revision=now + int(seconds)))
+            return taken.rowcount == 1
+
+    def release_lease(self, name: str) -> None:
+        with self._sessions.begin() as session:
+            session.execute(update(StoreRevision).where(StoreRevision.name == f"lease:{name}"[:32]).values(revision=0))
+
     def bump_revision(self) -> int:
         """Move the revision on without an edit here, for an input of the search index that
         lives outside the store (the catalog enrichment `corpus enrich-catalog` caches): every

@@ -32,6 +32,8 @@ from search.ranker import RankerParams, default_params
 from settings import Settings
 
 log = logging.getLogger(__name__)
+FIT_LEASE = "ranker-fit"   # one fit at a time across every worker and host sharing the database
+FIT_LEASE_S = 1800         # a fit that dies holding it frees it after this long
 
 
 class CatalogSource(Protocol):
@@ -203,11 +205,18 @@ class SearchService:
         latest = self.source.latest_fit()
         if latest is not None and latest.cases_digest == live.digest:
             return {"status": "up to date", "fit_id": latest.id}
-        embedder = self.embedder if live.vectors_ok else None
-        params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults)
-        if report["status"] == "fitted":
-            report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
-        return report
+        lease = getattr(self.source, "acquire_lease", None)
+        if lease is not None and not lease(FIT_LEASE, FIT_LEASE_S):
+            return {"status": "another process is fitting"}
+        try:
+            embedder = self.embedder if live.vectors_ok else None
+            params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults)
+            if report["status"] == "fitted":
+                report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
+            return report
+        finally:
+            if lease is not None:
+                self.source.release_lease(FIT_LEASE)
 
     # -- request validation --------------------------------------------------------------
     def check_request(self, query: str | None, k: int) -> str:

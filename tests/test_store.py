@@ -140,3 +140,13 @@ def test_ranker_fits_are_kept_as_history_and_each_moves_the_revision(store):
     assert latest.id == second > first and latest.cases_digest == "digest-b"
     assert latest.params["weights"]["full"]["lexical"] == 2.0 and latest.report == {"cv": {"n": 3}}
     assert [fit.id for fit in store.fits()] == [second, first]
+
+
+def test_a_lease_is_held_by_one_holder_until_released_or_expired(store):
+    """Workers and hosts sharing the database fit the ranker one at a time."""
+    assert store.acquire_lease("ranker-fit", 60)
+    assert not store.acquire_lease("ranker-fit", 60)       # another worker: refused
+    store.release_lease("ranker-fit")
+    assert store.acquire_lease("ranker-fit", -1)           # taken, but already expired...
+    assert store.acquire_lease("ranker-fit", 60)           # ...so the next taker gets it
+    assert store.revision() >= 0 and store.acquire_lease("other", 60)
