@@ -244,3 +244,14 @@ def test_fit_command_fits_stores_and_lists(tmp_path, shared_cache_dir, demo_task
     assert json.loads(runner.invoke(args=["fit"]).output)["status"] == "up to date"
     history = runner.invoke(args=["fit", "--history"]).output
     assert history.startswith("fit 1 ") and f"{len(demo_cases)} cases" in history
+
+
+def test_pin_accuracy_counts_wrong_first_tasks_per_key():
+    from evaluation.pins import pin_accuracy, term_set_key
+
+    train = [CaseRecord(query="what is my balance", gold=("bal",)), CaseRecord(query="balance my budget", gold=("bud",))]
+    test = [CaseRecord(query="my balance", gold=("bal",)), CaseRecord(query="budget balance", gold=("bal",)),
+            CaseRecord(query="What is my balance?", gold=("bal",))]
+    assert pin_accuracy(train, test, term_set_key) == {"fired_in_scope": 3, "wrong_first": 1, "wrong_share": 0.3333,
+                                                      "fired_out_of_scope": 0}
+    assert pin_accuracy(train, test, pin_key)["fired_in_scope"] == 1
