@@ -32,12 +32,12 @@ from catalog.cli import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.splits import bucket, holdout_split
 from search.embeddings import build_embedder
-from search.fitting import CVQuery, _design, conditional_logit, cv_queries, ranking_metrics, rankings
+from search.fitting import (CVQuery, _design, attach_vectors, conditional_logit, cv_queries, ranking_metrics,
+                            rankings)
+from lexicon.rationale import build_lexicon
 from search.index import build_index
 from search.prefilter import SPARSE_SIGNALS, analyse_query, signal_values
-from search.fitting import attach_vectors
 from search.ranker import FusionWeights
-from lexicon.rationale import build_lexicon
 from settings import Settings, Weights
 
 POOL_SIGNALS = {"full": ("lexical", "rationale", "typo", "exemplar", "embedding", "centroid", "neighbour"),

@@ -37,9 +37,9 @@ from scipy.optimize import minimize
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon
-from search.confidence import AbstentionModel, answer_features, assess, features_for_mode
+from search.confidence import AbstentionModel, answer_features, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
-from search.prefilter import DENSE_SIGNALS, SIGNALS, SPARSE_SIGNALS, analyse_query, rank_values, signal_values
+from search.prefilter import SIGNALS, SPARSE_SIGNALS, analyse_query, rank_values, signal_values
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
 from settings import Settings, Weights
@@ -400,12 +400,3 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                   abstention={m: (a.cv if a else None) for m, a in abstention.items()},
                   seconds=round(time.perf_counter() - started, 2))
     return params, report
-
-
-def answered(result, model: AbstentionModel | None) -> bool:
-    """The product's decision for a ranked result (search.confidence.assess)."""
-    return assess(result, model).answer
-
-
-__all__ = ["CVQuery", "DENSE_SIGNALS", "cases_digest", "cv_queries", "fit_abstention", "fit_ranker", "fit_weights",
-           "k_folds", "ranking_metrics", "rankings", "answered"]
