@@ -48,11 +48,14 @@ def normalise(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """Surface words of `text`, stopwords removed; compounds are split and also joined."""
+    """Surface words of `text`, stopwords removed; compounds are split and also joined (a
+    compound that is a stopword whole or joined, such as "i'm" or "what's", is dropped)."""
     out: list[str] = []
     for match in _WORD.finditer(normalise(text)):
         token = match.group(0)
         parts = [p for p in _JOINERS.split(token) if p]
+        if token in STOPWORDS or "".join(parts) in STOPWORDS:
+            continue   # a contraction that is a stopword as a whole ("i'm", "what's", "it's")
         if len(parts) > 1:
             out.extend(p for p in parts if p not in STOPWORDS)
             out.append("".join(parts))

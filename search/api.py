@@ -120,6 +120,17 @@ def openapi():
     return Response((PROJECT_ROOT / "openapi.json").read_text(encoding="utf-8"), mimetype="application/json")
 
 
+@search_bp.before_app_request
+def reject_undecodable_query_string():
+    """A query string with raw bytes that are not UTF-8 (percent-encoded ones are fine) is a 400:
+    Werkzeug decodes it strictly on first access to request.args, which would be a 500."""
+    try:
+        request.query_string.decode("utf-8")
+    except UnicodeDecodeError:
+        return bad_request("the query string is not valid UTF-8")
+    return None
+
+
 @search_bp.app_errorhandler(404)
 def not_found(_error):
     return jsonify({"error": f"no such endpoint: {request.path}"}), 404
