@@ -73,6 +73,15 @@ def refused_for_a_stated_reason(path: str, case, error: str) -> bool:
 FIXED = {"/api/kb/search": {"corpus": "mini"}}
 
 
+def sent_empty(response, name: str) -> bool:
+    """Whether the request as sent had `name=` with an empty value. Judged on the URL, not on the
+    generated value: an empty string, an empty object and an empty array all serialise to it."""
+    from urllib.parse import parse_qs, urlsplit
+
+    sent = parse_qs(urlsplit(response.request.url).query, keep_blank_values=True)
+    return name in sent and all(value == "" for value in sent[name])
+
+
 @pytest.mark.parametrize("path, mode", GENERATED)
 def test_generated_requests_conform_to_the_spec(api_schema, path, mode):
     operation = api_schema[path]["GET"]
@@ -87,7 +96,7 @@ def test_generated_requests_conform_to_the_spec(api_schema, path, mode):
         if mode == "positive" and response.status_code == 400:
             assert refused_for_a_stated_reason(path, case, response.json()["error"]), (case.query, response.json())
             case.validate_response(response, excluded_checks=[positive_data_acceptance])
-        elif mode == "negative" and path == "/api/search" and case.query.get("k") == "":
+        elif mode == "negative" and path == "/api/search" and sent_empty(response, "k"):
             # documented leniency: an empty k is taken as absent (HTML forms send empty fields)
             case.validate_response(response, excluded_checks=[negative_data_rejection])
         else:
