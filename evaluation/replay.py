@@ -43,11 +43,8 @@ def heldout_queries(settings: Settings, index: SearchIndex, test: Sequence[CaseR
     """Each test case's signal values over every active task, and the time that took (ms)."""
     analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in test]
     vectors: list = [None] * len(test)
-    if embedder is not None and index.has_vectors:
-        texts = [a.embedding_text for a in analysed]
-        for start in range(0, len(texts), 64):
-            embedder.embed(texts[start:start + 64], "query")  # warm the cache in batches
-        vectors = [embedder.embed([t], "query")[0] for t in texts]
+    if embedder is not None and index.has_vectors and analysed:
+        vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
     rows, visible = index.visible(None, restrict=False)
     out, millis = [], []
     for case, query, vector in progress(list(zip(test, analysed, vectors)), "held-out signals", show):

@@ -35,7 +35,6 @@ from settings import Settings
 from .configs import ConfigSpec
 
 DEFAULT_DEPTH = 20
-EMBED_BATCH = 64
 
 
 @dataclass
@@ -46,7 +45,6 @@ class QueryRun:
     ranking: list[str]
     scores: list[float]
     latency_ms: float
-    features: dict[str, float] = field(default_factory=dict)   # confidence features (threshold)
     extra: dict = field(default_factory=dict)
 
 
@@ -85,16 +83,6 @@ def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Se
             yield store, service
         finally:
             engine.dispose()
-
-
-def embed_queries(embedder, queries: Sequence[str], show: bool) -> None:
-    """Warm the embedding cache for `queries` in batches (per-query calls then hit the cache)."""
-    if embedder is None:
-        return
-    missing = [q for q in dict.fromkeys(queries) if not embedder.is_cached(q, "query")]
-    batches = [missing[i:i + EMBED_BATCH] for i in range(0, len(missing), EMBED_BATCH)]
-    for batch in progress(batches, "embedding queries", show and bool(batches)):
-        embedder.embed(batch, "query")
 
 
 def run_rerank_config(spec: ConfigSpec, service: SearchService, cases: Sequence[CaseRecord], depth: int,

@@ -26,14 +26,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 import diskcache
-import numpy as np
 
 from catalog.cli import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.splits import bucket, holdout_split
 from search.embeddings import build_embedder
-from search.fitting import (CVQuery, _design, attach_vectors, conditional_logit, cv_queries, ranking_metrics,
-                            rankings)
+from search.fitting import (CVQuery, attach_vectors, cv_queries, design_matrices, fit_standardised,
+                            ranking_metrics, rankings)
 from lexicon.rationale import build_lexicon
 from search.index import build_index
 from search.prefilter import SPARSE_SIGNALS, analyse_query, signal_values
@@ -77,14 +76,10 @@ def fit_pooled(pools: dict[str, list[CVQuery]], mode: str) -> Weights:
     zero = Weights(**{f.name: 0.0 for f in fields(Weights)})
     matrices, golds = [], []
     for queries in pools.values():
-        m, g = _design(queries, names, Weights(**{**asdict(zero), "lexical": 1.0, "embedding": 1.0}))
+        m, g = design_matrices(queries, names, Weights(**{**asdict(zero), "lexical": 1.0, "embedding": 1.0}))
         matrices += m
         golds += g
-    scale = np.vstack(matrices).std(axis=0)
-    scale = np.where(scale > 1e-9, scale, 1.0)
-    w = conditional_logit([X / scale for X in matrices], golds, np.zeros(len(names)), 1.0) / scale
-    fitted = dict(zip(names, w))
-    return Weights(**{f.name: round(float(fitted.get(f.name, 0.0)), 2) for f in fields(Weights)})
+    return fit_standardised(matrices, golds, names, zero, 1.0, digits=2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,7 +69,6 @@ def bm25_field(documents: Sequence[Sequence[str]], vocabulary: Mapping[str, int]
 class ExemplarMemory:
     texts: tuple[str, ...]             # exemplar texts, grouped by task (a case with 2 gold tasks appears twice)
     task_rows: np.ndarray              # (E,) task row of each exemplar, non-decreasing
-    from_case: np.ndarray              # (E,) True for a test-case query, False for a name or alias
     group_starts: np.ndarray           # start offset of each task's group (tasks with exemplars only)
     group_rows: np.ndarray             # the task row of each group
     lexical: sparse.csc_matrix         # (tasks x terms) BM25 over each task's name, aliases, help and case queries
@@ -116,7 +115,7 @@ class ExemplarMemory:
 def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
                     vocabulary: Mapping[str, int]) -> ExemplarMemory:
     row_of = {task.id: row for row, task in enumerate(tasks)}
-    per_task: list[list[tuple[str, bool]]] = [[(text, False) for text in task_exemplar_texts(t)] for t in tasks]
+    per_task: list[list[str]] = [task_exemplar_texts(t) for t in tasks]
     documents: list[list[str]] = [terms(" ".join([t.name, *t.aliases, t.help])) for t in tasks]
     case_counts = np.zeros(len(tasks), dtype=np.int32)
     oos: list[str] = []
@@ -129,20 +128,18 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
             row = row_of.get(task_id)
             if row is None:
                 continue
-            per_task[row].append((case.query, True))
+            per_task[row].append(case.query)
             documents[row].extend(query_terms)
             case_counts[row] += 1
-    texts, owners, from_case, starts, group_rows = [], [], [], [], []
+    texts, owners, starts, group_rows = [], [], [], []
     for row, exemplars in enumerate(per_task):
         if not exemplars:
             continue
         starts.append(len(texts))
         group_rows.append(row)
-        for text, is_case in exemplars:
-            texts.append(text)
-            owners.append(row)
-            from_case.append(is_case)
+        texts.extend(exemplars)
+        owners.extend([row] * len(exemplars))
     return ExemplarMemory(
-        texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64), from_case=np.asarray(from_case, dtype=bool),
+        texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64),
         group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),
         lexical=bm25_field(documents, vocabulary), oos_texts=tuple(dict.fromkeys(oos)), case_counts=case_counts)

@@ -143,7 +143,8 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
 
 # --- fusion weights ---------------------------------------------------------------------------
 
-def _design(queries: Sequence[CVQuery], names: Sequence[str], prior: Weights) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def design_matrices(queries: Sequence[CVQuery], names: Sequence[str], prior: Weights
+                    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per in-scope query, its (candidates x signals) matrix and gold mask; candidates are the
     gold tasks plus the CANDIDATES best by the prior weights (all tasks in a small catalog)."""
     matrices, golds = [], []
@@ -207,15 +208,22 @@ def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength:
         prior = Weights(**{f.name: (getattr(prior, f.name) if f.name in wanted else 0.0) for f in fields(Weights)})
     names = [n for n in wanted if queries and all(n in q.values for q in queries)]
     usable = list(queries) if names else []
-    matrices, golds = _design(usable, names, prior)
+    matrices, golds = design_matrices(usable, names, prior)
     if len(matrices) < 2:
         return prior
+    return fit_standardised(matrices, golds, names, prior, strength, digits=4)
+
+
+def fit_standardised(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray], names: Sequence[str],
+                     prior: Weights, strength: float, digits: int) -> Weights:
+    """The conditional logit on signals scaled to unit spread (so one penalty fits signals on
+    different scales, raw cosines and [0, 1] scores alike), returned in raw units and rounded."""
     scale = np.vstack(matrices).std(axis=0)
     scale = np.where(scale > 1e-9, scale, 1.0)
     prior_std = np.array([getattr(prior, n) for n in names]) * scale
     w_std = conditional_logit([X / scale for X in matrices], golds, prior_std, strength)
     fitted = dict(zip(names, (w_std / scale).tolist()))
-    return Weights(**{f.name: round(float(fitted.get(f.name, 0.0)), 4) for f in fields(Weights)})
+    return Weights(**{f.name: round(float(fitted.get(f.name, 0.0)), digits) for f in fields(Weights)})
 
 
 # --- evaluation of a parameter set on CV queries ------------------------------------------------

@@ -89,21 +89,13 @@ class SearchIndex:
             found = self._corrections[key] = compute()
         return found
 
-    def visible_mask(self, role: str | None, restrict: bool = True) -> np.ndarray:
-        """Tasks the caller may see; `restrict=False` (evaluation) sees every active task."""
-        return self._visible(role, restrict)[0]
-
     def visible(self, role: str | None, restrict: bool = True) -> tuple[np.ndarray, tuple[TaskRecord, ...]]:
-        """(rows, tasks) the caller may see, computed once per role and cached."""
-        _, rows, tasks = self._visible(role, restrict)
-        return rows, tasks
-
-    def _visible(self, role, restrict):
+        """(rows, tasks) the caller may see, computed once per role and cached; `restrict=False`
+        (evaluation) sees every active task."""
         key = (role, restrict)
         if key not in self._visibility:
-            mask = np.array([t.active and (not restrict or t.visible_to(role)) for t in self.tasks], dtype=bool)
-            rows = np.flatnonzero(mask)
-            self._visibility[key] = (mask, rows, tuple(self.tasks[r] for r in rows))
+            rows = np.flatnonzero([t.active and (not restrict or t.visible_to(role)) for t in self.tasks])
+            self._visibility[key] = (rows, tuple(self.tasks[r] for r in rows))
         return self._visibility[key]
 
     def with_vectors(self, vectors: np.ndarray | None, exemplar_vectors: np.ndarray | None = None,
