@@ -85,8 +85,7 @@ class ExemplarMemory:
     def with_vectors(self, vectors: np.ndarray | None, oos_vectors: np.ndarray | None) -> "ExemplarMemory":
         if vectors is None:
             return replace(self, vectors=None, centroids=None, oos_vectors=None)
-        owners = [[int(row)] for row in self.task_rows]
-        return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, owners, self.n_tasks),
+        return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, self.task_rows, self.n_tasks),
                        oos_vectors=oos_vectors)
 
     def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:

@@ -100,15 +100,15 @@ def group_max(values: np.ndarray, starts: np.ndarray, size: int, rows: np.ndarra
     return out
 
 
-def centroid_vectors(vectors: np.ndarray, owners: Sequence[Sequence[int]], n_tasks: int) -> np.ndarray:
+def centroid_vectors(vectors: np.ndarray, task_rows: np.ndarray, n_tasks: int) -> np.ndarray:
     """Per task, the L2-normalised mean of its exemplar vectors: the Rocchio (1971) / nearest-
     centroid prototype, c_t = sum_{e in E_t} v_e / ||sum_{e in E_t} v_e||. Its cosine to the query
-    pools all of a task's phrasings: robust where one exemplar alone is noisy."""
+    pools all of a task's phrasings: robust where one exemplar alone is noisy. `task_rows[i]` is
+    the task of exemplar i; a task without exemplars gets a zero vector."""
     dim = vectors.shape[1] if vectors.ndim == 2 and vectors.size else 0
     sums = np.zeros((n_tasks, dim), dtype=np.float32)
-    for vector, rows in zip(vectors, owners):
-        for row in rows:
-            sums[row] += vector
+    if dim:
+        np.add.at(sums, task_rows, vectors)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     return (sums / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
