@@ -11,7 +11,7 @@ PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
 # prometheus_client's multiprocess directory (wiped at each start); override to move it.
 PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/instance/prometheus-multiproc
 
-.PHONY: run serve-prod test setup setup-dev llm serve-llm clean
+.PHONY: run serve-prod test setup setup-dev llm browser serve-llm clean
 
 run: setup
 	$(PY) app.py load-demo
@@ -21,7 +21,7 @@ serve-prod: setup
 	$(PY) app.py db upgrade
 	PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(VENV)/bin/gunicorn -c ops/gunicorn.conf.py
 
-test: setup-dev llm
+test: setup-dev llm browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 setup: $(VENV)/.runtime
@@ -45,6 +45,15 @@ $(VENV)/.llm: requirements-llm.txt ops/install_llm.sh $(VENV)/.runtime
 	$(PIP) install -r requirements-llm.txt
 	bash ops/install_llm.sh $(VENV)
 	touch $@
+
+# Browser tests drive Debian's Chromium (never a downloaded one); promtool (Debian's prometheus
+# package) checks the alert rules. Installed here when missing and we may (root); otherwise the
+# tests that need them say so and skip.
+browser:
+	@command -v chromium >/dev/null && command -v promtool >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && { apt-get install -y -q chromium prometheus >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium prometheus >/dev/null; }; } || \
+	    echo "note: install Debian's chromium and prometheus packages to run the browser and promtool tests"; }
 
 serve-llm: llm
 	$(PY) app.py llm serve

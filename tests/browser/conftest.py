@@ -1,0 +1,86 @@
+"""Browser-test fixtures: a real HTTP server (waitress, in a thread) and Debian's Chromium driven
+by Playwright for Python. No browser is downloaded: Playwright launches /usr/bin/chromium (the
+Debian package `make test` installs; override with CHROMIUM_PATH).
+
+    live_server(app) -> base URL    serves `app` on a free loopback port until the test ends
+    page                            a fresh browser page (its own context: no shared cookies)
+
+Screenshots the README shows are written under docs/ by the tests themselves (`screenshot`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-extensions", "--no-first-run"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium package")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def live_server():
+    """Call with a Flask app; returns its base URL. Each server stops when the test ends."""
+    from waitress.server import create_server
+
+    servers = []
+
+    def serve(app) -> str:
+        port = _free_port()
+        server = create_server(app, host="127.0.0.1", port=port, threads=8)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        servers.append(server)
+        return f"http://127.0.0.1:{port}"
+
+    yield serve
+    for server in servers:
+        server.close()
+
+
+def screenshot(page, name: str, **options) -> Path:
+    """Save a small PNG under docs/ for the README (viewport only unless told otherwise)."""
+    DOCS.mkdir(exist_ok=True)
+    path = DOCS / name
+    page.screenshot(path=str(path), **options)
+    return path
