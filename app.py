@@ -19,7 +19,7 @@ import diskcache
 from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
 
-from admin import init_admin
+from admin import audit, init_admin
 from admin.accounts import AccountStore
 from admin.cli import COMMANDS as ADMIN_COMMANDS
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings.cache_dir.mkdir(parents=True, exist_ok=True)
 
     engine = make_engine(settings.database)
-    store = CatalogStore(engine)
+    store = CatalogStore(engine, audit=audit.record)  # every published change writes its audit entry
     metrics = Metrics(multiprocess_dir=settings.prometheus_multiproc_dir)
     cache = diskcache.Cache(str(settings.cache_dir))
     reranker = Reranker(settings, cache, breaker=metered_breaker(settings, metrics, "llm")) \

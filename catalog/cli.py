@@ -7,6 +7,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 
+from admin.audit import cli_actor
 from catalog import db
 from catalog.formats import ImportRejected, load_cases_file, load_tasks_file, write_catalog, write_jsonl
 from catalog.store import StoreConflict
@@ -31,7 +32,8 @@ def _fail_on(exc: Exception):
 def import_catalog(path: Path, replace: bool):
     """Import tasks from JSON Lines or CSV (all-or-nothing)."""
     try:
-        report = _store().import_tasks(load_tasks_file(path), replace=replace)
+        report = _store().import_tasks(load_tasks_file(path), replace=replace, actor=cli_actor(),
+                                       message=f"import-catalog {path.name}")
     except (ImportRejected, StoreConflict) as exc:
         _fail_on(exc)
     click.echo(f"{path}: {report}")
@@ -46,7 +48,8 @@ def import_cases(path: Path, replace: bool):
     store = _store()
     try:
         known = {t.id for t in store.tasks(include_inactive=True)}
-        report = store.import_cases(load_cases_file(path, known), replace=replace)
+        report = store.import_cases(load_cases_file(path, known), replace=replace, actor=cli_actor(),
+                                    message=f"import-cases {path.name}")
     except ImportRejected as exc:
         _fail_on(exc)
     click.echo(f"{path}: {report}")
@@ -98,8 +101,9 @@ def load_demo(force: bool):
         click.echo("catalog already loaded; use --force to re-import the demo data")
         return
     tasks = load_tasks_file(DEMO_CATALOG)
-    click.echo(f"catalog: {store.import_tasks(tasks)}")
-    click.echo(f"test cases: {store.import_cases(load_cases_file(DEMO_CASES, {t.id for t in tasks}))}")
+    click.echo(f"catalog: {store.import_tasks(tasks, actor=cli_actor(), message='demo catalog')}")
+    cases = load_cases_file(DEMO_CASES, {t.id for t in tasks})
+    click.echo(f"test cases: {store.import_cases(cases, actor=cli_actor(), message='demo test cases')}")
 
 
 COMMANDS = (import_catalog, import_cases, export_catalog, export_cases, db_group, load_demo)

@@ -78,3 +78,21 @@ class RankerFit(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
     params: Mapped[dict] = mapped_column(JSON, nullable=False)
     report: Mapped[dict] = mapped_column(JSON, nullable=False)
+
+
+class CatalogVersion(Base):
+    """One published change of the catalog and its test cases (and so of the lexicon, which is
+    derived from the cases): who, when, what kind, and the per-record changeset
+    `[{"kind": "task"|"case", "key": ..., "before": {...}|null, "after": {...}|null}]`.
+    Written in the same transaction as the change (catalog.versions explains the design)."""
+
+    __tablename__ = "catalog_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False, index=True)
+    actor: Mapped[str] = mapped_column(String(128), nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    message: Mapped[str] = mapped_column(String(500), nullable=False, default="")
+    store_revision: Mapped[int] = mapped_column(Integer, nullable=False)
+    rollback_of: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    changes: Mapped[list] = mapped_column(JSON, nullable=False)

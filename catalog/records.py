@@ -1,7 +1,7 @@
 """Plain, immutable records that flow from the store into the (pure) search pipeline."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Collection
 
 
@@ -15,6 +15,9 @@ class TaskRecord:
     url: str | None = None
     roles: tuple[str, ...] = ()
     active: bool = True
+    # The optimistic-locking counter of the stored row (None when not read from the store). Not
+    # part of equality: two records with the same content are the same task.
+    version: int | None = field(default=None, compare=False)
 
     def visible_to(self, roles: str | Collection[str] | None) -> bool:
         """Unrestricted tasks (no roles) are visible to everyone; others only to callers sharing

@@ -2,23 +2,34 @@
 
 Writes run in one transaction each and bump the store revision in that same transaction, so
 an import is all-or-nothing and a search index can ask "has anything changed?" with one read.
+Every write to tasks or test cases is a published change: it records a catalog version (its
+per-record changeset, catalog.versions) and an audit entry in that same transaction, and takes
+the actor (`user:NAME`, `cli:NAME`) and an optional message. Edits name the record version they
+were based on; a stale one raises StaleEdit (carrying the record as it is now), never overwrites.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Callable
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
-from catalog.models import RankerFit, StoreRevision, Task, TestCase
+from catalog.models import CatalogVersion, RankerFit, StoreRevision, Task, TestCase
 from catalog.records import CaseRecord, TaskRecord
+from catalog.versions import (CASE, TASK, Change, VersionRecord, case_from, case_snapshot, content, diff,
+                              last_versions, records_of, state_at, state_of, task_from, task_snapshot)
 
 REVISION_ROW = "catalog"
+SYSTEM_ACTOR = "system"
+# (session, actor, action, target, before, after): admin.audit.record, injected by the app so that
+# the catalog does not depend on the admin package; it writes in the caller's transaction.
+AuditSink = Callable[[Session, str, str, str, dict | None, dict | None], None]
 
 
 @dataclass(frozen=True)
@@ -35,8 +46,18 @@ class StoreConflict(Exception):
     """An edit was based on a stale version of a record, or would break a reference."""
 
 
+class StaleEdit(StoreConflict):
+    """The edit was based on an older version of the record; `current` is the record as it is
+    now (None if it was deleted meanwhile), for a conflict page or a 409 answer."""
+
+    def __init__(self, message: str, current: TaskRecord | CaseRecord | None):
+        super().__init__(message)
+        self.current = current
+
+
 class NotFound(KeyError):
-    pass
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
 
 
 class StoreNotMigrated(RuntimeError):
@@ -46,7 +67,7 @@ class StoreNotMigrated(RuntimeError):
 def _task_record(row: Task) -> TaskRecord:
     return TaskRecord(id=row.id, name=row.name, help=row.help or "", category=row.category,
                       aliases=tuple(row.aliases or ()), url=row.url, roles=tuple(row.roles or ()),
-                      active=row.active)
+                      active=row.active, version=row.version)
 
 
 def _fit_record(row: RankerFit) -> FitRecord:
@@ -59,8 +80,9 @@ def _case_record(row: TestCase) -> CaseRecord:
 
 
 class CatalogStore:
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, audit: AuditSink | None = None):
         self.engine = engine
+        self.audit = audit
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     # -- reads ---------------------------------------------------------------------------
@@ -100,6 +122,20 @@ class CatalogStore:
         with self._sessions() as session:
             row = session.scalars(select(RankerFit).order_by(RankerFit.id.desc()).limit(1)).first()
             return None if row is None else _fit_record(row)
+
+    def fit_for_digest(self, digest: str) -> FitRecord | None:
+        """The newest fit made on exactly this data (search.fitting.cases_digest), or None: after
+        a rollback the catalog ranks again with the fit it had then, not a newer one."""
+        with self._sessions() as session:
+            row = session.scalars(select(RankerFit).where(RankerFit.cases_digest == digest)
+                                  .order_by(RankerFit.id.desc()).limit(1)).first()
+            return None if row is None else _fit_record(row)
+
+    def cases_naming_retired(self) -> dict[int, tuple[str, ...]]:
+        """{case id: the retired task ids its gold names}: such cases are flagged in the admin,
+        never silently orphaned (the search index and the fit skip the retired gold)."""
+        retired = {t.id for t in self.tasks(include_inactive=True) if not t.active}
+        return {c.id: tuple(g for g in c.gold if g in retired) for c in self.cases() if retired & set(c.gold)}
 
     def fits(self, limit: int = 20) -> list[FitRecord]:
         with self._sessions() as session:
@@ -161,85 +197,291 @@ class CatalogStore:
                 f"the store revision row {REVISION_ROW!r} is missing: migrate the database with "
                 f"`python app.py db upgrade` (migration 0002 seeds it); nothing was written")
 
-    def import_tasks(self, tasks: list[TaskRecord], replace: bool = False) -> dict:
-        """Upsert `tasks` by id. With `replace`, tasks absent from the list are deleted, unless a
-        test case still names one (then nothing is written and StoreConflict says which)."""
+
+    # -- published changes: every one a catalog version (catalog.versions) --------------------
+    def _begin_publish(self, session: Session) -> None:
+        """Start a publishing transaction by moving the revision on: that UPDATE takes the
+        revision row's lock (PostgreSQL) or the database's write lock (SQLite) until commit, so
+        publishes are serialised: every check below reads committed, current rows, and version
+        ids follow commit order (which reconstructing an earlier state relies on)."""
+        self._bump(session)
+
+    def _write(self, session: Session, targets: list[tuple[str, str | None, dict | None]],
+               recreate_versions: dict | None = None) -> list[Change]:
+        """Bring records to `targets` (kind, key or None for a new case, content or None to
+        delete) and return the changes actually made. Rows are deleted first, and test cases
+        whose query changes pass through a placeholder, so that a set of changes that swaps two
+        queries (a rollback can) never trips the unique index halfway."""
+        recreate_versions = recreate_versions or {}
+        model = {TASK: Task, CASE: TestCase}
+        rows, befores = {}, {}
+        for kind, key, _ in targets:
+            if key is not None:
+                row = session.get(model[kind], key if kind == TASK else int(key))
+                rows[(kind, key)] = row
+                befores[(kind, key)] = None if row is None else _snapshot(kind, row)
+        wanted = {(kind, key): target for kind, key, target in targets if key is not None}
+        for key, row in rows.items():
+            if row is not None and wanted[key] is None:
+                session.delete(row)
+        session.flush()
+        # A case may take the query another case is leaving (a rollback can swap two): the one
+        # leaving goes through a placeholder first, so the unique index never sees both at once.
+        claimed = {target["query"]: key for key, target in wanted.items() if key[0] == CASE and target}
+        for key, row in rows.items():
+            if key[0] == CASE and row is not None and wanted[key] and claimed.get(row.query, key) != key:
+                row.query = f"\x00renaming:{key[1]}"
+        session.flush()
+        created = []
+        for kind, key, target in targets:
+            if target is None:
+                continue
+            row = rows.get((kind, key))
+            if row is None:
+                row = Task(id=key) if kind == TASK else TestCase(id=None if key is None else int(key))
+                session.add(row)
+                created.append((kind, key, row))
+            _assign(kind, row, target)
+        session.flush()
+        for kind, key, row in created:
+            if (kind, key) in recreate_versions:  # the ORM inserts version 1 whatever it is given
+                counter = recreate_versions[(kind, key)]
+                session.execute(update(type(row)).where(type(row).id == row.id).values(version=counter))
+                set_committed_value(row, "version", counter)
+        changes = []
+        for kind, key, target in targets:
+            row = rows.get((kind, key))
+            if key is None or row is None:
+                continue
+            after = None if target is None else _snapshot(kind, row)
+            changes.append(Change(kind, key, befores[(kind, key)], after))
+        for kind, key, row in created:
+            changes.append(Change(kind, str(row.id), befores.get((kind, key)), _snapshot(kind, row)))
+        return [c for c in changes if content(c.kind, c.before) != content(c.kind, c.after)]
+
+    def _publish(self, session: Session, kind: str, changes: list[Change], actor: str, message: str,
+                 rollback_of: int | None = None) -> int | None:
+        """Record `changes` as a new catalog version, with its audit entry, in the caller's
+        transaction; nothing when nothing changed. Returns the version id."""
+        if not changes:
+            return None
+        revision = session.scalar(select(StoreRevision.revision).where(StoreRevision.name == REVISION_ROW))
+        row = CatalogVersion(actor=actor[:128], kind=kind[:32], message=message[:500], store_revision=revision,
+                             rollback_of=rollback_of, changes=[c.as_dict() for c in changes])
+        session.add(row)
+        session.flush()
+        if self.audit is not None:
+            target = f"{changes[0].kind}:{changes[0].key}" if len(changes) == 1 else "catalog"
+            self.audit(session, actor, f"catalog.{kind}", target,
+                       {"records": {f"{c.kind}:{c.key}": c.before for c in changes}},
+                       {"version": row.id, "message": message,
+                        "records": {f"{c.kind}:{c.key}": c.after for c in changes}})
+        return row.id
+
+    def import_tasks(self, tasks: list[TaskRecord], replace: bool = False, actor: str = SYSTEM_ACTOR,
+                     message: str = "") -> dict:
+        """Upsert `tasks` by id, as one version. With `replace`, tasks absent from the list are
+        deleted, unless a test case still names one (then nothing is written and StoreConflict
+        says which)."""
         incoming = {t.id: t for t in tasks}
         with self._sessions.begin() as session:
-            existing = {row.id: row for row in session.scalars(select(Task))}
+            self._begin_publish(session)
+            existing = {row.id: _task_record(row) for row in session.scalars(select(Task))}
             removed = set(existing) - set(incoming) if replace else set()
             if removed:
                 referencing = [c for c in session.scalars(select(TestCase)) if removed & set(c.gold)]
                 if referencing:
                     names = ", ".join(sorted(removed & {g for c in referencing for g in c.gold}))
                     raise StoreConflict(f"cannot remove task(s) still named by test cases: {names}")
-                session.execute(delete(Task).where(Task.id.in_(removed)))
-            created = updated = 0
-            for task in tasks:
-                row = existing.get(task.id)
-                if row is None:
-                    session.add(Task(id=task.id, name=task.name, help=task.help, category=task.category,
-                                     aliases=list(task.aliases), url=task.url, roles=list(task.roles),
-                                     active=task.active))
-                    created += 1
-                elif _task_record(row) != task:
-                    row.name, row.help, row.category = task.name, task.help, task.category
-                    row.aliases, row.url, row.roles, row.active = list(task.aliases), task.url, list(task.roles), task.active
-                    updated += 1
-            self._bump(session)
+            targets = [(TASK, task_id, None) for task_id in sorted(removed)]
+            targets += [(TASK, t.id, content(TASK, task_snapshot(t))) for t in tasks
+                        if t.id not in existing or existing[t.id] != t]
+            created = sum(t.id not in existing for t in tasks)
+            updated = len(targets) - len(removed) - created
+            self._publish(session, "import.tasks", self._write(session, targets), actor,
+                          message or f"import of {len(tasks)} task(s)" + (" (replace)" if replace else ""))
         return {"created": created, "updated": updated, "removed": len(removed),
                 "unchanged": len(tasks) - created - updated}
 
-    def import_cases(self, cases: list[CaseRecord], replace: bool = False) -> dict:
-        """Upsert test cases keyed by their query text; with `replace`, drop all others."""
+    def import_cases(self, cases: list[CaseRecord], replace: bool = False, actor: str = SYSTEM_ACTOR,
+                     message: str = "") -> dict:
+        """Upsert test cases keyed by their query text, as one version; with `replace`, drop all others."""
         with self._sessions.begin() as session:
-            if replace:
-                session.execute(delete(TestCase).where(TestCase.query.not_in([c.query for c in cases])))
-            existing = {row.query: row for row in session.scalars(select(TestCase))}
+            self._begin_publish(session)
+            existing = {row.query: _case_record(row) for row in session.scalars(select(TestCase))}
+            incoming = {c.query for c in cases}
+            targets = [(CASE, str(c.id), None) for q, c in existing.items() if replace and q not in incoming]
             created = updated = 0
             for case in cases:
-                row = existing.get(case.query)
-                if row is None:
-                    session.add(TestCase(query=case.query, gold=list(case.gold), rationale=case.rationale,
-                                         category=case.category))
+                now = existing.get(case.query)
+                wanted = content(CASE, case_snapshot(case))
+                if now is None:
+                    targets.append((CASE, None, wanted))
                     created += 1
-                elif (tuple(row.gold), row.rationale, row.category) != (case.gold, case.rationale, case.category):
-                    row.gold, row.rationale, row.category = list(case.gold), case.rationale, case.category
+                elif content(CASE, case_snapshot(now)) != wanted:
+                    targets.append((CASE, str(now.id), wanted))
                     updated += 1
-            self._bump(session)
+            self._publish(session, "import.cases", self._write(session, targets), actor,
+                          message or f"import of {len(cases)} test case(s)" + (" (replace)" if replace else ""))
         return {"created": created, "updated": updated, "unchanged": len(cases) - created - updated}
 
-    def add_case(self, case: CaseRecord) -> CaseRecord:
+    def add_case(self, case: CaseRecord, actor: str = SYSTEM_ACTOR, message: str = "") -> CaseRecord:
         with self._sessions.begin() as session:
-            if session.scalar(select(TestCase.id).where(TestCase.query == case.query)) is not None:
-                raise StoreConflict(f"a test case with query {case.query!r} already exists")
-            row = TestCase(query=case.query, gold=list(case.gold), rationale=case.rationale, category=case.category)
-            session.add(row)
-            self._bump(session)
-        return _case_record(row)
+            self._begin_publish(session)
+            self._check_query_free(session, case.query, None)
+            changes = self._write(session, [(CASE, None, content(CASE, case_snapshot(case)))])
+            self._publish(session, "case.create", changes, actor, message or f"new test case {case.query!r}")
+            return case_from(changes[0].key, changes[0].after)
 
-    def update_case(self, case_id: int, expected_version: int, case: CaseRecord) -> CaseRecord:
-        """Replace a test case's fields if nobody changed it since `expected_version`."""
+    def update_case(self, case_id: int, expected_version: int, case: CaseRecord, actor: str = SYSTEM_ACTOR,
+                    message: str = "") -> CaseRecord:
+        """Replace a test case's fields if nobody changed it since `expected_version` (else
+        StaleEdit, carrying the case as it is now)."""
         try:
             with self._sessions.begin() as session:
-                row = session.get(TestCase, case_id)
-                if row is None:
-                    raise NotFound(f"test case {case_id} not found")
-                if row.version != expected_version:
-                    raise StoreConflict(f"test case {case_id} is at version {row.version}, "
-                                        f"not {expected_version}: reload and retry")
-                row.query, row.gold, row.rationale, row.category = case.query, list(case.gold), case.rationale, case.category
-                self._bump(session)
+                self._begin_publish(session)
+                current = self._current_case(session, case_id, expected_version)
+                self._check_query_free(session, case.query, case_id)
+                changes = self._write(session, [(CASE, str(case_id), content(CASE, case_snapshot(case)))])
+                self._publish(session, "case.update", changes, actor, message or f"test case {case.query!r} edited")
+                return case_from(str(case_id), changes[0].after) if changes else current
         except StaleDataError as exc:
-            raise StoreConflict(f"test case {case_id} changed concurrently: reload and retry") from exc
+            raise StaleEdit(f"test case {case_id} changed concurrently: reload and retry",
+                            self._maybe(self.case, case_id)) from exc
+
+    def delete_case(self, case_id: int, expected_version: int, actor: str = SYSTEM_ACTOR, message: str = "") -> None:
+        with self._sessions.begin() as session:
+            self._begin_publish(session)
+            current = self._current_case(session, case_id, expected_version)
+            changes = self._write(session, [(CASE, str(case_id), None)])
+            self._publish(session, "case.delete", changes, actor, message or f"test case {current.query!r} deleted")
+
+    def add_task(self, task: TaskRecord, actor: str = SYSTEM_ACTOR, message: str = "") -> TaskRecord:
+        with self._sessions.begin() as session:
+            self._begin_publish(session)
+            if session.get(Task, task.id) is not None:
+                raise StoreConflict(f"a task with id {task.id!r} already exists")
+            changes = self._write(session, [(TASK, task.id, content(TASK, task_snapshot(task)))])
+            self._publish(session, "task.create", changes, actor, message or f"new task {task.id}")
+            return task_from(task.id, changes[0].after)
+
+    def update_task(self, task_id: str, expected_version: int, task: TaskRecord, actor: str = SYSTEM_ACTOR,
+                    message: str = "", kind: str = "task.update") -> TaskRecord:
+        """Replace a task's fields (its id stays) if nobody changed it since `expected_version`."""
+        try:
+            with self._sessions.begin() as session:
+                self._begin_publish(session)
+                row = session.get(Task, task_id)
+                if row is None:
+                    raise NotFound(f"task {task_id} not found")
+                if row.version != expected_version:
+                    raise StaleEdit(f"task {task_id} is at version {row.version}, not {expected_version}: "
+                                    f"somebody else changed it", _task_record(row))
+                wanted = content(TASK, task_snapshot(replace(task, id=task_id)))
+                changes = self._write(session, [(TASK, task_id, wanted)])
+                self._publish(session, kind, changes, actor, message or f"task {task_id} edited")
+                return task_from(task_id, changes[0].after) if changes else _task_record(row)
+        except StaleDataError as exc:
+            raise StaleEdit(f"task {task_id} changed concurrently: reload and retry",
+                            self._maybe(self.task, task_id)) from exc
+
+    def set_task_active(self, task_id: str, expected_version: int, active: bool, actor: str = SYSTEM_ACTOR,
+                        message: str = "") -> TaskRecord:
+        """Retire (active=False) or reinstate a task. A retired task leaves the search index;
+        test cases naming it stay, and are flagged (CatalogStore.cases_naming_retired)."""
+        current = self.task(task_id)
+        verb = "reinstated" if active else "retired"
+        return self.update_task(task_id, expected_version, replace(current, active=active), actor,
+                                message or f"task {task_id} {verb}", kind="task.reinstate" if active else "task.retire")
+
+    # -- versions ----------------------------------------------------------------------------
+    def versions(self, limit: int = 50, offset: int = 0) -> list[VersionRecord]:
+        """Newest first."""
+        with self._sessions() as session:
+            rows = session.scalars(select(CatalogVersion).order_by(CatalogVersion.id.desc())
+                                   .offset(offset).limit(limit))
+            return [_version_record(row) for row in rows]
+
+    def version_count(self) -> int:
+        with self._sessions() as session:
+            return session.scalar(select(func.count(CatalogVersion.id))) or 0
+
+    def version(self, version_id: int) -> VersionRecord:
+        with self._sessions() as session:
+            row = session.get(CatalogVersion, version_id)
+            if row is None:
+                raise NotFound(f"version {version_id} not found")
+            return _version_record(row)
+
+    def state_at(self, version_id: int) -> tuple[list[TaskRecord], list[CaseRecord]]:
+        """Every task (retired ones included) and test case as they were right after version
+        `version_id` was published."""
+        with self._sessions() as session:
+            if session.get(CatalogVersion, version_id) is None:
+                raise NotFound(f"version {version_id} not found")
+            return records_of(self._state_at(session, version_id)[0])
+
+    def _state_at(self, session: Session, version_id: int) -> tuple[dict, list[VersionRecord]]:
+        current = state_of((_task_record(r) for r in session.scalars(select(Task))),
+                           (_case_record(r) for r in session.scalars(select(TestCase))))
+        later = [_version_record(r) for r in
+                 session.scalars(select(CatalogVersion).where(CatalogVersion.id > version_id))]
+        return state_at(current, later), later
+
+    def rollback(self, version_id: int, actor: str = SYSTEM_ACTOR, message: str = "") -> int | None:
+        """Publish, as a new version, the changes that bring every task and test case back to
+        their content right after version `version_id`. Returns the new version's id (None when
+        the catalog is already in that state)."""
+        with self._sessions.begin() as session:
+            self._begin_publish(session)
+            if session.get(CatalogVersion, version_id) is None:
+                raise NotFound(f"version {version_id} not found")
+            current = state_of((_task_record(r) for r in session.scalars(select(Task))),
+                               (_case_record(r) for r in session.scalars(select(TestCase))))
+            target, later = self._state_at(session, version_id)
+            counters = {key: value + 1 for key, value in last_versions(later).items() if key not in current}
+            changes = self._write(session, diff(current, target), recreate_versions=counters)
+            return self._publish(session, "rollback", changes, actor,
+                                 message or f"rollback to version {version_id}", rollback_of=version_id)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _current_case(self, session: Session, case_id: int, expected_version: int) -> CaseRecord:
+        row = session.get(TestCase, case_id)
+        if row is None:
+            raise NotFound(f"test case {case_id} not found")
+        if row.version != expected_version:
+            raise StaleEdit(f"test case {case_id} is at version {row.version}, not {expected_version}: "
+                            f"somebody else changed it", _case_record(row))
         return _case_record(row)
 
-    def delete_case(self, case_id: int, expected_version: int) -> None:
-        with self._sessions.begin() as session:
-            row = session.get(TestCase, case_id)
-            if row is None:
-                raise NotFound(f"test case {case_id} not found")
-            if row.version != expected_version:
-                raise StoreConflict(f"test case {case_id} is at version {row.version}, not {expected_version}")
-            session.delete(row)
-            self._bump(session)
+    @staticmethod
+    def _check_query_free(session: Session, query: str, case_id: int | None) -> None:
+        other = session.scalar(select(TestCase.id).where(TestCase.query == query))
+        if other is not None and other != case_id:
+            raise StoreConflict(f"another test case (#{other}) already has the query {query!r}")
+
+    @staticmethod
+    def _maybe(read, key):
+        try:
+            return read(key)
+        except NotFound:
+            return None
+
+
+def _snapshot(kind: str, row) -> dict:
+    return task_snapshot(_task_record(row)) if kind == TASK else case_snapshot(_case_record(row))
+
+
+def _assign(kind: str, row, target: dict) -> None:
+    if kind == TASK:
+        row.name, row.help, row.category = target["name"], target["help"] or "", target["category"]
+        row.aliases, row.url, row.roles = list(target["aliases"] or ()), target["url"], list(target["roles"] or ())
+        row.active = bool(target["active"])
+    else:
+        row.query, row.gold, row.rationale = target["query"], list(target["gold"] or ()), target["rationale"] or ""
+        row.category = target["category"]
+
+
+def _version_record(row: CatalogVersion) -> VersionRecord:
+    return VersionRecord(row.id, row.at, row.actor, row.kind, row.message, row.store_revision, row.rollback_of,
+                         tuple(Change.from_dict(c) for c in row.changes))

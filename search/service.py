@@ -43,6 +43,7 @@ class CatalogSource(Protocol):
     def tasks(self) -> list[TaskRecord]: ...
     def cases(self) -> list[CaseRecord]: ...
     def latest_fit(self): ...
+    def fit_for_digest(self, digest: str): ...
     def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int: ...
 
 
@@ -159,14 +160,19 @@ class SearchService:
         return live
 
     def _params(self, digest: str) -> tuple[RankerParams, bool]:
-        """The newest stored fit (even one made on slightly older cases beats the defaults),
-        or the shipped defaults; and whether a (re)fit is due."""
+        """The newest stored fit made on exactly this data (so that a rollback ranks again with
+        the fit it had, and gives the very same answers), else the newest fit (one made on
+        slightly older cases beats the defaults), else the shipped defaults; and whether a
+        (re)fit is due (no fit was made on this data)."""
         if not self.settings.ranker_fit:
             return self.defaults, False
+        fit = self.source.fit_for_digest(digest)
+        if fit is not None:
+            return RankerParams.from_dict(fit.params, "fit", fit.id), False
         fit = self.source.latest_fit()
         if fit is None:
             return self.defaults, True
-        return RankerParams.from_dict(fit.params, "fit", fit.id), fit.cases_digest != digest
+        return RankerParams.from_dict(fit.params, "fit", fit.id), True
 
     def _attach_vectors(self, live: LiveIndex) -> LiveIndex:
         """Embed every task and exemplar (cached per text); without an answer, serve without
@@ -202,8 +208,8 @@ class SearchService:
         """Fit on the store's current tasks and cases and save the result; returns the report."""
         live = live or self.live()
         tasks, cases = list(live.index.tasks), list(live.cases)
-        latest = self.source.latest_fit()
-        if latest is not None and latest.cases_digest == live.digest:
+        latest = self.source.fit_for_digest(live.digest)
+        if latest is not None:
             return {"status": "up to date", "fit_id": latest.id}
         lease = getattr(self.source, "acquire_lease", None)
         if lease is not None and not lease(FIT_LEASE, FIT_LEASE_S):

@@ -204,6 +204,9 @@ class ListSource:
     def latest_fit(self):
         return self.fits[-1] if self.fits else None
 
+    def fit_for_digest(self, digest):
+        return next((f for f in reversed(self.fits) if f.cases_digest == digest), None)
+
     def save_fit(self, fitted_on_revision, digest, params, report):
         from types import SimpleNamespace
 

@@ -36,6 +36,9 @@ class MemorySource:
     def latest_fit(self):
         return None
 
+    def fit_for_digest(self, digest):
+        return None
+
     def add(self, task):
         self._tasks.append(task)
         self._revision += 1

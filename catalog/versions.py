@@ -1,0 +1,195 @@
+"""Catalog/lexicon versions: the pure half (snapshots, changesets, reconstruction, diffs).
+
+Every published change (a page or JSON API edit, an import from the page or the CLI, a
+rollback) is one row of `catalog_versions`, written by CatalogStore in the same transaction as
+the change. A row holds a **changeset**, not a snapshot: for each record it touched,
+`{"kind": "task"|"case", "key": <task id | case id as text>, "before": {...}|None, "after": {...}|None}`
+(None: the record did not exist on that side).
+
+Why changesets rather than full snapshots: an edit of one test case stores one small change
+instead of 200 tasks and 258 cases, the history page can show exactly what each version did
+without diffing two snapshots, and the audit entry of a version is the same before/after. The
+state at version N is reconstructed from the current state by undoing, newest first, every
+version published after N (`state_at`). That is exact because no write bypasses the store and
+every store write records its changeset in its own transaction, serialised by the store's
+revision row lock, so version ids follow the order in which changes were committed.
+
+A rollback to N publishes the diff current -> state at N as a new version (kind "rollback"):
+history only grows, and a rollback can itself be rolled back. The lexicon (term -> task links,
+pins) is derived from the test cases, so versioning the cases versions the lexicon.
+
+Record versions (the optimistic-locking counters) travel in the snapshots but are not part of
+a record's content: a rollback restores content, while the counters only move forward, so an
+editor holding a page from before the rollback still gets a conflict, never a silent overwrite.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Mapping, Sequence
+
+from catalog.records import CaseRecord, TaskRecord
+
+TASK, CASE = "task", "case"
+TASK_FIELDS = ("name", "help", "category", "aliases", "url", "roles", "active")
+CASE_FIELDS = ("query", "gold", "rationale", "category")
+FIELDS = {TASK: TASK_FIELDS, CASE: CASE_FIELDS}
+
+Key = tuple[str, str]                 # (kind, key)
+Snapshot = dict                       # content fields, plus "version"
+State = dict[Key, Snapshot]
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    key: str
+    before: Snapshot | None
+    after: Snapshot | None
+
+    @property
+    def action(self) -> str:
+        if self.before is None:
+            return "created"
+        if self.after is None:
+            return "deleted"
+        return "updated"
+
+    @property
+    def label(self) -> str:
+        """What the change is about, for people: the task id, or the test case's query."""
+        side = self.after or self.before or {}
+        return side.get("query", self.key) if self.kind == CASE else self.key
+
+    def fields(self) -> list[tuple[str, object, object]]:
+        """(field, before, after) of every content field that differs."""
+        before, after = self.before or {}, self.after or {}
+        return [(f, before.get(f), after.get(f)) for f in FIELDS[self.kind]
+                if before.get(f) != after.get(f)]
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "key": self.key, "before": self.before, "after": self.after}
+
+    @classmethod
+    def from_dict(cls, row: Mapping) -> "Change":
+        return cls(row["kind"], str(row["key"]), row.get("before"), row.get("after"))
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    id: int
+    at: datetime
+    actor: str
+    kind: str
+    message: str
+    store_revision: int
+    rollback_of: int | None
+    changes: tuple[Change, ...]
+
+    def summary(self) -> dict:
+        counts = {"task": 0, "case": 0}
+        for change in self.changes:
+            counts[change.kind] += 1
+        return counts
+
+    def as_dict(self, with_changes: bool = True) -> dict:
+        row = {"id": self.id, "at": self.at.isoformat(), "actor": self.actor, "kind": self.kind,
+               "message": self.message, "store_revision": self.store_revision, "rollback_of": self.rollback_of,
+               "counts": self.summary()}
+        if with_changes:
+            row["changes"] = [c.as_dict() for c in self.changes]
+        return row
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+def task_snapshot(task: TaskRecord) -> Snapshot:
+    return {"name": task.name, "help": task.help, "category": task.category, "aliases": list(task.aliases),
+            "url": task.url, "roles": list(task.roles), "active": bool(task.active), "version": task.version}
+
+
+def case_snapshot(case: CaseRecord) -> Snapshot:
+    return {"query": case.query, "gold": list(case.gold), "rationale": case.rationale,
+            "category": case.category, "version": case.version}
+
+
+def content(kind: str, snapshot: Snapshot | None) -> dict | None:
+    """The snapshot without its optimistic-locking version (what a rollback restores)."""
+    if snapshot is None:
+        return None
+    return {f: snapshot.get(f) for f in FIELDS[kind]}
+
+
+def task_from(key: str, snapshot: Snapshot) -> TaskRecord:
+    return TaskRecord(id=key, name=snapshot["name"], help=snapshot.get("help") or "",
+                      category=snapshot.get("category"), aliases=tuple(snapshot.get("aliases") or ()),
+                      url=snapshot.get("url"), roles=tuple(snapshot.get("roles") or ()),
+                      active=bool(snapshot.get("active", True)), version=snapshot.get("version"))
+
+
+def case_from(key: str, snapshot: Snapshot) -> CaseRecord:
+    return CaseRecord(query=snapshot["query"], gold=tuple(snapshot.get("gold") or ()),
+                      rationale=snapshot.get("rationale") or "", category=snapshot.get("category"),
+                      id=int(key), version=snapshot.get("version"))
+
+
+def state_of(tasks: Iterable[TaskRecord], cases: Iterable[CaseRecord]) -> State:
+    state: State = {(TASK, t.id): task_snapshot(t) for t in tasks}
+    state.update({(CASE, str(c.id)): case_snapshot(c) for c in cases})
+    return state
+
+
+def records_of(state: State) -> tuple[list[TaskRecord], list[CaseRecord]]:
+    """(tasks sorted by id, cases sorted by id): the order CatalogStore reads them in."""
+    tasks = sorted((task_from(key, s) for (kind, key), s in state.items() if kind == TASK), key=lambda t: t.id)
+    cases = sorted((case_from(key, s) for (kind, key), s in state.items() if kind == CASE), key=lambda c: c.id)
+    return tasks, cases
+
+
+# -- reconstruction and diffs ----------------------------------------------------------------
+def undo(state: State, changes: Sequence[Change]) -> State:
+    """The state before `changes` were applied to `state` (a new dict)."""
+    earlier = dict(state)
+    for change in reversed(changes):
+        if change.before is None:
+            earlier.pop((change.kind, change.key), None)
+        else:
+            earlier[(change.kind, change.key)] = dict(change.before)
+    return earlier
+
+
+def state_at(current: State, later: Sequence[VersionRecord]) -> State:
+    """The state right after a version N, given the current state and every version published
+    after N (any order): undo them newest first."""
+    state = current
+    for version in sorted(later, key=lambda v: v.id, reverse=True):
+        state = undo(state, version.changes)
+    return state
+
+
+def diff(current: State, target: State) -> list[tuple[str, str, dict | None]]:
+    """What turns `current` into `target`, by content: (kind, key, target content or None to
+    delete), tasks before cases, keys in a stable order."""
+    out = []
+    for key in sorted(set(current) | set(target), key=lambda k: (k[0] != TASK, k[0], _sortable(k[1]))):
+        kind = key[0]
+        now, then = content(kind, current.get(key)), content(kind, target.get(key))
+        if now != then:
+            out.append((kind, key[1], then))
+    return out
+
+
+def last_versions(versions: Iterable[VersionRecord]) -> dict[Key, int]:
+    """The highest record version each record reached in `versions` (so that a record a
+    rollback re-creates continues its counter instead of restarting at 1)."""
+    highest: dict[Key, int] = {}
+    for version in versions:
+        for change in version.changes:
+            for side in (change.before, change.after):
+                if side and side.get("version") is not None:
+                    key = (change.kind, change.key)
+                    highest[key] = max(highest.get(key, 0), int(side["version"]))
+    return highest
+
+
+def _sortable(key: str) -> tuple:
+    return (0, int(key), "") if key.isdigit() else (1, 0, key)
