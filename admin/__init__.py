@@ -1,13 +1,17 @@
-"""The admin lexicon editor (issue 9): accounts, sessions, access policy and read-only pages.
+"""The admin lexicon editor (issue 9): accounts, sessions, access policy, pages and the editor.
 
     admin.blueprint  the /admin blueprint, its deny-by-default policy, sessions and CSRF
     admin.views      login, dashboard, tasks and test cases, /admin/api JSON
+    admin.editor     the lexicon editor: edit/preview/publish, conflicts, versions, rollback,
+                     import/export, and their /admin/api JSON
+    admin.editing    the editor's pure middle: proposals from forms/JSON, the catalog after a change
+    admin.searching  the product's search inside the admin (picker, browse search box)
     admin.accounts   users, roles, argon2 passwords, API tokens
     admin.audit      the audit log helper
     admin.throttle   login throttling
     admin.cli        `python app.py users ...` and `python app.py tokens ...`
 """
-from admin import views  # noqa: F401  (registers the routes on admin_bp)
+from admin import editor, views  # noqa: F401  (register the routes on admin_bp)
 from admin.blueprint import admin_bp, init_admin
 
 __all__ = ["admin_bp", "init_admin"]

@@ -53,3 +53,11 @@ def page_of(items: Sequence, page: int, size: int = PAGE_SIZE) -> tuple[list, in
     pages = max(1, -(-len(items) // size))
     page = min(max(page, 1), pages)
     return list(items[(page - 1) * size: page * size]), page, pages
+
+
+def cases_for_ranking(cases: Iterable[CaseRecord], ranked_task_ids: Sequence[str]) -> list[CaseRecord]:
+    """The cases naming any of `ranked_task_ids`, ordered by the rank of their best gold task
+    (then by id): what a search of the test cases by the product's ranking shows."""
+    rank = {task_id: i for i, task_id in enumerate(ranked_task_ids)}
+    found = [(min(rank[g] for g in c.gold if g in rank), c.id or 0, c) for c in cases if set(c.gold) & rank.keys()]
+    return [c for _, _, c in sorted(found, key=lambda item: item[:2])]

@@ -11,7 +11,8 @@ from flask import current_app, g, jsonify, redirect, render_template, request, s
 from flask_login import login_user, logout_user
 
 from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
-from admin.filters import STATUSES, filter_cases, filter_tasks, page_of
+from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
+from admin.searching import ranked_tasks
 from admin.throttle import throttle_key
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
@@ -84,16 +85,26 @@ def dashboard():
                            roles=sorted({r for t in tasks for r in t.roles}))
 
 
+BROWSE_RESULTS = 50  # tasks the browse pages' search box ranks
+
+
+def _search_text() -> str:
+    return request.args.get("search", "")[:256].strip()
+
+
 @admin_bp.get("/tasks")
 def tasks_page():
+    """Tasks, filtered; with `search`, in the product's ranking of that query (then filtered)."""
     all_tasks = store().tasks(include_inactive=True)
-    filters = _task_filters()
-    matching = filter_tasks(all_tasks, **filters)
+    filters, search = _task_filters(), _search_text()
+    listed = ranked_tasks(search, BROWSE_RESULTS) if search else all_tasks
+    matching = filter_tasks(listed, **filters)
     shown, page, pages = page_of(matching, _page_number())
-    return render_template("admin/tasks.html", tasks=shown, filters=filters, page=page, pages=pages,
-                           total=len(matching), statuses=STATUSES,
+    return render_template("admin/tasks.html", tasks=shown, filters={**filters, "search": search}, page=page,
+                           pages=pages, total=len(matching), statuses=STATUSES,
                            categories=sorted({t.category for t in all_tasks if t.category}),
-                           roles=sorted({r for t in all_tasks for r in t.roles}))
+                           roles=sorted({r for t in all_tasks for r in t.roles}),
+                           retired_cases=_retired_case_counts(all_tasks))
 
 
 @admin_bp.get("/tasks/<task_id>")
@@ -108,12 +119,28 @@ def task_page(task_id: str):
 
 @admin_bp.get("/cases")
 def cases_page():
+    """Test cases, filtered; with `search`, those naming the tasks the product ranks for that
+    query, best-ranked first. Cases naming a retired task are flagged."""
     all_cases = store().cases()
-    filters = _case_filters()
-    matching = filter_cases(all_cases, **filters)
+    filters, search = _case_filters(), _search_text()
+    listed = cases_for_ranking(all_cases, [t.id for t in ranked_tasks(search, BROWSE_RESULTS)]) if search \
+        else all_cases
+    matching = filter_cases(listed, **filters)
     shown, page, pages = page_of(matching, _page_number())
-    return render_template("admin/cases.html", cases=shown, filters=filters, page=page, pages=pages,
-                           total=len(matching), categories=sorted({c.category for c in all_cases if c.category}))
+    tasks = {t.id: t for t in store().tasks(include_inactive=True)}
+    return render_template("admin/cases.html", cases=shown, filters={**filters, "search": search}, page=page,
+                           pages=pages, total=len(matching), tasks=tasks,
+                           categories=sorted({c.category for c in all_cases if c.category}))
+
+
+def _retired_case_counts(tasks) -> dict[str, int]:
+    """{retired task id: how many test cases still name it}."""
+    retired = {t.id for t in tasks if not t.active}
+    counts: dict[str, int] = {}
+    for case in store().cases():
+        for task_id in set(case.gold) & retired:
+            counts[task_id] = counts.get(task_id, 0) + 1
+    return counts
 
 
 def _task_filters() -> dict:
@@ -129,7 +156,7 @@ def _case_filters() -> dict:
 
 # -- JSON for automation (bearer token or session) -------------------------------------------
 def task_json(task: TaskRecord) -> dict:
-    return {**task.to_row(), "roles": list(task.roles), "active": task.active}
+    return {**task.to_row(), "roles": list(task.roles), "active": task.active, "version": task.version}
 
 
 def case_json(case: CaseRecord) -> dict:

@@ -116,11 +116,17 @@ def parse_catalog_csv(text: str) -> tuple[list[Row], list[str]]:
 
 
 def read_rows(path: Path) -> tuple[list[Row], list[str]]:
+    return rows_from_bytes(path.read_bytes(), path.name)
+
+
+def rows_from_bytes(data: bytes, name: str) -> tuple[list[Row], list[str]]:
+    """Parse a file's bytes (an uploaded one, or one read from disk): CSV when `name` ends in
+    .csv, JSON Lines otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return [], [f"not UTF-8 text ({exc.reason} at byte {exc.start})"]
-    if path.suffix.lower() == ".csv":
+    if name.lower().endswith(".csv"):
         return parse_catalog_csv(text)
     return parse_jsonl(text)
 
@@ -188,24 +194,37 @@ def validate_cases(rows: Iterable[Row], known_task_ids: set[str], source: str,
 
 
 def load_tasks_file(path: Path) -> list[TaskRecord]:
-    rows, parse_errors = read_rows(path)
-    return validate_tasks(rows, str(path), parse_errors)
+    return load_tasks_bytes(path.read_bytes(), path.name, str(path))
 
 
 def load_cases_file(path: Path, known_task_ids: set[str]) -> list[CaseRecord]:
-    rows, parse_errors = read_rows(path)
-    if path.suffix.lower() == ".csv":
+    return load_cases_bytes(path.read_bytes(), path.name, known_task_ids, str(path))
+
+
+def load_tasks_bytes(data: bytes, name: str, source: str | None = None) -> list[TaskRecord]:
+    """Tasks from a file's bytes (JSON Lines, or CSV when `name` ends in .csv); ImportRejected
+    names every bad line and field. The CLI and the admin's upload page both come here."""
+    rows, parse_errors = rows_from_bytes(data, name)
+    return validate_tasks(rows, source or name, parse_errors)
+
+
+def load_cases_bytes(data: bytes, name: str, known_task_ids: set[str], source: str | None = None) -> list[CaseRecord]:
+    """Test cases from a JSON Lines file's bytes; gold ids must name `known_task_ids`."""
+    rows, parse_errors = rows_from_bytes(data, name)
+    if name.lower().endswith(".csv"):
         parse_errors = ["test cases are JSON Lines only (.jsonl)"]
-    return validate_cases(rows, known_task_ids, str(path), parse_errors)
+    return validate_cases(rows, known_task_ids, source or name, parse_errors)
+
+
+def jsonl_text(rows: Iterable[dict]) -> str:
+    """Rows as JSON Lines (UTF-8 text, one object a line), as the export commands write them."""
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def write_jsonl(path: Path, rows: Iterable[dict]) -> int:
-    count = 0
-    with path.open("w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    return count
+    rows = list(rows)
+    path.write_text(jsonl_text(rows), encoding="utf-8")
+    return len(rows)
 
 
 def write_catalog(path: Path, tasks: Iterable[TaskRecord]) -> int:

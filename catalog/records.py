@@ -39,6 +39,8 @@ class TaskRecord:
             row["url"] = self.url
         if self.roles:
             row["roles"] = list(self.roles)
+        if not self.active:  # a retired task stays retired through an export and re-import
+            row["active"] = False
         return row
 
 

@@ -1,0 +1,516 @@
+"""The lexicon editor's pages and JSON API: edit test cases and tasks through a preview, publish,
+resolve conflicts, browse versions and roll back, import and export.
+
+Flow of every page edit: form -> POST .../preview (any signed-in user: viewers may preview) ->
+the preview page (before/after computed by search.preview over the catalog with the change
+applied by admin.editing.apply_proposal) -> POST .../publish (editors; hidden fields carry the
+proposal and the record version it started from) -> CatalogStore writes the change, its catalog
+version and its audit entry in one transaction. A publish based on a stale version gets the
+409 conflict page: theirs and yours side by side, and the form again, pre-filled with yours and
+based on theirs. Access control is admin.blueprint.enforce_policy's (login, role, CSRF).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from flask import Response, current_app, flash, g, jsonify, redirect, render_template, request, url_for
+
+from admin.audit import user_actor
+from admin.blueprint import admin_bp, api_bp, refuse
+from admin.editing import (CASE, TASK, InvalidProposal, Proposal, active, apply_proposal,
+                           case_proposal_from_form, case_proposal_from_json, cases_naming, retired_gold,
+                           task_proposal_from_form, task_proposal_from_json)
+from admin.searching import ranked_tasks, tasks_by_id
+from admin.views import case_json, store, task_json
+from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
+from catalog.records import CaseRecord, TaskRecord
+from catalog.store import NotFound, StaleEdit, StoreConflict
+from search.service import SearchService
+
+try:  # TEMPORARY until the preview branch is merged
+    from search.preview import preview_change
+except ImportError:  # pragma: no cover
+    preview_change = None
+
+PICKER_RESULTS = 10
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+VERSIONS_PER_PAGE = 50
+
+
+def service() -> SearchService:
+    return current_app.extensions["taskfinder"].search
+
+
+def actor() -> str:
+    return user_actor(g.admin_user.name)
+
+
+@api_bp.get("/task-search")
+def task_search():
+    """Search-as-you-type for the gold-task picker: {"tasks": [{id, name, category, roles}]}."""
+    found = ranked_tasks(request.args.get("q", ""), PICKER_RESULTS)
+    return jsonify({"tasks": [{"id": t.id, "name": t.name, "category": t.category, "roles": list(t.roles)}
+                              for t in found]})
+
+
+# -- one test case -----------------------------------------------------------------------------------
+@admin_bp.get("/cases/<int:case_id>")
+def case_page(case_id: int):
+    try:
+        case = store().case(case_id)
+    except NotFound:
+        return refuse(404, "no such test case")
+    by_id = tasks_by_id()
+    history = [v for v in store().versions(limit=200) if any(c.kind == CASE and c.key == str(case_id)
+                                                            for c in v.changes)]
+    return render_template("admin/case.html", case=case, tasks=by_id, retired=retired_gold(case, by_id),
+                           history=history)
+
+
+@admin_bp.get("/cases/new")
+def case_new():
+    """The form for a new test case; `?query=...&gold=<task id>` (gold repeatable) pre-fill it
+    (the analytics pages link here from a query that found nothing)."""
+    by_id = tasks_by_id()
+    gold = tuple(dict.fromkeys(g for g in request.args.getlist("gold") if g in by_id))[:5]
+    draft = CaseRecord(query=request.args.get("query", "")[:500], gold=gold)
+    return render_case_form(draft, None)
+
+
+@admin_bp.get("/cases/<int:case_id>/edit")
+def case_edit(case_id: int):
+    try:
+        case = store().case(case_id)
+    except NotFound:
+        return refuse(404, "no such test case")
+    return render_case_form(case, case.version)
+
+
+def render_case_form(case: CaseRecord, base_version: int | None, errors: list[str] = (), status: int = 200,
+                     message: str = ""):
+    by_id = tasks_by_id()
+    return render_template("admin/case_form.html", case=case, base_version=base_version, errors=list(errors),
+                           tasks=by_id, retired=retired_gold(case, by_id), categories=CASE_CATEGORIES,
+                           message=message), status
+
+
+def _case_form_retry(errors: list[str], status: int):
+    """The form again, with what was sent, after a validation error."""
+    form = request.form
+    raw_id, raw_base = form.get("case_id", ""), form.get("base_version", "")
+    draft = CaseRecord(query=form.get("query", ""), gold=tuple(form.getlist("gold")), rationale=form.get("rationale", ""),
+                       category=form.get("category") or None, id=int(raw_id) if raw_id.isdigit() else None)
+    return render_case_form(draft, int(raw_base) if raw_base.isdigit() else None, errors, status,
+                            form.get("message", ""))
+
+
+@admin_bp.post("/cases/preview")
+def case_preview():
+    """The preview page of a case edit (viewers may preview); with `edit`, the form again."""
+    if request.form.get("edit"):
+        return _case_form_retry([], 200)
+    try:
+        proposal = case_proposal_from_form(request.form, set(tasks_by_id()))
+    except InvalidProposal as exc:
+        return _case_form_retry(exc.errors, 422)
+    stale = _stale(proposal)
+    if stale is not None:
+        return stale
+    return render_preview(proposal)
+
+
+@admin_bp.post("/cases/publish")
+def case_publish():
+    try:
+        proposal = case_proposal_from_form(request.form, set(tasks_by_id()))
+    except InvalidProposal as exc:
+        return _case_form_retry(exc.errors, 422)
+    try:
+        record = publish(proposal)
+    except StaleEdit as exc:
+        return render_conflict(proposal, exc.current)
+    except StoreConflict as exc:
+        return _case_form_retry([str(exc)], 409)
+    except NotFound as exc:
+        return refuse(404, str(exc))
+    if proposal.action == "delete":
+        flash(f"Test case deleted: {proposal.record.query}")
+        return redirect(url_for("admin.cases_page"))
+    flash("Published.")
+    return redirect(url_for("admin.case_page", case_id=record.id))
+
+
+# -- one task ----------------------------------------------------------------------------------------
+@admin_bp.get("/tasks/new")
+def task_new():
+    return render_task_form(TaskRecord(id="", name=""), None)
+
+
+@admin_bp.get("/tasks/<task_id>/edit")
+def task_edit(task_id: str):
+    try:
+        task = store().task(task_id)
+    except NotFound:
+        return refuse(404, "no such task")
+    return render_task_form(task, task.version)
+
+
+def render_task_form(task: TaskRecord, base_version: int | None, errors: list[str] = (), status: int = 200,
+                     message: str = ""):
+    naming = cases_naming(task.id, store().cases()) if task.id else []
+    return render_template("admin/task_form.html", task=task, base_version=base_version, errors=list(errors),
+                           naming=naming, message=message), status
+
+
+def _task_form_retry(errors: list[str], status: int):
+    form = request.form
+    raw_base = form.get("base_version", "")
+    draft = TaskRecord(id=form.get("task_id", ""), name=form.get("name", ""), help=form.get("help", ""),
+                       category=form.get("category") or None,
+                       aliases=tuple(a.strip() for a in form.get("aliases", "").splitlines() if a.strip()),
+                       url=form.get("url") or None,
+                       roles=tuple(r.strip() for r in form.get("roles", "").split(",") if r.strip()))
+    return render_task_form(draft, int(raw_base) if raw_base.isdigit() else None, errors, status,
+                            form.get("message", ""))
+
+
+def _task_proposal() -> Proposal:
+    """The task proposal of the posted form; an edit (a base version given) is of the stored task."""
+    existing = None
+    if request.form.get("base_version", "").strip():
+        try:
+            existing = store().task(request.form.get("task_id", "").strip())
+        except NotFound:
+            raise InvalidProposal([f"task {request.form.get('task_id', '')!r} does not exist (any more)"])
+    return task_proposal_from_form(request.form, existing)
+
+
+@admin_bp.post("/tasks/preview")
+def task_preview():
+    """The preview page of a task edit, retirement or reinstatement; with `edit`, the form again."""
+    if request.form.get("edit"):
+        return _task_form_retry([], 200)
+    try:
+        proposal = _task_proposal()
+    except InvalidProposal as exc:
+        return _task_form_retry(exc.errors, 422)
+    stale = _stale(proposal)
+    if stale is not None:
+        return stale
+    return render_preview(proposal)
+
+
+@admin_bp.post("/tasks/publish")
+def task_publish():
+    try:
+        proposal = _task_proposal()
+    except InvalidProposal as exc:
+        return _task_form_retry(exc.errors, 422)
+    try:
+        record = publish(proposal)
+    except StaleEdit as exc:
+        return render_conflict(proposal, exc.current)
+    except StoreConflict as exc:
+        return _task_form_retry([str(exc)], 409)
+    except NotFound as exc:
+        return refuse(404, str(exc))
+    flash({"retire": "Task retired.", "reinstate": "Task reinstated."}.get(proposal.action, "Published."))
+    return redirect(url_for("admin.task_page", task_id=record.id))
+
+
+# -- preview, publish, conflicts ---------------------------------------------------------------------
+def _stale(proposal: Proposal):
+    """The conflict page when the proposal's base version is no longer the record's, else None."""
+    if proposal.is_new:
+        return None
+    try:
+        current = store().case(int(proposal.key)) if proposal.kind == CASE else store().task(proposal.key)
+    except NotFound:
+        current = None
+    if current is None or current.version != proposal.base_version:
+        return render_conflict(proposal, current)
+    return None
+
+
+def preview_queries(proposal: Proposal, before_cases: list[CaseRecord]) -> list[str]:
+    """The queries the preview ranks before and after: the edited case's (old and new text), or
+    those of the cases naming the edited task."""
+    if proposal.kind == CASE:
+        old = next((c.query for c in before_cases if c.id == proposal.record.id), None)
+        return list(dict.fromkeys(q for q in (proposal.record.query, old) if q))
+    return [c.query for c in cases_naming(proposal.record.id, before_cases)]
+
+
+def render_preview(proposal: Proposal):
+    all_tasks, before_cases = store().tasks(include_inactive=True), store().cases()
+    after_tasks, after_cases = apply_proposal(all_tasks, before_cases, proposal)
+    report = None
+    if preview_change is not None:  # TEMPORARY guard until the preview branch is merged
+        report = preview_change(service(), active(all_tasks), before_cases, active(after_tasks), after_cases,
+                                preview_queries(proposal, before_cases)).as_dict()
+    current = None
+    if not proposal.is_new:
+        current = next((c for c in before_cases if c.id == proposal.record.id), None) if proposal.kind == CASE \
+            else next((t for t in all_tasks if t.id == proposal.record.id), None)
+    by_id = {t.id: t for t in after_tasks}
+    return render_template("admin/preview.html", proposal=proposal, current=current, preview=report,
+                           tasks=by_id, retired=retired_gold(proposal.record, by_id) if proposal.kind == CASE else [])
+
+
+def publish(proposal: Proposal) -> CaseRecord | TaskRecord:
+    """Write `proposal` (StaleEdit, StoreConflict or NotFound when it cannot be)."""
+    s, who, message, record = store(), actor(), proposal.message, proposal.record
+    if proposal.kind == CASE:
+        if proposal.action == "delete":
+            s.delete_case(record.id, proposal.base_version, who, message)
+            return record
+        if proposal.is_new:
+            return s.add_case(record, who, message)
+        return s.update_case(record.id, proposal.base_version, record, who, message)
+    if proposal.action in ("retire", "reinstate"):
+        return s.set_task_active(record.id, proposal.base_version, proposal.action == "reinstate", who, message)
+    if proposal.is_new:
+        return s.add_task(record, who, message)
+    return s.update_task(record.id, proposal.base_version, record, who, message)
+
+
+def render_conflict(proposal: Proposal, current: CaseRecord | TaskRecord | None):
+    """409: theirs (the record now) beside yours, and the form pre-filled with yours, based on
+    theirs, so that publishing it is a deliberate merge."""
+    by_id = tasks_by_id()
+    mine = proposal.record
+    if proposal.kind == CASE:
+        form_case = mine if current is not None else CaseRecord(mine.query, mine.gold, mine.rationale, mine.category)
+        fields = ("query", "gold", "rationale", "category")
+    else:
+        form_case = mine
+        fields = ("name", "help", "category", "aliases", "url", "roles", "active")
+    rows = [(f, getattr(current, f) if current is not None else None, getattr(mine, f)) for f in fields]
+    return render_template("admin/conflict.html", proposal=proposal, current=current, rows=rows, draft=form_case,
+                           base_version=None if current is None else current.version, tasks=by_id,
+                           categories=CASE_CATEGORIES, retired=[]), 409
+
+
+# -- versions ------------------------------------------------------------------------------------------
+@admin_bp.get("/versions")
+def versions_page():
+    total = store().version_count()
+    pages = max(1, -(-total // VERSIONS_PER_PAGE))
+    page = min(max(int(request.args.get("page", "1")) if request.args.get("page", "1").isdigit() else 1, 1), pages)
+    versions = store().versions(limit=VERSIONS_PER_PAGE, offset=(page - 1) * VERSIONS_PER_PAGE)
+    return render_template("admin/versions.html", versions=versions, page=page, pages=pages, total=total)
+
+
+@admin_bp.get("/versions/<int:version_id>")
+def version_page(version_id: int):
+    try:
+        version = store().version(version_id)
+    except NotFound:
+        return refuse(404, "no such version")
+    latest = store().versions(limit=1)
+    return render_template("admin/version.html", version=version,
+                           is_latest=bool(latest) and latest[0].id == version.id)
+
+
+@admin_bp.post("/versions/<int:version_id>/rollback")
+def version_rollback(version_id: int):
+    try:
+        new_id = store().rollback(version_id, actor(), request.form.get("message", "").strip()[:300])
+    except NotFound:
+        return refuse(404, "no such version")
+    except StoreConflict as exc:
+        return refuse(409, str(exc))
+    if new_id is None:
+        flash(f"The catalog is already as it was at version {version_id}: nothing to roll back.")
+        return redirect(url_for("admin.version_page", version_id=version_id))
+    flash(f"Rolled back to version {version_id}, published as version {new_id}.")
+    return redirect(url_for("admin.version_page", version_id=new_id))
+
+
+# -- import and export ---------------------------------------------------------------------------------
+IMPORT_KINDS = ("tasks", "cases")
+
+
+@admin_bp.get("/import-export")
+def import_export_page():
+    return render_template("admin/import_export.html", kinds=IMPORT_KINDS)
+
+
+@admin_bp.post("/import")
+def import_upload():
+    """Upload a tasks or cases file: validated like the CLI (catalog.formats), all-or-nothing;
+    the line-and-field errors are shown on the page."""
+    kind, upload = request.form.get("kind", ""), request.files.get("file")
+    replace_all = request.form.get("replace") == "1"
+    if kind not in IMPORT_KINDS:
+        return _import_page(["choose what the file holds: tasks or test cases"], 400)
+    if upload is None or not upload.filename:
+        return _import_page(["choose a file to upload"], 400)
+    data = upload.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        return _import_page([f"the file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB"], 413)
+    name, message = upload.filename, f"upload of {upload.filename}" + (" (replace)" if replace_all else "")
+    try:
+        if kind == "tasks":
+            report = store().import_tasks(load_tasks_bytes(data, name), replace=replace_all, actor=actor(),
+                                          message=message)
+        else:
+            known = set(tasks_by_id())
+            report = store().import_cases(load_cases_bytes(data, name, known), replace=replace_all, actor=actor(),
+                                          message=message)
+    except ImportRejected as exc:
+        return _import_page(exc.errors, 422, source=name)
+    except StoreConflict as exc:
+        return _import_page([str(exc)], 409, source=name)
+    return render_template("admin/import_export.html", kinds=IMPORT_KINDS, report=report, source=name, kind=kind)
+
+
+def _import_page(errors: list[str], status: int, source: str = ""):
+    return render_template("admin/import_export.html", kinds=IMPORT_KINDS, errors=errors, source=source), status
+
+
+@admin_bp.get("/export/<kind>.jsonl")
+def export_file(kind: str):
+    """Every task (retired ones included) or test case, as the export commands write them."""
+    if kind == "tasks":
+        rows = [t.to_row() for t in store().tasks(include_inactive=True)]
+    elif kind == "cases":
+        rows = [c.to_row() for c in store().cases()]
+    else:
+        return refuse(404, "export tasks or cases")
+    return Response(jsonl_text(rows), mimetype="application/x-ndjson",
+                    headers={"Content-Disposition": f'attachment; filename="taskfinder-{kind}.jsonl"'})
+
+
+# -- JSON API for automation -----------------------------------------------------------------------------
+def api_error(status: int, message: str, **extra):
+    return jsonify({"error": message, **extra}), status
+
+
+def json_body():
+    body = request.get_json(silent=True)
+    if body is None:
+        raise InvalidProposal(["the body must be JSON (Content-Type: application/json)"])
+    return body
+
+
+def api_publish(proposal: Proposal, created: bool = False):
+    as_json = case_json if proposal.kind == CASE else task_json
+    try:
+        record = publish(proposal)
+    except StaleEdit as exc:
+        return api_error(409, "stale version: somebody else changed this record; merge and send again with "
+                              "the current version", theirs=None if exc.current is None else as_json(exc.current),
+                         yours={**as_json(proposal.record), "version": proposal.base_version})
+    except StoreConflict as exc:
+        return api_error(409, str(exc))
+    except NotFound as exc:
+        return api_error(404, str(exc))
+    return jsonify(as_json(record)), 201 if created else 200
+
+
+@api_bp.post("/cases", endpoint="case_create")
+def api_case_create():
+    try:
+        proposal = case_proposal_from_json(json_body(), set(tasks_by_id()), None)
+    except InvalidProposal as exc:
+        return api_error(400, "invalid test case", errors=exc.errors)
+    return api_publish(proposal, created=True)
+
+
+@api_bp.put("/cases/<int:case_id>", endpoint="case_update")
+def api_case_update(case_id: int):
+    try:
+        proposal = case_proposal_from_json(json_body(), set(tasks_by_id()), case_id)
+    except InvalidProposal as exc:
+        return api_error(400, "invalid test case", errors=exc.errors)
+    return api_publish(proposal)
+
+
+@api_bp.delete("/cases/<int:case_id>", endpoint="case_delete")
+def api_case_delete(case_id: int):
+    raw = request.args.get("version", "")
+    if not raw.isdigit():
+        return api_error(400, "query parameter 'version' (the version you are deleting) is required")
+    try:
+        case = store().case(case_id)
+    except NotFound:
+        return api_error(404, f"test case {case_id} not found")
+    proposal = Proposal(CASE, "delete", case, int(raw), request.args.get("message", "")[:300])
+    try:
+        publish(proposal)
+    except StaleEdit as exc:
+        return api_error(409, "stale version: somebody else changed this test case",
+                         theirs=None if exc.current is None else case_json(exc.current),
+                         yours={**case_json(case), "version": int(raw)})
+    except NotFound:
+        return api_error(404, f"test case {case_id} not found")
+    return jsonify({"deleted": case_id})
+
+
+@api_bp.post("/tasks", endpoint="task_create")
+def api_task_create():
+    try:
+        proposal = task_proposal_from_json(json_body(), None, None)
+    except InvalidProposal as exc:
+        return api_error(400, "invalid task", errors=exc.errors)
+    return api_publish(proposal, created=True)
+
+
+@api_bp.put("/tasks/<task_id>", endpoint="task_update")
+def api_task_update(task_id: str):
+    try:
+        existing = store().task(task_id)
+    except NotFound:
+        return api_error(404, f"task {task_id} not found")
+    try:
+        proposal = task_proposal_from_json(json_body(), task_id, existing)
+    except InvalidProposal as exc:
+        return api_error(400, "invalid task", errors=exc.errors)
+    return api_publish(proposal)
+
+
+@api_bp.post("/tasks/<task_id>/retire", endpoint="task_retire")
+def api_task_retire(task_id: str):
+    body = request.get_json(silent=True) or {}
+    version = body.get("version") if isinstance(body, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int):
+        return api_error(400, "field 'version' (the version you are retiring) is required")
+    try:
+        existing = store().task(task_id)
+    except NotFound:
+        return api_error(404, f"task {task_id} not found")
+    proposal = Proposal(TASK, "retire", replace(existing, active=False), version,
+                        str(body.get("message", ""))[:300])
+    return api_publish(proposal)
+
+
+@api_bp.get("/versions", endpoint="versions")
+def api_versions():
+    limit = request.args.get("limit", "50")
+    offset = request.args.get("offset", "0")
+    if not (limit.isdigit() and offset.isdigit()) or not 1 <= int(limit) <= 500:
+        return api_error(400, "limit must be 1-500 and offset a whole number")
+    versions = store().versions(limit=int(limit), offset=int(offset))
+    return jsonify({"total": store().version_count(), "versions": [v.as_dict(with_changes=False) for v in versions]})
+
+
+@api_bp.get("/versions/<int:version_id>", endpoint="version")
+def api_version(version_id: int):
+    try:
+        return jsonify(store().version(version_id).as_dict())
+    except NotFound:
+        return api_error(404, f"version {version_id} not found")
+
+
+@api_bp.post("/versions/<int:version_id>/rollback", endpoint="version_rollback")
+def api_version_rollback(version_id: int):
+    body = request.get_json(silent=True)
+    message = str(body.get("message", ""))[:300] if isinstance(body, dict) else ""
+    try:
+        new_id = store().rollback(version_id, actor(), message)
+    except NotFound:
+        return api_error(404, f"version {version_id} not found")
+    except StoreConflict as exc:
+        return api_error(409, str(exc))
+    return jsonify({"rolled_back_to": version_id, "version": new_id})
