@@ -230,7 +230,7 @@ class CatalogStore:
         claimed = {target["query"]: key for key, target in wanted.items() if key[0] == CASE and target}
         for key, row in rows.items():
             if key[0] == CASE and row is not None and wanted[key] and claimed.get(row.query, key) != key:
-                row.query = f"\x00renaming:{key[1]}"
+                row.query = f" renaming #{key[1]} "  # never a real query: those are stripped
         session.flush()
         created = []
         for kind, key, target in targets:
