@@ -206,3 +206,27 @@ def test_records_of_round_trips_a_state():
     cases = [replace(c, id=i + 1, version=1) for i, c in enumerate(CASES)]
     assert records_of(state_of(tasks, cases)) == (tasks, cases)
     assert task_snapshot(tasks[0])["aliases"] == ["intake"] and case_snapshot(cases[2])["gold"] == []
+
+
+def test_the_index_and_the_fit_tolerate_cases_whose_gold_names_a_retired_task(settings, demo_tasks, demo_cases):
+    """Retiring a task leaves the cases naming it in place (flagged in the admin): the index is
+    built without the task, such a case's query still answers, and the ranker fits around it."""
+    from search.fitting import fit_ranker
+    from search.index import build_index
+    from search.prefilter import analyse_query, prefilter
+    from search.ranker import default_params
+    from lexicon.rationale import build_lexicon
+
+    retired = "nutrition.cacfp-meal-count"
+    tasks = [replace(t, active=t.id != retired) for t in demo_tasks]
+    naming = [c for c in demo_cases if retired in c.gold]
+    assert naming
+    active = [t for t in tasks if t.active]
+    index = build_index(active, build_lexicon(demo_cases), settings.field_weights, cases=demo_cases)
+    params = default_params(settings)
+    for case in naming:
+        ranked = prefilter(index, analyse_query(index, case.query), params.weights, 10).ranked
+        assert ranked and retired not in [r.task.id for r in ranked]
+    fitted_settings = settings.with_overrides(embeddings_enabled=False)
+    _, report = fit_ranker(fitted_settings, tasks, demo_cases, None, params, max_queries=60)
+    assert report["status"] == "fitted"
