@@ -47,9 +47,26 @@ def normalise(text: str) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in stripped)
 
 
+# Texts up to this long have their words remembered (a bounded LRU memo, like `stem`'s): an
+# index is rebuilt from the same task fields, rationales and case queries again and again (each
+# edit, each cross-validation fold, each admin preview), and splitting them dominated its cost.
+WORDS_MEMO_MAX_CHARS = 1000
+
+
 def words(text: str) -> list[str]:
     """Surface words of `text`, stopwords removed; compounds are split and also joined (a
     compound that is a stopword whole or joined, such as "i'm" or "what's", is dropped)."""
+    if len(text) <= WORDS_MEMO_MAX_CHARS:
+        return list(_remembered_words(text))
+    return _split_words(text)
+
+
+@lru_cache(maxsize=16384)
+def _remembered_words(text: str) -> tuple[str, ...]:
+    return tuple(_split_words(text))
+
+
+def _split_words(text: str) -> list[str]:
     out: list[str] = []
     for match in _WORD.finditer(normalise(text)):
         token = match.group(0)

@@ -152,6 +152,26 @@ class CachedEmbedder:
         return ("emb", self.model, kind, text) in self._cache
 
 
+class MemoEmbedder:
+    """An in-memory memo in front of an embedder, for one batch of work that embeds the same
+    texts over and over (an admin preview's before/after and cross-validation indexes): each
+    (kind, text) is asked of `inner` once, then served from a dict. Lives as long as the batch."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self._memo: dict[tuple[str, str], np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self._memo))
+        if missing:
+            for text, vector in zip(missing, self.inner.embed(missing, kind)):
+                self._memo[(kind, text)] = vector
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.vstack([self._memo[(kind, t)] for t in texts]).astype(np.float32, copy=False)
+
+
 def build_embedder(settings, cache: diskcache.Cache, breaker: CircuitBreaker | None = None,
                    observer: EmbeddingObserver | None = None) -> CachedEmbedder | None:
     """The configured embedder, or None when embeddings are switched off. `breaker` and

@@ -111,11 +111,18 @@ class ExemplarMemory:
         return float((self.oos_vectors @ query_vector).max())
 
 
-def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
-                    vocabulary: Mapping[str, int]) -> ExemplarMemory:
+def exemplar_documents(tasks: Sequence[TaskRecord]) -> list[list[str]]:
+    """The task part of each task's exemplar BM25 document: the terms of its name, aliases and help."""
+    return [terms(" ".join([t.name, *t.aliases, t.help])) for t in tasks]
+
+
+def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vocabulary: Mapping[str, int],
+                    task_documents: Sequence[Sequence[str]] | None = None) -> ExemplarMemory:
+    """`task_documents`: `exemplar_documents(tasks)`, when the caller has it already."""
     row_of = {task.id: row for row, task in enumerate(tasks)}
     per_task: list[list[str]] = [task_exemplar_texts(t) for t in tasks]
-    documents: list[list[str]] = [terms(" ".join([t.name, *t.aliases, t.help])) for t in tasks]
+    documents: list[list[str]] = [list(d) for d in (task_documents if task_documents is not None
+                                                     else exemplar_documents(tasks))]
     case_counts = np.zeros(len(tasks), dtype=np.int32)
     oos: list[str] = []
     for case in cases:

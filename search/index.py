@@ -15,7 +15,7 @@ from scipy import sparse
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
 from lexicon.text import stem, words
-from search.exemplars import ExemplarMemory, build_exemplars
+from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
 from settings import FieldWeights
 
@@ -115,10 +115,24 @@ class SearchIndex:
         return self.task_vectors is not None and self.exemplars.vectors is not None
 
 
-def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_weights: FieldWeights,
-                enrichment: Enrichment | None = None, cases: Sequence[CaseRecord] = ()) -> SearchIndex:
-    """Everything a query needs, from the catalog and the test cases (`lexicon` is built from
-    the same `cases`; they also fill the exemplar memory)."""
+@dataclass(frozen=True)
+class TaskText:
+    """The half of an index that depends on the tasks alone: each task's fields analysed once,
+    their BM25F weights by term, and the task part of each exemplar document. An index of the
+    same tasks with other test cases (a cross-validation fold, an admin preview's before and
+    after) reuses it instead of re-analysing every task."""
+
+    tasks: tuple[TaskRecord, ...]
+    terms: tuple[str, ...]                  # sorted; the columns of `lexical`
+    lexical: sparse.csc_matrix              # (tasks, len(terms)) BM25F weights
+    field_terms: tuple[Mapping[str, frozenset[str]], ...]
+    surface_to_term: Mapping[str, str]      # catalog surface words -> their terms
+    documents: tuple[tuple[str, ...], ...]  # per task: terms of name, aliases and help (exemplar BM25)
+
+
+def analyse_tasks(tasks: Sequence[TaskRecord], field_weights: FieldWeights,
+                  enrichment: Enrichment | None = None) -> TaskText:
+    """The case-independent part of `build_index` (see TaskText)."""
     weights = {"name": field_weights.name, "aliases": field_weights.aliases,
                "category": field_weights.category, "help": field_weights.help,
                "enriched": ENRICHED_FIELD_WEIGHT}
@@ -137,22 +151,40 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                 extra[stem(w)] += weight
         fields_tf["enriched"] = extra
         per_task_tfs.append(fields_tf)
-    for w in lexicon.surface_words:
-        surface.setdefault(w, stem(w))
 
-    vocab_terms = sorted({t for tfs in per_task_tfs for c in tfs.values() for t in c} | set(lexicon.associations))
-    vocabulary = {term: i for i, term in enumerate(vocab_terms)}
+    task_terms = sorted({t for tfs in per_task_tfs for c in tfs.values() for t in c})
+    column = {term: i for i, term in enumerate(task_terms)}
     n_tasks = len(tasks)
-
     lengths = [{f: sum(c.values()) for f, c in tfs.items()} for tfs in per_task_tfs]
     avg = {f: (sum(l[f] for l in lengths) / n_tasks if n_tasks else 0.0) for f in weights}
     df = Counter(t for tfs in per_task_tfs for t in {t for c in tfs.values() for t in c})
-    shape = (n_tasks, len(vocabulary))
     lexical = _Postings()
     for row, tfs in enumerate(per_task_tfs):
         for term in {t for c in tfs.values() for t in c}:
             pseudo = bm25f_pseudo_tf({f: c.get(term, 0) for f, c in tfs.items()}, lengths[row], avg, weights)
-            lexical.add(row, vocabulary[term], bm25_saturate(pseudo, lucene_idf(df[term], n_tasks)))
+            lexical.add(row, column[term], bm25_saturate(pseudo, lucene_idf(df[term], n_tasks)))
+    return TaskText(tasks=tuple(tasks), terms=tuple(task_terms), lexical=lexical.matrix((n_tasks, len(task_terms))),
+                    field_terms=tuple({f: frozenset(c) for f, c in tfs.items() if c} for tfs in per_task_tfs),
+                    surface_to_term=surface, documents=tuple(tuple(d) for d in exemplar_documents(tasks)))
+
+
+def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_weights: FieldWeights,
+                enrichment: Enrichment | None = None, cases: Sequence[CaseRecord] = (),
+                task_text: TaskText | None = None) -> SearchIndex:
+    """Everything a query needs, from the catalog and the test cases (`lexicon` is built from
+    the same `cases`; they also fill the exemplar memory). `task_text`: `analyse_tasks` of the
+    same `tasks`, field weights and enrichment, when the caller has it already."""
+    if task_text is None:
+        task_text = analyse_tasks(tasks, field_weights, enrichment)
+    surface = dict(task_text.surface_to_term)
+    for w in lexicon.surface_words:
+        surface.setdefault(w, stem(w))
+
+    vocab_terms = sorted(set(task_text.terms) | set(lexicon.associations))
+    vocabulary = {term: i for i, term in enumerate(vocab_terms)}
+    n_tasks = len(tasks)
+    shape = (n_tasks, len(vocabulary))
+    lexical_matrix = _with_columns(task_text.lexical, [vocabulary[t] for t in task_text.terms], shape)
 
     row_of = {task.id: row for row, task in enumerate(tasks)}
     rationale = _Postings()
@@ -162,14 +194,20 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
         for task_id, count in present.items():
             rationale.add(row_of[task_id], vocabulary[term], rationale_weight(count, term_links, len(present), n_tasks))
 
-    lexical_matrix, rationale_matrix = lexical.matrix(shape), rationale.matrix(shape)
-    exemplars = build_exemplars(tasks, cases, vocabulary)
-    field_terms = tuple({f: frozenset(c) for f, c in tfs.items() if c} for tfs in per_task_tfs)
+    rationale_matrix = rationale.matrix(shape)
+    exemplars = build_exemplars(tasks, cases, vocabulary, task_text.documents)
     return SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical_matrix, rationale=rationale_matrix,
                        lexical_ideal=IdealWeights.of(lexical_matrix), rationale_ideal=IdealWeights.of(rationale_matrix),
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
-                       field_terms=field_terms, surface_words=tuple(sorted(surface)),
+                       field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon)
+
+
+def _with_columns(matrix: sparse.csc_matrix, columns: Sequence[int], shape: tuple[int, int]) -> sparse.csc_matrix:
+    """`matrix` with its column j moved to `columns[j]` of a matrix of `shape` (a wider vocabulary)."""
+    coo = matrix.tocoo()
+    moved = np.asarray(columns, dtype=np.int64)[coo.col] if coo.nnz else coo.col
+    return sparse.csc_matrix((coo.data, (coo.row, moved)), shape=shape)
 
 
 class _Postings:

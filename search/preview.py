@@ -1,0 +1,432 @@
+"""The ranking preview of a catalog or test-case change, shown before the change is published.
+
+`preview_change(service, before_tasks, before_cases, after_tasks, after_cases, queries)`
+compares the catalog as it is (before) with the catalog as the change would leave it (after),
+ranking with the parameters the service ranks with now (`service.live().params`: the fusion
+weights of the newest fit, its prototypes and abstention model; nothing is refitted):
+
+- **lexicon links** the change adds and removes (term -> task, lexicon.rationale), and those
+  whose number of supporting test cases changes, with each link's rationale weight in the index;
+- **the edited queries**: their top 5 before and after;
+- **every test case whose top 5 would change**, before and after;
+- **cross-validated Hit@5 and MRR** of the whole suite before and after, and the test cases
+  that newly fail or pass under cross-validation.
+
+What the rankings show. The top 5 of an edited query and of a test case is what a user would
+see for that exact text: every active task (a user holding every role), a test case's exact
+query pinned to its gold tasks first (lexicon.rationale.pin_key), and the abstention model
+applied ("no confident match"), as `SearchService.search` does without the LLM. A pinned case
+therefore stays right as long as its gold tasks exist; what it can lose is the rest of its top
+5. A test case is judged by the gold it will have once the change is published (its old gold
+when the change deletes it). Out-of-scope cases (no gold) are listed when their answer changes.
+
+Cross-validation is what says whether the change generalises, or breaks paraphrases of other
+cases: the cases are split into 5 folds by a hash of their query (catalog.splits.k_folds, seed
+42, the folds of the ranker fit, so a case keeps its fold when others are added or edited); for
+each fold, an index is built without that fold's cases and the fold's in-scope queries are
+ranked by it, without pins and without abstention (the fit's CV convention). Hit@5 is the share
+with a gold task in the top 5, MRR the mean reciprocal rank of the first gold task within the
+top 50. The prototype signal of a fold's index is its starting point, the scaled centroids of
+that fold's exemplars: the fitted prototypes learnt every case (they would leak the held-out
+ones into the ranking) and refitting them per fold takes seconds per fold.
+
+Speed (about 2 s on the demo catalog, `ops/bench_preview.py`): the task half of every index
+(search.index.TaskText) and the task vectors are computed once per task list; every text is
+embedded once per preview (MemoEmbedder in front of the service's cached embedder); an index
+whose tasks and cases are the same as another's (before and after of a fold the change does not
+touch, a no-op change) is built and queried once.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import k_folds
+from evaluation.metrics import gold_rank
+from lexicon.rationale import RationaleLexicon, build_lexicon, pin_key
+from lexicon.text import stem, words
+from search.confidence import assess
+from search.embeddings import EmbeddingUnavailable, MemoEmbedder
+from search.fitting import FOLDS, attach_vectors
+from search.index import SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
+from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
+from search.prototypes import INIT_SCALE
+from search.ranker import RankerParams
+from settings import Settings
+
+TOP_K = 5            # the rankings shown and compared
+CV_SEED = 42         # the ranker fit's folds (search.fitting.fit_ranker's default seed)
+CV_DEPTH = 50        # MRR counts a gold task within the top 50 (the fit's CV depth)
+
+
+# -- the report ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankedTask:
+    id: str
+    name: str
+    score: float         # fused score relative to the average task (the API's `score`)
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One query's top 5 as a user would see it, and where its first gold task is."""
+
+    tasks: tuple[RankedTask, ...]
+    gold_rank: int | None        # 1-based, within the top CV_DEPTH; None: further down or no gold
+    abstained: bool = False      # the abstention model would answer "no confident match"
+
+    def shown_ids(self) -> tuple[str, ...]:
+        return () if self.abstained else tuple(t.id for t in self.tasks)
+
+    def hit(self) -> bool:
+        return not self.abstained and self.gold_rank is not None and self.gold_rank <= TOP_K
+
+
+@dataclass(frozen=True)
+class QueryComparison:
+    query: str
+    gold: tuple[str, ...]        # the gold judged by (after the change; before when it deletes the case)
+    before: Ranking
+    after: Ranking
+    status: str                  # broken | fixed | moved | unchanged | out_of_scope
+
+    @property
+    def changed(self) -> bool:
+        return self.before.shown_ids() != self.after.shown_ids()
+
+
+@dataclass(frozen=True)
+class LexiconLink:
+    term: str                    # the stemmed term as the index holds it
+    surface: tuple[str, ...]     # words of the changed cases that stem to it (for reading)
+    task_id: str
+    task_name: str
+    cases_before: int            # test cases linking term and task
+    cases_after: int
+    weight_before: float | None  # the link's rationale weight in the index (None: no such link)
+    weight_after: float | None
+
+
+@dataclass(frozen=True)
+class CVFigures:
+    n: int                       # in-scope cases scored
+    hit_at_5: float | None
+    mrr: float | None
+
+
+@dataclass(frozen=True)
+class CVChange:
+    query: str
+    gold: tuple[str, ...]
+    rank_before: int | None      # cross-validated rank of the first gold task
+    rank_after: int | None
+
+
+@dataclass(frozen=True)
+class PreviewReport:
+    queries: tuple[QueryComparison, ...]
+    links_added: tuple[LexiconLink, ...]
+    links_removed: tuple[LexiconLink, ...]
+    links_changed: tuple[LexiconLink, ...]
+    changed_cases: tuple[QueryComparison, ...]
+    cv_before: CVFigures
+    cv_after: CVFigures
+    newly_failing: tuple[CVChange, ...]
+    newly_passing: tuple[CVChange, ...]
+    mode: str                    # "full" (embeddings) or "sparse" (embeddings unavailable)
+    ranker: dict                 # which parameters ranked (source, fit id)
+    elapsed_ms: float
+
+    def as_dict(self) -> dict:
+        """JSON-safe (plain dicts, lists, strings, numbers, booleans and None)."""
+        out = asdict(self)
+        for key in ("queries", "changed_cases"):
+            for row, comparison in zip(out[key], getattr(self, key)):
+                row["changed"] = comparison.changed
+        out["cv_delta"] = {
+            "hit_at_5": _delta(self.cv_before.hit_at_5, self.cv_after.hit_at_5),
+            "mrr": _delta(self.cv_before.mrr, self.cv_after.mrr),
+        }
+        return _plain(out)
+
+
+def _delta(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else round(after - before, 4)
+
+
+def _plain(value):
+    """Tuples to lists, numpy scalars to Python numbers (json.dumps-able)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# -- indexes, built once each ----------------------------------------------------------------------
+@dataclass
+class _Indexed:
+    """An index with its visible rows, and the rankings already asked of it (an index shared by
+    before and after answers each query once)."""
+
+    index: SearchIndex
+    rows: np.ndarray
+    visible: tuple[TaskRecord, ...]
+    rankings: dict = field(default_factory=dict)
+
+
+class _Workbench:
+    """Builds the indexes one preview needs, reusing the case-independent parts: the analysed
+    task text and task vectors per task list, every embedding (memoised), and whole indexes
+    whose tasks and cases repeat. Lives for one preview."""
+
+    def __init__(self, settings: Settings, params: RankerParams, embedder, abstain: bool):
+        self.settings = settings
+        self.params = params
+        self.embedder = MemoEmbedder(embedder) if embedder is not None else None
+        self.abstain = abstain
+        self._task_text: dict[tuple, TaskText] = {}
+        self._task_vectors: dict[tuple, np.ndarray] = {}
+        self._indexes: dict[tuple, _Indexed] = {}
+
+    def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], fitted_prototypes: bool) -> _Indexed:
+        """The index of the active `tasks` and `cases`. `fitted_prototypes`: rank the prototype
+        signal with the fitted prototypes (the live ranking) rather than the cases' own scaled
+        centroids (cross-validation; see the module docstring)."""
+        active = tuple(t for t in tasks if t.active)
+        key = (active, tuple(cases), fitted_prototypes)
+        if key not in self._indexes:
+            self._indexes[key] = self._build(active, tuple(cases), fitted_prototypes)
+        return self._indexes[key]
+
+    def _build(self, tasks: tuple[TaskRecord, ...], cases: tuple[CaseRecord, ...], fitted_prototypes: bool) -> _Indexed:
+        if tasks not in self._task_text:
+            self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights)
+        index = build_index(tasks, build_lexicon(cases), self.settings.field_weights, cases=cases,
+                            task_text=self._task_text[tasks])
+        if self.embedder is not None and tasks:
+            if tasks not in self._task_vectors:
+                self._task_vectors[tasks] = self.embedder.embed([embedding_text(t) for t in tasks], "passage")
+            index = attach_vectors(index, self.embedder, self._task_vectors[tasks])
+            if fitted_prototypes:
+                index = index.with_prototypes(self.params.prototype_matrix(index))
+            elif self.params.prototypes is not None and index.exemplars.centroids is not None:
+                index = index.with_prototypes(INIT_SCALE * index.exemplars.centroids)
+        rows, visible = index.visible(None, restrict=False)
+        return _Indexed(index, rows, visible)
+
+    def rank(self, side: _Indexed, query: str, gold: Iterable[str], as_user: bool) -> Ranking:
+        """`query` ranked by `side`: `as_user` with pins and abstention (what a user would see),
+        otherwise neither (cross-validation)."""
+        gold = tuple(gold)
+        key = (query, gold, as_user)
+        if key not in side.rankings:
+            side.rankings[key] = self._rank(side, query, gold, as_user)
+        return side.rankings[key]
+
+    def _rank(self, side: _Indexed, query: str, gold: tuple[str, ...], as_user: bool) -> Ranking:
+        index = side.index
+        analysed = analyse_query(index, query, self.settings.typo_min_similarity)
+        if not side.visible or not analysed.words:
+            return Ranking((), None, abstained=as_user)
+        vector = self._query_vector(index, analysed)
+        values = signal_values(index, analysed, side.rows, vector)
+        mode = mode_of(values)
+        pins = index.lexicon.pinned_for(query) if as_user else ()
+        fused, _ = fuse(values, self.params.weights.for_mode(mode))
+        order = rank_order(side.visible, fused, pins, CV_DEPTH)
+        ids = [side.visible[i].id for i in order]
+        mean = float(fused.mean())
+        top = tuple(RankedTask(side.visible[i].id, side.visible[i].name, round(float(fused[i]) - mean, 4),
+                               side.visible[i].id in pins) for i in order[:TOP_K])
+        abstained = False
+        model = self.params.abstention_for(mode) if (as_user and self.abstain) else None
+        if model is not None and not (top and top[0].pinned):
+            oos = index.exemplars.nearest_out_of_scope(vector) if mode == "full" else None
+            abstained = not assess(rank_values(side.visible, values, self.params.weights, 2, pins, oos), model).answer
+        return Ranking(top, gold_rank(ids, set(gold)) if gold else None, abstained)
+
+    def _query_vector(self, index: SearchIndex, analysed: AnalysedQuery) -> np.ndarray | None:
+        if self.embedder is None or not index.has_vectors:
+            return None
+        return self.embedder.embed([analysed.embedding_text], "query")[0]
+
+
+# -- the parts of the report -----------------------------------------------------------------------
+def compare_query(bench: _Workbench, before: _Indexed, after: _Indexed, query: str, gold: tuple[str, ...]) -> QueryComparison:
+    ranked_before = bench.rank(before, query, gold, as_user=True)
+    ranked_after = bench.rank(after, query, gold, as_user=True)
+    return QueryComparison(query, gold, ranked_before, ranked_after, _status(gold, ranked_before, ranked_after))
+
+
+def _status(gold: tuple[str, ...], before: Ranking, after: Ranking) -> str:
+    if not gold:
+        return "out_of_scope"
+    if before.hit() and not after.hit():
+        return "broken"
+    if after.hit() and not before.hit():
+        return "fixed"
+    return "moved" if before.shown_ids() != after.shown_ids() else "unchanged"
+
+
+SEVERITY = {"broken": 0, "fixed": 1, "out_of_scope": 2, "moved": 3, "unchanged": 4}
+
+
+def changed_cases(bench: _Workbench, before: _Indexed, after: _Indexed, before_cases: Sequence[CaseRecord],
+                  after_cases: Sequence[CaseRecord]) -> list[QueryComparison]:
+    """Every test case (of either side) whose shown top 5 differs; broken ones first, then
+    fixed, then the rest, each group by how far the gold task moved."""
+    gold_of = judged_gold(before_cases, after_cases)
+    found = []
+    for query, gold in gold_of.items():
+        comparison = compare_query(bench, before, after, query, gold)
+        if comparison.changed:
+            found.append(comparison)
+
+    def order(c: QueryComparison):
+        moved = abs((c.after.gold_rank or CV_DEPTH + 1) - (c.before.gold_rank or CV_DEPTH + 1))
+        return SEVERITY[c.status], -moved, c.query.casefold()
+
+    return sorted(found, key=order)
+
+
+def judged_gold(before_cases: Sequence[CaseRecord], after_cases: Sequence[CaseRecord]) -> dict[str, tuple[str, ...]]:
+    """query -> the gold it is judged by: its gold after the change, or before when the change
+    deletes it (queries are unique in the store; a repeated one keeps its first gold)."""
+    gold: dict[str, tuple[str, ...]] = {}
+    for case in [*after_cases, *before_cases]:
+        gold.setdefault(case.query, tuple(case.gold))
+    return gold
+
+
+def lexicon_changes(before: _Indexed, after: _Indexed, changed: Iterable[CaseRecord],
+                    names: Mapping[str, str]) -> tuple[list[LexiconLink], list[LexiconLink], list[LexiconLink]]:
+    """(added, removed, changed count) term -> task links; `changed`: the cases on one side
+    only (their words name the terms)."""
+    lex_before, lex_after = before.index.lexicon, after.index.lexicon
+    surface: dict[str, set[str]] = {}
+    for case in changed:
+        for word in words(f"{case.query} {case.rationale}"):
+            surface.setdefault(stem(word), set()).add(word)
+    added, removed, recounted = [], [], []
+    for term in sorted(set(lex_before.associations) | set(lex_after.associations)):
+        was, now = lex_before.tasks_for(term), lex_after.tasks_for(term)
+        for task_id in sorted(set(was) | set(now)):
+            if was.get(task_id, 0) == now.get(task_id, 0):
+                continue
+            link = LexiconLink(term, tuple(sorted(surface.get(term, ()))), task_id, names.get(task_id, task_id),
+                               was.get(task_id, 0), now.get(task_id, 0),
+                               _link_weight(before.index, term, task_id), _link_weight(after.index, term, task_id))
+            (added if task_id not in was else removed if task_id not in now else recounted).append(link)
+    return added, removed, recounted
+
+
+def _link_weight(index: SearchIndex, term: str, task_id: str) -> float | None:
+    column = index.vocabulary.get(term)
+    row = next((r for r, t in enumerate(index.tasks) if t.id == task_id), None)
+    if column is None or row is None:
+        return None
+    weight = float(index.rationale[row, column])
+    return round(weight, 4) if weight else None
+
+
+def cross_validate(bench: _Workbench, before_tasks, before_cases, after_tasks, after_cases
+                   ) -> tuple[CVFigures, CVFigures, list[CVChange], list[CVChange]]:
+    """CV figures before and after, and the cases (present on both sides, judged by the gold of
+    each side) whose CV Hit@5 flips (see the module docstring)."""
+    before = _cv_ranks(bench, before_tasks, before_cases)
+    after = _cv_ranks(bench, after_tasks, after_cases)
+    failing, passing = [], []
+    for key in sorted(set(before) & set(after)):
+        was, now = before[key], after[key]
+        change = CVChange(key, now[0], was[1], now[1])
+        if _cv_hit(was[1]) and not _cv_hit(now[1]):
+            failing.append(change)
+        elif _cv_hit(now[1]) and not _cv_hit(was[1]):
+            passing.append(change)
+    return _figures(before), _figures(after), failing, passing
+
+
+def _cv_ranks(bench: _Workbench, tasks, cases) -> dict[str, tuple[tuple[str, ...], int | None]]:
+    """query -> (gold, cross-validated rank of its first gold task) of every in-scope case."""
+    out = {}
+    for fit, held in k_folds(list(cases), FOLDS, CV_SEED):
+        held = [c for c in held if c.gold]
+        if not held:
+            continue
+        side = bench.index(tasks, fit, fitted_prototypes=False)
+        for case in held:
+            out.setdefault(case.query, (tuple(case.gold), bench.rank(side, case.query, case.gold, as_user=False).gold_rank))
+    return out
+
+
+def _cv_hit(rank: int | None) -> bool:
+    return rank is not None and rank <= TOP_K
+
+
+def _figures(ranks: Mapping[str, tuple[tuple[str, ...], int | None]]) -> CVFigures:
+    if not ranks:
+        return CVFigures(0, None, None)
+    values = [rank for _gold, rank in ranks.values()]
+    return CVFigures(len(values), round(float(np.mean([_cv_hit(r) for r in values])), 4),
+                     round(float(np.mean([1.0 / r if r else 0.0 for r in values])), 4))
+
+
+# -- the whole preview ------------------------------------------------------------------------------
+def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Sequence[CaseRecord],
+                   after_tasks: Sequence[TaskRecord], after_cases: Sequence[CaseRecord],
+                   queries: Sequence[str]) -> PreviewReport:
+    """The preview of changing (before_tasks, before_cases) into (after_tasks, after_cases);
+    `queries`: the edited query or queries. `service`: a SearchService (its settings, embedder
+    and current ranker parameters are used; it is not changed). Embeddings that cannot be had
+    make the whole preview rank in the degraded (sparse) mode, as the service would."""
+    started = time.perf_counter()
+    before_cases, after_cases = _content(before_cases), _content(after_cases)
+    live = service.live()
+    embedder = service.embedder if live.vectors_ok else None
+    try:
+        return _preview(service.settings, live.params, embedder, started, before_tasks, before_cases,
+                        after_tasks, after_cases, queries)
+    except EmbeddingUnavailable:
+        return _preview(service.settings, live.params, None, started, before_tasks, before_cases,
+                        after_tasks, after_cases, queries)
+
+
+def _preview(settings: Settings, params: RankerParams, embedder, started: float, before_tasks, before_cases,
+             after_tasks, after_cases, queries) -> PreviewReport:
+    bench = _Workbench(settings, params, embedder, settings.abstain)
+    before = bench.index(before_tasks, before_cases, fitted_prototypes=True)
+    after = bench.index(after_tasks, after_cases, fitted_prototypes=True)
+    gold_of = judged_gold(before_cases, after_cases)
+    edited = [compare_query(bench, before, after, q, gold_of.get(q, _pinned_gold(after.index.lexicon, q)))
+              for q in dict.fromkeys(q.strip() for q in queries if q and q.strip())]
+    names = {t.id: t.name for t in [*before_tasks, *after_tasks]}
+    one_side = set(before_cases) ^ set(after_cases)
+    added, removed, recounted = lexicon_changes(before, after, one_side, names)
+    cases = changed_cases(bench, before, after, before_cases, after_cases)
+    cv_before, cv_after, failing, passing = cross_validate(bench, before_tasks, before_cases, after_tasks, after_cases)
+    return PreviewReport(
+        queries=tuple(edited), links_added=tuple(added), links_removed=tuple(removed), links_changed=tuple(recounted),
+        changed_cases=tuple(cases), cv_before=cv_before, cv_after=cv_after,
+        newly_failing=tuple(failing), newly_passing=tuple(passing),
+        mode="full" if bench.embedder is not None and after.index.has_vectors else "sparse",
+        ranker={"source": params.source, "fit_id": params.fit_id},
+        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 1))
+
+
+def _content(cases: Sequence[CaseRecord]) -> list[CaseRecord]:
+    """The cases without their store id and version: two lists holding the same test cases
+    compare equal however they were read (the indexes are shared on that equality)."""
+    return [replace(c, id=None, version=None) for c in cases]
+
+
+def _pinned_gold(lexicon: RationaleLexicon, query: str) -> tuple[str, ...]:
+    """The gold of an edited query that is no case's query verbatim but shares its pin key."""
+    return tuple(lexicon.pins.get(pin_key(query), ()))
