@@ -25,12 +25,8 @@ from admin.views import case_json, store, task_json
 from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import NotFound, StaleEdit, StoreConflict
+from search.preview import preview_change
 from search.service import SearchService
-
-try:  # TEMPORARY until the preview branch is merged
-    from search.preview import preview_change
-except ImportError:  # pragma: no cover
-    preview_change = None
 
 PICKER_RESULTS = 10
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -244,10 +240,10 @@ def preview_queries(proposal: Proposal, before_cases: list[CaseRecord]) -> list[
 def render_preview(proposal: Proposal):
     all_tasks, before_cases = store().tasks(include_inactive=True), store().cases()
     after_tasks, after_cases = apply_proposal(all_tasks, before_cases, proposal)
-    report = None
-    if preview_change is not None:  # TEMPORARY guard until the preview branch is merged
-        report = preview_change(service(), active(all_tasks), before_cases, active(after_tasks), after_cases,
-                                preview_queries(proposal, before_cases)).as_dict()
+    # before = what the search indexes now (active tasks, every case); after = the same with the
+    # change applied (a pure function of the two), so the preview ranks what publishing would.
+    report = preview_change(service(), active(all_tasks), before_cases, active(after_tasks), after_cases,
+                            preview_queries(proposal, before_cases)).as_dict()
     current = None
     if not proposal.is_new:
         current = next((c for c in before_cases if c.id == proposal.record.id), None) if proposal.kind == CASE \

@@ -63,6 +63,8 @@ def test_a_case_edit_is_previewed_then_published_as_a_version_with_its_audit_ent
     assert preview.status_code == 200
     html = text(preview)
     assert "Preview: Edit test case" in html and "health.lead-screening" in html and "transport.bus-routes" in html
+    assert "Preview of this change" in html and "Cross-validated suite" in html   # search.preview's report
+    assert re.search(r"<caption><q>Bus Route Management</q>", html), "the edited query ranked before/after"
     assert case_by_query(admin_app, "Bus Route Management") == case, "a preview publishes nothing"
     assert f'name="base_version" value="{case.version}"' in html  # the publish form carries the base version
 
@@ -158,6 +160,7 @@ def test_retiring_a_task_flags_its_cases_and_takes_it_out_of_search(admin_app):
     preview = client.post("/admin/tasks/preview", data={"csrf_token": csrf, "action": "retire", "task_id": task.id,
                                                         "base_version": str(task.version)})
     assert preview.status_code == 200 and "Preview: Retire task" in text(preview)
+    assert "CACFP Meal Count" in text(preview), "the queries of the cases naming the task are previewed"
     published = client.post("/admin/tasks/publish", data={"csrf_token": csrf, "action": "retire",
                                                           "task_id": task.id, "base_version": str(task.version)})
     assert published.status_code == 302 and not store.task(task.id).active

@@ -60,6 +60,7 @@ def test_an_editor_edits_previews_and_publishes_and_the_search_changes(editor_ap
     page.click("button:has-text('Preview')")
     page.wait_for_selector("h1:has-text('Preview: Edit test case')")
     assert NEW_GOLD in page.inner_text("table.diff")
+    page.wait_for_selector("section.preview:has-text('Cross-validated suite')")
     screenshot(page, "admin-preview.png")
 
     page.click("button[name=publish]")
