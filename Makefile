@@ -11,7 +11,7 @@ PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
 # prometheus_client's multiprocess directory (wiped at each start); override to move it.
 PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/instance/prometheus-multiproc
 
-.PHONY: run serve-prod test setup setup-dev llm browser serve-llm clean
+.PHONY: run serve-prod test setup setup-dev llm browser axe serve-llm clean
 
 run: setup
 	$(PY) app.py load-demo
@@ -21,7 +21,7 @@ serve-prod: setup
 	$(PY) app.py db upgrade
 	PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(VENV)/bin/gunicorn -c ops/gunicorn.conf.py
 
-test: setup-dev llm browser
+test: setup-dev llm browser axe
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 setup: $(VENV)/.runtime
@@ -54,6 +54,14 @@ browser:
 	  { [ "$$(id -u)" = 0 ] && { apt-get install -y -q chromium prometheus >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null && apt-get install -y -q chromium prometheus >/dev/null; }; } || \
 	    echo "note: install Debian's chromium and prometheus packages to run the browser and promtool tests"; }
+
+# axe-core (npm registry, pinned; not vendored) for the widget's accessibility test; without npm
+# that one check skips (tests/browser/test_widget.py).
+AXE_VERSION := 4.14.1
+axe:
+	@[ -f .axe/node_modules/axe-core/axe.min.js ] || { command -v npm >/dev/null && \
+	  npm install -q --no-save --no-audit --no-fund --prefix .axe axe-core@$(AXE_VERSION) >/dev/null 2>&1; } || \
+	  echo "note: install npm to run the widget's axe-core accessibility check"
 
 serve-llm: llm
 	$(PY) app.py llm serve

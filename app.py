@@ -39,6 +39,7 @@ from search.cli import fit_command
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
 from settings import Settings
+from widget import widget_bp
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     install_request_metrics(app, metrics)  # first, so that its timer starts before any other hook
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
+    app.register_blueprint(widget_bp)
     init_admin(app, settings, accounts)
     for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
                     search_command,

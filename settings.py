@@ -147,6 +147,8 @@ class Settings:
     role_token_max_ttl_s: int = 900
     trusted_role_header: str = "X-Taskfinder-Roles"
     trusted_proxies: tuple[str, ...] = ()
+    # the demo homepage at / (widget/): a page embedding the search widget over this catalog
+    demo_homepage: bool = True
 
     @property
     def database(self) -> str:
@@ -290,4 +292,5 @@ ENVIRONMENT = (
     ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
+    ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),
 )

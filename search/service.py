@@ -29,6 +29,7 @@ from search.fitting import attach_vectors, cases_digest, fit_ranker
 from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
+from search.suggestions import suggest
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -287,6 +288,7 @@ class SearchService:
 
         confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None)
         confident = confidence.answer
+        nearest = result.ranked
         if not confident:
             result = replace(result, ranked=[])
         stage = time.perf_counter()
@@ -305,6 +307,9 @@ class SearchService:
         if not confident:
             self.metrics.no_confident_match.inc()
         rerank_info.pop("reasons")
+        offered = [] if results else [s.as_dict() for s in suggest(
+            query, analysed.words, result.corrections, [(item.task.name, item.score) for item in nearest],
+            (task.category for task in live.index.visible(visible or None, restrict_roles)[1]))]
         return {
             "query": query,
             "k": k,
@@ -312,6 +317,7 @@ class SearchService:
             "roles": sorted(visible),
             "results": results,
             "no_confident_match": not confident,
+            "suggestions": offered,
             "degraded": degraded,
             "corrections": {w: [{"word": c, "similarity": round(s, 3)} for c, s in found]
                             for w, found in result.corrections.items()},

@@ -1,0 +1,861 @@
+/*
+ * Taskfinder search widget: one dependency-free script, no build step (docs/notes/widget.md).
+ *
+ *   <link rel="stylesheet" href="https://taskfinder.example/widget.css">
+ *   <div id="taskfinder"></div>
+ *   <script src="https://taskfinder.example/widget.js" data-endpoint="https://taskfinder.example/api"
+ *           data-target="#taskfinder" defer></script>
+ *
+ * Type-ahead shows the instant prefilter ranking (rerank=0) 120 ms after the last keystroke and
+ * the re-ranked list (rerank=1) on Enter or after a 700 ms pause. The input is a WAI-ARIA 1.2
+ * combobox with a listbox popup. Every string from the API is inserted with textContent (never
+ * innerHTML), task URLs must be http(s), and nothing is inline, so the widget runs under a
+ * Content-Security-Policy of script-src 'self'. Searches, clicks, dwell and returns are posted
+ * to <endpoint>/events with an opaque per-tab session id (sessionStorage).
+ */
+(function (window, document) {
+  "use strict";
+
+  var DEFAULTS = {
+    endpoint: null,          // API base URL, e.g. "https://taskfinder.example/api" (default: /api beside widget.js)
+    target: "#taskfinder",   // CSS selector (or element) of the container the widget fills
+    k: 8,                    // results shown
+    label: "Search tasks",   // the input's accessible name (a visible label)
+    placeholder: "Describe what you need to do",
+    roleToken: null,         // signed role token of the host (string, or a function returning one or a Promise)
+    rerank: true,            // ask for the re-ranked list once the person pauses or presses Enter
+    linkBase: null,          // base URL for relative task URLs (default: the host page)
+    analytics: true,         // post impression/click/dwell/return events to <endpoint>/events
+    debounceMs: 120,         // instant ranking this long after the last keystroke
+    settleMs: 700,           // re-ranked list after this pause
+    stallMs: 300,            // loading indicator only once a request takes this long
+    slowMs: 2500,            // "taking longer than usual" after this long
+    timeoutMs: 8000,         // an instant request is given up after this long
+    rerankTimeoutMs: 25000,  // a re-ranked request (an LLM may answer it) after this long
+    maxLength: 256           // the API's MAX_QUERY_CHARS default
+  };
+  var SESSION_KEY = "taskfinder.session";
+  var PENDING_KEY = "taskfinder.pending";
+  var PENDING_MAX_AGE_MS = 30 * 60 * 1000;
+  var EVENT_FLUSH_MS = 1000;
+  var EVENT_BATCH_MAX = 50;
+  var TEXT_FIELDS = { name: true, aliases: true, help: true, category: true };
+  var SIGNAL_PHRASES = {
+    rationale: "uses words people have used for this task",
+    exemplar: "shares words with earlier searches for this task",
+    embedding: "close in meaning to its description",
+    centroid: "close in meaning to earlier searches for this task",
+    neighbour: "close in meaning to earlier searches for this task",
+    prototype: "learned from earlier searches for this task"
+  };
+  var MESSAGES = {
+    noConfident: "No confident match",
+    noResults: "No tasks found",
+    tryInstead: "Try one of these instead:",
+    tryWords: "Try other words for what you need to do.",
+    slow: "Search is taking longer than usual…",
+    down: "Search is unavailable right now. Please try again in a moment.",
+    busy: "Too many searches right now. Please wait a moment and try again.",
+    quickOnly: "Showing quick results: refining them is unavailable right now.",
+    reduced: "Search is running in a reduced mode right now; results may be less accurate.",
+    noLink: "This task has no link."
+  };
+  var counter = 0;
+  var queues = {};
+  var memorySession = null;
+
+  // -- small helpers --------------------------------------------------------------------------
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text != null) node.textContent = String(text);
+    return node;
+  }
+
+  function randomId() {
+    var bytes = new Uint8Array(16);
+    (window.crypto || window.msCrypto).getRandomValues(bytes);
+    var out = "";
+    for (var i = 0; i < bytes.length; i++) out += (bytes[i] + 256).toString(16).slice(1);
+    return out;
+  }
+
+  function storage() {
+    try { return window.sessionStorage; } catch (e) { return null; }
+  }
+
+  /** The opaque per-tab session id (sessionStorage; in memory where storage is refused). */
+  function sessionId() {
+    var store = storage();
+    try {
+      var existing = store && store.getItem(SESSION_KEY);
+      if (existing) return existing;
+      var fresh = randomId();
+      if (store) { store.setItem(SESSION_KEY, fresh); return fresh; }
+    } catch (e) { /* storage full or blocked: fall through */ }
+    return memorySession || (memorySession = randomId());
+  }
+
+  function readJson(key) {
+    var store = storage();
+    try { return store ? JSON.parse(store.getItem(key) || "null") : null; } catch (e) { return null; }
+  }
+
+  function writeJson(key, value) {
+    var store = storage();
+    try {
+      if (!store) return;
+      if (value == null) store.removeItem(key); else store.setItem(key, JSON.stringify(value));
+    } catch (e) { /* ignore */ }
+  }
+
+  function fold(text) {
+    return String(text).toLowerCase().normalize("NFD").replace(/[\u0300-\u036f]/g, "");
+  }
+
+  function numberOr(raw, fallback) {
+    var value = Number(raw);
+    return raw != null && raw !== "" && isFinite(value) && value >= 0 ? value : fallback;
+  }
+
+  function flag(raw, fallback) {
+    if (raw == null || raw === "") return fallback;
+    return !/^(0|false|no|off)$/i.test(String(raw));
+  }
+
+  function withoutHash(href) {
+    return String(href).split("#")[0];
+  }
+
+  /** A task URL as an absolute http(s) URL, or null (javascript:, data: and garbage never open). */
+  function safeUrl(raw, base) {
+    if (!raw) return null;
+    try {
+      var url = new URL(String(raw), base || document.baseURI);
+      return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+    } catch (e) { return null; }
+  }
+
+  function sameOrigin(url) {
+    try { return new URL(url, document.baseURI).origin === window.location.origin; } catch (e) { return false; }
+  }
+
+  // -- analytics events ------------------------------------------------------------------------
+  /** Batches events per endpoint and posts them as {session_id, events}: fetch with keepalive
+   *  normally, navigator.sendBeacon when the page is being left. */
+  function EventQueue(url) {
+    this.url = url;
+    this.events = [];
+    this.timer = null;
+  }
+
+  EventQueue.prototype.push = function (event, urgent) {
+    this.events.push(event);
+    if (urgent || this.events.length >= EVENT_BATCH_MAX) { this.flush(urgent); return; }
+    if (!this.timer) this.timer = window.setTimeout(this.flush.bind(this, false), EVENT_FLUSH_MS);
+  };
+
+  EventQueue.prototype.flush = function (leaving) {
+    window.clearTimeout(this.timer);
+    this.timer = null;
+    while (this.events.length) {
+      var body = JSON.stringify({ session_id: sessionId(), events: this.events.splice(0, EVENT_BATCH_MAX) });
+      if (leaving && navigator.sendBeacon && sameOrigin(this.url)) {
+        try {
+          if (navigator.sendBeacon(this.url, new Blob([body], { type: "application/json" }))) continue;
+        } catch (e) { /* fall back to fetch */ }
+      }
+      try {
+        window.fetch(this.url, { method: "POST", body: body, keepalive: true, credentials: "omit",
+          headers: { "Content-Type": "application/json" } }).catch(function () {});
+      } catch (e) { /* analytics never breaks the search */ }
+    }
+  };
+
+  function queueFor(endpoint) {
+    var url = endpoint + "/events";
+    return queues[url] || (queues[url] = new EventQueue(url));
+  }
+
+  function flushAll() {
+    for (var url in queues) if (Object.prototype.hasOwnProperty.call(queues, url)) queues[url].flush(true);
+  }
+
+  // -- explanations ----------------------------------------------------------------------------
+  function unique(list) {
+    var seen = {}, out = [];
+    for (var i = 0; i < list.length; i++) if (!seen[list[i]]) { seen[list[i]] = true; out.push(list[i]); }
+    return out;
+  }
+
+  function quoted(words) {
+    return "“" + words.join("”, “") + "”";
+  }
+
+  /** The words of the query that matched in `field` (and their corrections), for highlighting. */
+  function matchedWords(row, field) {
+    var words = [];
+    (row.matched || []).forEach(function (m) {
+      if (m.field !== field) return;
+      words.push(fold(m.corrected_to || m.term));
+      if (!m.corrected_to) words.push(fold(m.term));
+    });
+    return unique(words);
+  }
+
+  /** One line saying why this task is here: the LLM's reason if it gave one, else the strongest
+   *  signals put into words. */
+  function whyLine(row) {
+    if (row.reason) return String(row.reason);
+    if (row.pinned) return "The saved answer for this exact search";
+    var direct = [], fixed = [];
+    (row.matched || []).forEach(function (m) {
+      if (m.corrected_to) fixed.push("“" + m.term + "” as “" + m.corrected_to + "”");
+      else if (TEXT_FIELDS[m.field]) direct.push(m.term);
+    });
+    var contributions = row.contributions || {};
+    var parts = [];
+    if (direct.length) parts.push("matches " + quoted(unique(direct)));
+    if (fixed.length && contributions.typo > 0) parts.push("reads " + unique(fixed).join(", "));
+    Object.keys(contributions)
+      .filter(function (name) { return contributions[name] > 0 && SIGNAL_PHRASES[name]; })
+      .sort(function (a, b) { return contributions[b] - contributions[a]; })
+      .forEach(function (name) { parts.push(SIGNAL_PHRASES[name]); });
+    parts = unique(parts).slice(0, 2);
+    if (!parts.length) return "The closest task the search found";
+    var line = parts.join(" · ");
+    return line.charAt(0).toUpperCase() + line.slice(1);
+  }
+
+  function highlights(token, words) {
+    var t = fold(token);
+    for (var i = 0; i < words.length; i++) {
+      var w = words[i], shorter = t.length < w.length ? t : w, longer = shorter === t ? w : t;
+      if (shorter === longer || (shorter.length >= 3 && longer.indexOf(shorter) === 0)) return true;
+    }
+    return false;
+  }
+
+  /** Append `text` to `parent`, wrapping the words that match `words` in <mark> (text nodes only). */
+  function appendHighlighted(parent, text, words) {
+    text = String(text || "");
+    if (!words.length) { parent.appendChild(document.createTextNode(text)); return; }
+    var pattern = /[0-9A-Za-z\u00C0-\u024F]+/g, last = 0, match;
+    while ((match = pattern.exec(text)) !== null) {
+      if (!highlights(match[0], words)) continue;
+      if (match.index > last) parent.appendChild(document.createTextNode(text.slice(last, match.index)));
+      parent.appendChild(el("mark", "tf-mark", match[0]));
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+  }
+
+  // -- the widget ------------------------------------------------------------------------------
+  function Widget(container, options) {
+    this.opts = options;
+    this.id = "tf" + (++counter);
+    this.endpoint = String(options.endpoint).replace(/\/+$/, "");
+    this.roleToken = options.roleToken;
+    this.events = options.analytics ? queueFor(this.endpoint) : null;
+    this.seq = 0;
+    this.controller = null;
+    this.timers = {};
+    this.list = null;         // {query, searchId, results, final, stage}
+    this.active = -1;
+    this.settledQuery = null;
+    this.impressed = {};
+    this.dismissed = false;   // closed by Escape: answers arriving later do not reopen it
+    this.build(container);
+    this.resumePending();
+  }
+
+  Widget.prototype.build = function (container) {
+    var id = this.id;
+    var root = this.root = el("div", "tf-widget");
+    var label = el("label", "tf-label", this.opts.label);
+    label.htmlFor = id + "-input";
+    var box = el("div", "tf-box");
+    var input = this.input = el("input", "tf-input");
+    input.id = id + "-input";
+    input.type = "text";
+    input.setAttribute("role", "combobox");
+    input.setAttribute("aria-autocomplete", "list");
+    input.setAttribute("aria-expanded", "false");
+    input.setAttribute("aria-controls", id + "-listbox");
+    input.setAttribute("autocomplete", "off");
+    input.setAttribute("autocapitalize", "off");
+    input.setAttribute("spellcheck", "false");
+    input.setAttribute("enterkeyhint", "search");
+    input.maxLength = this.opts.maxLength;
+    if (this.opts.placeholder) input.placeholder = this.opts.placeholder;
+    this.spinner = el("span", "tf-spinner");
+    this.spinner.setAttribute("aria-hidden", "true");
+    box.appendChild(input);
+    box.appendChild(this.spinner);
+
+    var popup = this.popup = el("div", "tf-popup");
+    popup.hidden = true;
+    this.notice = el("p", "tf-notice");
+    this.notice.hidden = true;
+    var listbox = this.listbox = el("ul", "tf-listbox");
+    listbox.id = id + "-listbox";
+    listbox.setAttribute("role", "listbox");
+    listbox.setAttribute("aria-label", this.opts.label + ": results");
+    listbox.hidden = true;
+    this.empty = el("div", "tf-empty");
+    this.empty.hidden = true;
+    popup.appendChild(this.notice);
+    popup.appendChild(listbox);
+    popup.appendChild(this.empty);
+
+    this.live = el("div", "tf-live");
+    this.live.setAttribute("role", "status");
+    this.live.setAttribute("aria-live", "polite");
+
+    root.appendChild(label);
+    root.appendChild(box);
+    root.appendChild(popup);
+    root.appendChild(this.live);
+    while (container.firstChild) container.removeChild(container.firstChild);
+    container.appendChild(root);
+
+    input.addEventListener("input", this.onInput.bind(this));
+    input.addEventListener("keydown", this.onKeydown.bind(this));
+    listbox.addEventListener("mousedown", function (event) { event.preventDefault(); });  // keep focus in the input
+    listbox.addEventListener("click", this.onOptionClick.bind(this));
+    this.empty.addEventListener("click", this.onSuggestionClick.bind(this));
+    root.addEventListener("focusout", this.onFocusOut.bind(this));
+  };
+
+  // -- input and keyboard ----------------------------------------------------------------------
+  Widget.prototype.query = function () {
+    return this.input.value.trim();
+  };
+
+  Widget.prototype.clearTimers = function () {
+    window.clearTimeout(this.timers.debounce);
+    window.clearTimeout(this.timers.settle);
+  };
+
+  Widget.prototype.onInput = function () {
+    var self = this, query = this.query();
+    this.clearTimers();
+    this.setActive(-1);
+    this.dismissed = false;
+    if (!query) { this.reset(); return; }
+    this.timers.debounce = window.setTimeout(function () { self.request(query, false); }, this.opts.debounceMs);
+    this.timers.settle = window.setTimeout(function () { self.settle(query); }, this.opts.settleMs);
+  };
+
+  /** The person paused: ask for the re-ranked list, or (re-ranking off) take the instant one as final. */
+  Widget.prototype.settle = function (query) {
+    this.settledQuery = query;
+    if (this.opts.rerank) { this.request(query, true); return; }
+    if (this.list && this.list.query === query && !this.list.final) this.finalise();
+  };
+
+  Widget.prototype.submit = function () {
+    var query = this.query();
+    this.clearTimers();
+    this.dismissed = false;
+    if (!query) return;
+    this.settledQuery = query;
+    this.request(query, this.opts.rerank);
+  };
+
+  Widget.prototype.onKeydown = function (event) {
+    var key = event.key, count = this.optionCount();
+    if (event.ctrlKey || event.metaKey || event.isComposing) return;
+    if (key === "ArrowDown" || key === "Down") {
+      if (event.altKey) {
+        if (count) this.open(); else if (this.query()) this.submit();
+      } else if (!this.isOpen()) {
+        if (!count) return;
+        this.open();
+        this.setActive(0);
+      } else if (count) {
+        this.setActive((this.active + 1) % count);
+      }
+      event.preventDefault();
+    } else if (key === "ArrowUp" || key === "Up") {
+      if (event.altKey) {
+        this.close();
+      } else if (!this.isOpen()) {
+        if (!count) return;
+        this.open();
+        this.setActive(count - 1);
+      } else if (count) {
+        this.setActive(this.active <= 0 ? count - 1 : this.active - 1);
+      }
+      event.preventDefault();
+    } else if (key === "Enter") {
+      event.preventDefault();   // never submits a host form around the widget
+      if (this.isOpen() && this.active >= 0) this.select(this.active);
+      else this.submit();
+    } else if (key === "Escape" || key === "Esc") {
+      if (this.isOpen()) {
+        this.close();
+        this.dismissed = true;
+        event.preventDefault();
+      } else if (this.input.value) {
+        this.input.value = "";
+        this.reset();
+        event.preventDefault();
+      }
+    }
+  };
+
+  Widget.prototype.onFocusOut = function (event) {
+    if (!event.relatedTarget || !this.root.contains(event.relatedTarget)) this.close();
+  };
+
+  Widget.prototype.onOptionClick = function (event) {
+    var option = event.target.closest ? event.target.closest("[role=option]") : null;
+    if (option && this.listbox.contains(option)) this.select(Number(option.getAttribute("data-index")));
+  };
+
+  Widget.prototype.onSuggestionClick = function (event) {
+    var button = event.target.closest ? event.target.closest("button.tf-suggestion") : null;
+    if (!button) return;
+    this.input.value = button.textContent;
+    this.input.focus();
+    this.submit();
+  };
+
+  // -- popup state -----------------------------------------------------------------------------
+  Widget.prototype.optionCount = function () {
+    return this.list ? this.list.results.length : 0;
+  };
+
+  Widget.prototype.isOpen = function () {
+    return !this.popup.hidden;
+  };
+
+  Widget.prototype.open = function () {
+    this.dismissed = false;
+    this.popup.hidden = false;
+    this.syncExpanded();
+  };
+
+  /** Show an answer that arrived: only while the person is in the widget and has not dismissed it. */
+  Widget.prototype.reveal = function () {
+    if (!this.dismissed && this.root.contains(document.activeElement)) this.open();
+    this.syncExpanded();
+  };
+
+  Widget.prototype.close = function () {
+    this.setActive(-1);
+    this.popup.hidden = true;
+    this.syncExpanded();
+  };
+
+  /** aria-expanded: true exactly while the listbox (with options) is displayed. */
+  Widget.prototype.syncExpanded = function () {
+    var shown = !this.popup.hidden && !this.listbox.hidden;
+    this.input.setAttribute("aria-expanded", shown ? "true" : "false");
+  };
+
+  Widget.prototype.setActive = function (index) {
+    var options = this.listbox.children;
+    if (this.active >= 0 && options[this.active]) {
+      options[this.active].setAttribute("aria-selected", "false");
+      options[this.active].classList.remove("tf-active");
+    }
+    this.active = index >= 0 && index < options.length ? index : -1;
+    if (this.active < 0) { this.input.removeAttribute("aria-activedescendant"); return; }
+    var option = options[this.active];
+    option.setAttribute("aria-selected", "true");
+    option.classList.add("tf-active");
+    this.input.setAttribute("aria-activedescendant", option.id);
+    if (option.scrollIntoView) option.scrollIntoView({ block: "nearest" });
+  };
+
+  Widget.prototype.reset = function () {
+    this.abort();
+    this.clearTimers();
+    this.list = null;
+    this.settledQuery = null;
+    this.setBusy(false);
+    this.renderResults([]);
+    this.showEmpty(null);
+    this.setNotice(null);
+    this.close();
+    this.announce("");
+  };
+
+  Widget.prototype.setNotice = function (text, kind) {
+    this.notice.textContent = text || "";
+    this.notice.hidden = !text;
+    this.notice.className = "tf-notice" + (kind ? " tf-notice-" + kind : "");
+  };
+
+  Widget.prototype.setBusy = function (busy) {
+    this.root.classList.toggle("tf-busy", !!busy);
+    if (busy) this.listbox.setAttribute("aria-busy", "true"); else this.listbox.removeAttribute("aria-busy");
+  };
+
+  Widget.prototype.announce = function (text) {
+    this.live.textContent = text;
+  };
+
+  // -- requests --------------------------------------------------------------------------------
+  Widget.prototype.abort = function () {
+    this.seq++;   // whatever is in flight is now stale, answered or not
+    if (this.controller) this.controller.abort();
+    this.controller = null;
+    window.clearTimeout(this.timers.stall);
+    window.clearTimeout(this.timers.slow);
+    window.clearTimeout(this.timers.timeout);
+  };
+
+  Widget.prototype.token = function () {
+    var token = this.roleToken;
+    try { token = typeof token === "function" ? token() : token; } catch (e) { token = null; }
+    return Promise.resolve(token).catch(function () { return null; });
+  };
+
+  /** One search request; a newer one aborts it, and a response whose sequence number is no longer
+   *  the latest is dropped (a stale answer never overwrites a newer one). */
+  Widget.prototype.request = function (query, rerank) {
+    var self = this;
+    this.abort();
+    var seq = this.seq, controller = window.AbortController ? new AbortController() : null;
+    var timedOut = false;
+    this.controller = controller;
+    this.timers.stall = window.setTimeout(function () { if (seq === self.seq) self.setBusy(true); }, this.opts.stallMs);
+    this.timers.slow = window.setTimeout(function () {
+      if (seq === self.seq) { self.setNotice(MESSAGES.slow, "slow"); self.reveal(); }
+    }, this.opts.slowMs);
+    this.timers.timeout = window.setTimeout(function () {
+      timedOut = true;
+      if (controller) controller.abort();
+      if (seq === self.seq) self.failed(query, rerank, "timeout");
+    }, rerank ? this.opts.rerankTimeoutMs : this.opts.timeoutMs);
+
+    this.token().then(function (token) {
+      if (seq !== self.seq) return null;
+      var url = new URL(self.endpoint + "/search", document.baseURI);
+      url.searchParams.set("q", query);
+      url.searchParams.set("k", String(self.opts.k));
+      url.searchParams.set("rerank", rerank ? "1" : "0");
+      url.searchParams.set("session", sessionId());
+      var headers = { Accept: "application/json" };
+      if (token) {
+        // Same origin: the header (kept out of URLs and logs). Cross-origin: the query parameter,
+        // which needs no CORS preflight.
+        if (sameOrigin(url.href)) headers.Authorization = "Bearer " + token;
+        else url.searchParams.set("role_token", token);
+      }
+      return window.fetch(url.href, { headers: headers, credentials: "omit", signal: controller ? controller.signal : undefined })
+        .then(function (response) {
+          return response.json().catch(function () { return null; }).then(function (body) {
+            return { status: response.status, body: body };
+          });
+        });
+    }).then(function (answer) {
+      if (!answer || seq !== self.seq || timedOut) return;
+      self.finish();
+      self.answered(query, rerank, answer.status, answer.body);
+    }, function (error) {
+      if (seq !== self.seq || timedOut) return;   // aborted by a newer request, or already timed out
+      self.finish();
+      self.failed(query, rerank, error && error.name === "AbortError" ? "aborted" : "network");
+    });
+  };
+
+  Widget.prototype.finish = function () {
+    window.clearTimeout(this.timers.stall);
+    window.clearTimeout(this.timers.slow);
+    window.clearTimeout(this.timers.timeout);
+    this.controller = null;
+    this.setBusy(false);
+  };
+
+  Widget.prototype.answered = function (query, rerank, status, body) {
+    if (status === 200 && body && Array.isArray(body.results)) {
+      this.show(query, rerank, body);
+    } else if (status === 429) {
+      this.failedWith(query, rerank, MESSAGES.busy);
+    } else if (status >= 400 && status < 500 && body && body.error) {
+      this.failedWith(query, rerank, String(body.error));
+    } else {
+      this.failed(query, rerank, "server");
+    }
+  };
+
+  Widget.prototype.failed = function (query, rerank) {
+    this.finish();
+    this.failedWith(query, rerank, MESSAGES.down);
+  };
+
+  /** A failed request: a re-ranking that fails keeps the instant list of the same query (and
+   *  says so); anything else clears the results and says what happened. */
+  Widget.prototype.failedWith = function (query, rerank, message) {
+    var keep = rerank && this.list && this.list.query === query && this.list.results.length;
+    if (keep && message === MESSAGES.down) {
+      this.setNotice(MESSAGES.quickOnly, "degraded");
+      this.finalise();
+    } else {
+      this.list = null;
+      this.renderResults([]);
+      this.showEmpty(null);
+      this.setNotice(message, "error");
+    }
+    this.reveal();
+    this.announce(message);
+  };
+
+  // -- rendering -------------------------------------------------------------------------------
+  Widget.prototype.show = function (query, rerank, body) {
+    var previous = this.list && this.active >= 0 ? this.list.results[this.active] : null;
+    var final = rerank || (!this.opts.rerank && this.settledQuery === query);
+    this.list = {
+      query: query,
+      searchId: body.search_id || ("local-" + randomId()),
+      results: body.results.slice(0, this.opts.k),
+      final: false,
+      stage: rerank ? "reranked" : "instant"
+    };
+    this.renderResults(this.list.results);
+    this.showEmpty(this.list.results.length ? null : body);
+    this.setNotice(this.degradedMessage(body), "degraded");
+    this.reveal();
+    if (previous) this.setActive(this.indexOf(previous.id));
+    this.root.setAttribute("data-stage", this.list.stage);
+    this.listbox.setAttribute("data-search-id", this.list.searchId);
+    if (final) this.finalise();
+    this.root.dispatchEvent(new CustomEvent("taskfinder:results", { detail: {
+      query: query, stage: this.list.stage, final: final, searchId: this.list.searchId, response: body } }));
+  };
+
+  Widget.prototype.indexOf = function (taskId) {
+    for (var i = 0; i < this.list.results.length; i++) if (this.list.results[i].id === taskId) return i;
+    return -1;
+  };
+
+  Widget.prototype.degradedMessage = function (body) {
+    var flags = body.degraded || [];
+    if (flags.indexOf("rerank_unavailable") >= 0 || flags.indexOf("rerank_invalid") >= 0) return MESSAGES.quickOnly;
+    if (flags.length) return MESSAGES.reduced;
+    return null;
+  };
+
+  /** The list is the settled answer to its query: announce it and count one impression. */
+  Widget.prototype.finalise = function () {
+    var list = this.list;
+    if (!list || list.final) return;
+    list.final = true;
+    this.root.setAttribute("data-final", "true");
+    var n = list.results.length;
+    this.announce(n ? n + (n === 1 ? " task" : " tasks") + " found. Use the up and down arrow keys to choose."
+                    : this.empty.getAttribute("data-title") || MESSAGES.noResults);
+    this.impression(list);
+  };
+
+  Widget.prototype.impression = function (list) {
+    var key = list.searchId + "\u0000" + list.query;
+    if (!this.events || this.impressed[key]) return;
+    this.impressed[key] = true;
+    this.events.push({ type: "impression", search_id: list.searchId, query: list.query,
+      task_ids: list.results.map(function (row) { return row.id; }) });
+  };
+
+  Widget.prototype.renderResults = function (results) {
+    var listbox = this.listbox, id = this.id;
+    this.active = -1;
+    this.input.removeAttribute("aria-activedescendant");
+    this.root.removeAttribute("data-final");
+    while (listbox.firstChild) listbox.removeChild(listbox.firstChild);
+    results.forEach(function (row, index) {
+      var option = el("li", "tf-option");
+      option.id = id + "-option-" + index;
+      option.setAttribute("role", "option");
+      option.setAttribute("aria-selected", "false");
+      option.setAttribute("data-index", String(index));
+      option.setAttribute("data-task-id", String(row.id));
+      var name = el("span", "tf-name");
+      appendHighlighted(name, row.name, matchedWords(row, "name"));
+      option.appendChild(name);
+      if (row.category) option.appendChild(el("span", "tf-category", String(row.category).replace(/_/g, " ")));
+      if (row.help) {
+        var help = el("span", "tf-help");
+        appendHighlighted(help, row.help, matchedWords(row, "help"));
+        option.appendChild(help);
+      }
+      option.appendChild(el("span", "tf-why", whyLine(row)));
+      listbox.appendChild(option);
+    });
+    listbox.hidden = results.length === 0;
+  };
+
+  /** The empty state: "No confident match" (or "No tasks found") and the response's suggestions
+   *  as buttons that search for them. `body` null hides it. */
+  Widget.prototype.showEmpty = function (body) {
+    var empty = this.empty;
+    while (empty.firstChild) empty.removeChild(empty.firstChild);
+    empty.hidden = !body;
+    if (!body) { empty.removeAttribute("data-title"); return; }
+    var title = body.no_confident_match ? MESSAGES.noConfident : MESSAGES.noResults;
+    empty.setAttribute("data-title", title);
+    empty.appendChild(el("p", "tf-empty-title", title));
+    var suggestions = (body.suggestions || []).filter(function (s) { return s && s.text; });
+    if (!suggestions.length) { empty.appendChild(el("p", "tf-empty-text", MESSAGES.tryWords)); return; }
+    empty.appendChild(el("p", "tf-empty-text", MESSAGES.tryInstead));
+    var list = el("ul", "tf-suggestions");
+    suggestions.forEach(function (s) {
+      var item = el("li");
+      var button = el("button", "tf-suggestion tf-suggestion-" + String(s.kind || "query").replace(/[^a-z]/g, ""), s.text);
+      button.type = "button";
+      item.appendChild(button);
+      list.appendChild(item);
+    });
+    empty.appendChild(list);
+  };
+
+  // -- opening a task, and what happens after --------------------------------------------------
+  /** Open the task at `index`: record the click (sent right away, surviving the navigation),
+   *  remember it for dwell/return, and navigate, unless a `taskfinder:select` listener called
+   *  preventDefault() (a single-page host routes itself). */
+  Widget.prototype.select = function (index) {
+    var list = this.list, row = list && list.results[index];
+    if (!row) return;
+    var href = safeUrl(row.url, this.opts.linkBase);
+    var proceed = this.root.dispatchEvent(new CustomEvent("taskfinder:select", { cancelable: true, detail: {
+      task: row, url: href, position: index + 1, searchId: list.searchId, query: list.query } }));
+    if (proceed && !href) { this.setNotice(MESSAGES.noLink, "error"); return; }
+    if (this.events) {
+      this.impression(list);
+      this.events.push({ type: "click", search_id: list.searchId, task_id: row.id, position: index + 1 }, true);
+      writeJson(PENDING_KEY, { search_id: list.searchId, task_id: row.id, at: Date.now(),
+        from: withoutHash(window.location.href), to: href ? withoutHash(href) : null });
+    }
+    if (proceed) window.location.assign(href);
+  };
+
+  /** After a click: on the task's own page (a host that shows the widget there too) the dwell is
+   *  sent when that page is left; back on the page the search was made on, the dwell (click to
+   *  return) and a `return` are sent. Anywhere else the click is forgotten. */
+  Widget.prototype.resumePending = function () {
+    var self = this, pending = readJson(PENDING_KEY);
+    if (!this.events || !pending || !pending.at) return;
+    var here = withoutHash(window.location.href), age = Date.now() - pending.at;
+    if (age < 0 || age > PENDING_MAX_AGE_MS) { writeJson(PENDING_KEY, null); return; }
+    if (here === pending.from) {
+      if (!pending.dwelt) this.events.push({ type: "dwell", search_id: pending.search_id, task_id: pending.task_id, dwell_ms: age });
+      this.events.push({ type: "return", search_id: pending.search_id, task_id: pending.task_id });
+      writeJson(PENDING_KEY, null);
+    } else if (here === pending.to && !pending.dwelt) {
+      window.addEventListener("pagehide", function () {
+        var now = readJson(PENDING_KEY);
+        if (!now || now.at !== pending.at || now.dwelt) return;
+        self.events.push({ type: "dwell", search_id: pending.search_id, task_id: pending.task_id,
+          dwell_ms: Date.now() - pending.at }, true);
+        now.dwelt = true;
+        writeJson(PENDING_KEY, now);
+      });
+    } else if (here !== pending.to) {
+      writeJson(PENDING_KEY, null);
+    }
+  };
+
+  Widget.prototype.setRoleToken = function (token) {
+    this.roleToken = token;
+  };
+
+  Widget.prototype.search = function (query) {
+    this.input.value = String(query == null ? "" : query);
+    this.submit();
+  };
+
+  Widget.prototype.destroy = function () {
+    this.abort();
+    this.clearTimers();
+    if (this.root.parentNode) this.root.parentNode.removeChild(this.root);
+    instances.splice(instances.indexOf(this), 1);
+  };
+
+  // -- configuration and mounting --------------------------------------------------------------
+  var instances = [];
+  var script = document.currentScript;
+
+  function defaultEndpoint() {
+    try { return new URL("/api", script && script.src ? script.src : document.baseURI).href; }
+    catch (e) { return "/api"; }
+  }
+
+  /** Options from the script tag's data-* attributes (see DEFAULTS and docs/notes/widget.md). */
+  function optionsFromScript(tag) {
+    var data = (tag && tag.dataset) || {};
+    return {
+      endpoint: data.endpoint || undefined,
+      target: data.target || undefined,
+      k: data.k ? Math.max(1, Math.min(50, Math.round(numberOr(data.k, DEFAULTS.k)))) : undefined,
+      label: data.label || undefined,
+      placeholder: data.placeholder != null ? data.placeholder : undefined,
+      roleToken: data.roleToken || undefined,
+      rerank: flag(data.rerank, DEFAULTS.rerank),
+      analytics: flag(data.analytics, DEFAULTS.analytics),
+      linkBase: data.linkBase || undefined,
+      debounceMs: numberOr(data.debounceMs, undefined),
+      settleMs: numberOr(data.settleMs, undefined),
+      stallMs: numberOr(data.stallMs, undefined),
+      slowMs: numberOr(data.slowMs, undefined),
+      timeoutMs: numberOr(data.timeoutMs, undefined),
+      rerankTimeoutMs: numberOr(data.rerankTimeoutMs, undefined)
+    };
+  }
+
+  function merge(base, extra) {
+    var out = {}, key;
+    for (key in base) if (Object.prototype.hasOwnProperty.call(base, key)) out[key] = base[key];
+    for (key in extra || {}) {
+      if (Object.prototype.hasOwnProperty.call(extra, key) && extra[key] !== undefined) out[key] = extra[key];
+    }
+    return out;
+  }
+
+  /** Mount a widget in `target` (selector or element); returns the instance. */
+  function mount(target, options) {
+    var opts = merge(merge(DEFAULTS, { endpoint: defaultEndpoint() }), options);
+    var container = typeof target === "string" ? document.querySelector(target) : target;
+    if (!container) throw new Error("Taskfinder: no element matches " + String(target));
+    for (var i = 0; i < instances.length; i++) {
+      if (instances[i].container === container) instances[i].destroy();
+    }
+    var widget = new Widget(container, opts);
+    widget.container = container;
+    instances.push(widget);
+    return widget;
+  }
+
+  function get(target) {
+    var container = typeof target === "string" ? document.querySelector(target) : target;
+    for (var i = 0; i < instances.length; i++) if (instances[i].container === container) return instances[i];
+    return null;
+  }
+
+  window.addEventListener("pagehide", flushAll);
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "hidden") flushAll();
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) instances.forEach(function (w) { w.resumePending(); });  // back from the task (bfcache)
+  });
+
+  window.Taskfinder = {
+    mount: mount,
+    get: get,
+    setRoleToken: function (token) { instances.forEach(function (w) { w.setRoleToken(token); }); },
+    instances: instances
+  };
+
+  function autoMount() {
+    if (!script || script.getAttribute("data-autoinit") === "false") return;
+    var options = optionsFromScript(script);
+    var target = options.target || DEFAULTS.target;
+    if (document.querySelector(target)) mount(target, options);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", autoMount);
+  else autoMount();
+})(window, document);
