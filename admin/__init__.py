@@ -6,12 +6,13 @@
                      import/export, and their /admin/api JSON
     admin.editing    the editor's pure middle: proposals from forms/JSON, the catalog after a change
     admin.searching  the product's search inside the admin (picker, browse search box)
+    admin.evaluation_views  the offline evaluation page (background runs, progress, report, chart)
     admin.accounts   users, roles, argon2 passwords, API tokens
     admin.audit      the audit log helper
     admin.throttle   login throttling
     admin.cli        `python app.py users ...` and `python app.py tokens ...`
 """
-from admin import editor, views  # noqa: F401  (register the routes on admin_bp)
+from admin import editor, evaluation_views, views  # noqa: F401  (register the routes on admin_bp)
 from admin.blueprint import admin_bp, init_admin
 
 __all__ = ["admin_bp", "init_admin"]

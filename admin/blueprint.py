@@ -6,7 +6,8 @@ before any view runs:
 * anonymous callers are refused everywhere except PUBLIC_ENDPOINTS (the login page, static
   files): pages redirect to the login page, /admin/api answers 401 JSON;
 * a method other than GET/HEAD/OPTIONS needs the `editor` role (403 otherwise), except the few
-  VIEWER_WRITES that any signed-in user may do (logging out, previewing an edit);
+  VIEWER_WRITES that any signed-in user may do (logging out, previewing an edit,
+  starting an offline evaluation);
 * such a request, unless authenticated by an API token, must carry the session's CSRF token.
 
 A view therefore cannot forget its check, and tests/test_admin_access.py walks `app.url_map` to
@@ -52,7 +53,8 @@ admin_bp.register_blueprint(api_bp)
 
 PUBLIC_ENDPOINTS = frozenset({"admin.login", "admin.static"})
 # Viewers may sign out and preview an edit (a POST that writes nothing); publishing is the editors'.
-VIEWER_WRITES = frozenset({"admin.logout", "admin.case_preview", "admin.task_preview"})
+VIEWER_WRITES = frozenset({"admin.logout", "admin.case_preview", "admin.task_preview",
+                           "admin.start_evaluation"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CSRF_SESSION_KEY = "_csrf"
 CSRF_FORM_FIELD = "csrf_token"

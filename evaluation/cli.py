@@ -12,7 +12,6 @@ its cases are only read. Register with `app.cli.add_command(evaluate_command)`.
 from __future__ import annotations
 
 import json
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -27,19 +26,8 @@ from . import adaptation as adaptation_experiment
 from . import clinc150 as clinc
 from .configs import resolve
 from .evaluate import evaluate
-from .report import write_all
+from .report import json_safe, write_all
 from catalog.splits import holdout_split
-
-
-def _clean(value):
-    """JSON-safe: NaN/inf -> null, tuples -> lists."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int,
@@ -127,7 +115,7 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
         result = adaptation_experiment.run(settings, tasks, train, test, embedder, progress)
         report["adaptation"] = result
         extra.append(adaptation_experiment.markdown(result))
-    report = _clean(report)
+    report = json_safe(report)
     if out is not None:
         write_all(out, report, artefacts, command, extra)
     if json_path is not None:

@@ -2,12 +2,24 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Sequence
 
 from catalog.records import CaseRecord
 
 RUN_TAG_PREFIX = "taskfinder"
+
+
+def json_safe(value):
+    """The report as strict JSON can hold it: NaN/inf -> null, tuples -> lists, keys -> strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def qid(position: int) -> str:

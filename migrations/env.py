@@ -3,6 +3,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 import admin.models  # noqa: F401  (registers the account tables on Base.metadata)
+import evaluation.models  # noqa: F401  (the evaluation_runs table)
 from catalog.models import Base
 from settings import Settings
 

@@ -162,6 +162,12 @@ class MemoEmbedder:
         self.model = inner.model
         self._memo: dict[tuple[str, str], np.ndarray] = {}
 
+    def remember(self, kind: Kind, texts: Sequence[str], vectors: np.ndarray | None) -> None:
+        """Seed the memo with vectors `inner` gave before (e.g. those a live index holds)."""
+        if vectors is not None and len(vectors) == len(texts):
+            for text, vector in zip(texts, vectors):
+                self._memo.setdefault((kind, text), vector)
+
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self._memo))
         if missing:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ from lexicon.text import stem, words
 from search.confidence import assess
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS, attach_vectors
-from search.index import SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
+from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
 from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
 from search.prototypes import INIT_SCALE
 from search.ranker import RankerParams
@@ -187,14 +187,29 @@ class _Workbench:
     task text and task vectors per task list, every embedding (memoised), and whole indexes
     whose tasks and cases repeat. Lives for one preview."""
 
-    def __init__(self, settings: Settings, params: RankerParams, embedder, abstain: bool):
+    def __init__(self, settings: Settings, params: RankerParams, embedder, abstain: bool,
+                 enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None,
+                 live_index: SearchIndex | None = None):
         self.settings = settings
         self.params = params
         self.embedder = MemoEmbedder(embedder) if embedder is not None else None
         self.abstain = abstain
+        self.enrichment = enrichment
+        if self.embedder is not None and live_index is not None and live_index.has_vectors:
+            # the live index holds the vectors of the current tasks and case queries already
+            memory = live_index.exemplars
+            self.embedder.remember("passage", [embedding_text(t) for t in live_index.tasks], live_index.task_vectors)
+            self.embedder.remember("query", memory.texts, memory.vectors)
+            self.embedder.remember("query", memory.oos_texts, memory.oos_vectors)
         self._task_text: dict[tuple, TaskText] = {}
         self._task_vectors: dict[tuple, np.ndarray] = {}
         self._indexes: dict[tuple, _Indexed] = {}
+
+    def adopt(self, index: SearchIndex, cases: Sequence[CaseRecord]) -> None:
+        """Use a live index (built by the service from these active tasks and `cases`, with its
+        vectors and fitted prototypes) instead of building the same again."""
+        rows, visible = index.visible(None, restrict=False)
+        self._indexes[(index.tasks, tuple(cases), True)] = _Indexed(index, rows, visible)
 
     def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], fitted_prototypes: bool) -> _Indexed:
         """The index of the active `tasks` and `cases`. `fitted_prototypes`: rank the prototype
@@ -208,7 +223,8 @@ class _Workbench:
 
     def _build(self, tasks: tuple[TaskRecord, ...], cases: tuple[CaseRecord, ...], fitted_prototypes: bool) -> _Indexed:
         if tasks not in self._task_text:
-            self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights)
+            enrichment = self.enrichment(tasks) if self.enrichment is not None else None
+            self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights, enrichment)
         index = build_index(tasks, build_lexicon(cases), self.settings.field_weights, cases=cases,
                             task_text=self._task_text[tasks])
         if self.embedder is not None and tasks:
@@ -391,17 +407,21 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     before_cases, after_cases = _content(before_cases), _content(after_cases)
     live = service.live()
     embedder = service.embedder if live.vectors_ok else None
+    settings = service.settings
     try:
-        return _preview(service.settings, live.params, embedder, started, before_tasks, before_cases,
-                        after_tasks, after_cases, queries)
+        bench = _Workbench(settings, live.params, embedder, settings.abstain, service.enrichment, live.index)
+        if embedder is not None and _content(live.cases) == before_cases and \
+                live.index.tasks == tuple(t for t in before_tasks if t.active):
+            bench.adopt(live.index, before_cases)
+        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries)
     except EmbeddingUnavailable:
-        return _preview(service.settings, live.params, None, started, before_tasks, before_cases,
-                        after_tasks, after_cases, queries)
+        bench = _Workbench(settings, live.params, None, settings.abstain, service.enrichment)
+        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries)
 
 
-def _preview(settings: Settings, params: RankerParams, embedder, started: float, before_tasks, before_cases,
-             after_tasks, after_cases, queries) -> PreviewReport:
-    bench = _Workbench(settings, params, embedder, settings.abstain)
+def _preview(bench: _Workbench, started: float, before_tasks, before_cases, after_tasks, after_cases,
+             queries) -> PreviewReport:
+    params = bench.params
     before = bench.index(before_tasks, before_cases, fitted_prototypes=True)
     after = bench.index(after_tasks, after_cases, fitted_prototypes=True)
     gold_of = judged_gold(before_cases, after_cases)

@@ -79,7 +79,8 @@ def test_the_walk_sees_every_admin_route(admin_app):
     assert KNOWN_ENDPOINTS <= endpoints
     assert all(endpoint.startswith("admin.") for endpoint in endpoints), "an /admin route outside admin_bp"
     assert PUBLIC_ENDPOINTS == {"admin.login", "admin.static"}
-    assert VIEWER_WRITES == {"admin.logout", "admin.case_preview", "admin.task_preview"}  # previews write nothing
+    assert VIEWER_WRITES == {"admin.logout", "admin.case_preview", "admin.task_preview",
+                             "admin.start_evaluation"}  # previews and evaluations write no catalog data
 
 
 def test_anonymous_callers_are_refused_on_every_admin_route(admin_app):
