@@ -109,6 +109,9 @@ class Settings:
     # "No confident match" (search.confidence): abstain when the fitted abstention model says so.
     abstain: bool = True
     catalog_enrichment: bool = False
+    # How often each serving process reads the store revision (search.watcher) to notice edits
+    # made by any process sharing the database; requests never read it themselves.
+    revision_poll_s: float = 0.5
     # embeddings
     embeddings_enabled: bool = True
     embeddings_base_url: str = ""
@@ -260,6 +263,7 @@ ENVIRONMENT = (
     ("fit_min_cases", "FIT_MIN_CASES", _int(2)),
     ("abstain", "ABSTAIN", _as_bool),
     ("catalog_enrichment", "CATALOG_ENRICHMENT", _as_bool),
+    ("revision_poll_s", "REVISION_POLL_S", _float(0.01)),
     ("embeddings_enabled", "EMBEDDINGS_ENABLED", _as_bool),
     ("embeddings_base_url", "EMBEDDINGS_BASE_URL", _text),
     ("embeddings_model", "EMBEDDINGS_MODEL", _text),

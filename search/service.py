@@ -5,10 +5,10 @@ query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrain
 
 It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both in the
 background when the store's revision moves (a catalog or test-case edit, or a new per-catalog
-fit) while requests keep the old ones, and talks to the embedder and the LLM, degrading instead
-of failing. When the test cases have changed since the newest fit, it refits in a background
-thread (search.fitting) and stores the result, which in turn moves the revision for every
-serving process.
+fit, noticed by the revision watcher thread of search.watcher) while requests keep the old ones,
+and talks to the embedder and the LLM, degrading instead of failing. When the test cases have
+changed since the newest fit, it refits in a background thread (search.fitting) and stores the
+result, which in turn moves the revision for every serving process.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from search.fitting import attach_vectors, cases_digest, fit_ranker
 from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
+from search.watcher import RevisionWatcher
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,23 +83,30 @@ class SearchService:
         self._refreshing = False
         self._fitting = threading.Lock()   # one background fit at a time in this process
         self.defaults = default_params(settings)
+        # The newest store revision seen, kept current by the watcher thread; requests read it.
+        self._seen_revision: int | None = None
+        self.watcher = RevisionWatcher(source.revision, self._observe_revision, settings.revision_poll_s)
 
     # -- index lifecycle -----------------------------------------------------------------
     def _is_current(self, live: LiveIndex | None, revision: int) -> bool:
         return live is not None and live.revision == revision and (live.vectors_ok or self.embedder is None)
 
     def live(self, wait: bool = False) -> LiveIndex:
-        """The current index, kept off the request path: when the store's revision moves (or task
-        vectors are missing because embeddings were down), the request that notices starts ONE
-        background refresh and every request keeps being served from the old index until the new
-        one replaces it. A rebuild embeds every task, which takes seconds; holding requests
-        behind it would stall the whole API on each catalog edit.
+        """The current index, kept off the request path. A request reads no database: the
+        revision watcher (search.watcher, one thread per process) polls the store revision every
+        REVISION_POLL_S seconds and starts ONE background refresh when it moves; every request
+        keeps being served from the old index until the new one replaces it. A rebuild embeds
+        every task, which takes seconds; holding requests behind it would stall the whole API on
+        each catalog edit.
 
         Only the very first build blocks (there is nothing to serve yet), as does `wait=True`
-        (startup, evaluation, tests: "give me the index at the current revision").
+        (startup, evaluation, tests: "give me the index at the current revision", read from the
+        database now).
         """
-        revision = self.source.revision()
-        self.metrics.catalog_revision.set(revision)
+        self.watcher.ensure_running()
+        revision = self._seen_revision
+        if wait or revision is None:
+            revision = self._note_revision(self.source.revision())
         with self._state:
             while True:
                 live = self._live
@@ -111,10 +119,41 @@ class SearchService:
                 self._state.wait()
             self._refreshing = True  # this caller owns the single refresh in flight
             if live is not None and not wait:
-                threading.Thread(target=self._refresh_in_background, args=(live, revision),
-                                 name="index-refresh", daemon=True).start()
+                self._start_background_refresh(live, revision)
                 return live
         return self._refresh(live, revision)
+
+    def close(self) -> None:
+        """Stop the revision watcher (gunicorn's worker_exit; tests). A later live() restarts it."""
+        self.watcher.stop()
+
+    def _note_revision(self, revision: int) -> int:
+        """Remember the newest store revision seen. The store's revision only moves forward (every
+        write adds one), so an older value read concurrently never replaces a newer one."""
+        with self._state:
+            if self._seen_revision is None or revision > self._seen_revision:
+                self._seen_revision = revision
+            seen = self._seen_revision
+        self.metrics.catalog_revision.set(seen)
+        return seen
+
+    def _observe_revision(self, revision: int) -> None:
+        """The watcher's callback, once per poll: remember the revision and, when the live index
+        is behind it (or lacks its task vectors), start the background refresh. A refresh that
+        failed is thereby retried at the next poll. Before the first build it does nothing: the
+        first build belongs to the first caller of live(), who waits for it."""
+        revision = self._note_revision(revision)
+        with self._state:
+            live = self._live
+            if live is None or self._refreshing or self._is_current(live, revision):
+                return
+            self._refreshing = True
+            self._start_background_refresh(live, revision)
+
+    def _start_background_refresh(self, live: LiveIndex, revision: int) -> None:
+        """(The caller holds `_state` and has just set `_refreshing`.)"""
+        threading.Thread(target=self._refresh_in_background, args=(live, revision),
+                         name="index-refresh", daemon=True).start()
 
     def _refresh(self, live: LiveIndex | None, revision: int) -> LiveIndex:
         """Bring `live` to `revision` outside the state lock (only the owner of `_refreshing` runs
@@ -137,7 +176,7 @@ class SearchService:
     def _refresh_in_background(self, live: LiveIndex, revision: int) -> None:
         try:
             self._refresh(live, revision)
-        except Exception:  # the old index keeps serving; the next request tries again
+        except Exception:  # the old index keeps serving; the watcher's next poll tries again
             log.exception("search index refresh to revision %s failed; serving revision %s",
                           revision, live.revision)
 
