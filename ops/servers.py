@@ -4,7 +4,8 @@ live-reload benchmark (ops/bench_live_reload.py) and its test (tests/test_live_r
     with ServerProcess(gunicorn_command(), env, log_path) as server:   # waits for /readyz
         http_get(server.url + "/api/search?q=lead")
 
-`prepare_demo_database(url)` migrates a database and loads the demo catalog and cases into it.
+`prepare_demo_database(url)` migrates a database and loads the demo catalog and cases into it;
+`warm_embedding_cache(url, cache_dir)` embeds them once, before the servers start.
 """
 from __future__ import annotations
 
@@ -78,6 +79,25 @@ def prepare_demo_database(url: str) -> None:
         store.import_cases(load_cases_file(DEMO_CASES, {t.id for t in tasks}), replace=True)
     finally:
         engine.dispose()
+
+
+def warm_embedding_cache(url: str, cache_dir: Path) -> float:
+    """Build the search index of the database at `url` once in this process, so that every task
+    and exemplar embedding is in `cache_dir` before servers start (they would otherwise each
+    embed the whole catalog at once). Returns the seconds it took."""
+    sys.path.insert(0, str(ROOT))
+    from app import create_app
+    from settings import Settings
+
+    started = time.perf_counter()
+    settings = Settings.from_env({"DATABASE_URL": url, "CACHE_DIR": str(cache_dir), "AUTO_FIT": "0",
+                                  "TASKFINDER_DATA_DIR": str(cache_dir.parent)})
+    app = create_app(settings)
+    services = app.extensions["taskfinder"]
+    services.search.live(wait=True)
+    services.search.close()
+    services.store.engine.dispose()
+    return time.perf_counter() - started
 
 
 class ServerProcess:

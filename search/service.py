@@ -23,6 +23,7 @@ from lexicon.rationale import build_lexicon
 from lexicon.text import normalise
 from observability.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
+from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker
@@ -78,6 +79,7 @@ class SearchService:
         self.metrics = metrics
         self.enrichment = enrichment
         self._live: LiveIndex | None = None
+        self._answers: AnswerCache | None = None   # answers of `_live` (replaced with it)
         # Guards `_live` and `_refreshing` only; never held while an index is being built.
         self._state = threading.Condition()
         self._refreshing = False
@@ -170,6 +172,7 @@ class SearchService:
             with self._state:
                 if fresh is not None:
                     self._live = fresh
+                    self._answers = AnswerCache(fresh, self.settings.answer_cache_size)
                 self._refreshing = False
                 self._state.notify_all()
 
@@ -284,13 +287,46 @@ class SearchService:
                role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> dict:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
-        to narrow to; any other value is ignored, never trusted."""
+        to narrow to; any other value is ignored, never trusted.
+
+        An answer without re-ranking is served from the live index's AnswerCache when the same
+        query (same k, visible roles and role) was answered before on that index."""
         started = time.perf_counter()
         live = self.live()
         query = self.check_request(query, k)
         visible = self.visible_roles(roles, role, live)
         role = role if role is not None and visible == {role} else None
         rerank = self.settings.rerank_default if rerank is None else rerank
+        answers = self._answers if self._answers is not None and self._answers.owner is live else None
+        key = (query, k, visible, role, restrict_roles)
+        if answers is not None and not rerank:
+            cached = answers.get(key)
+            self.metrics.answer_cache.labels("hit" if cached is not None else "miss").inc()
+            if cached is not None:
+                return self._replay(cached, started)
+        body = self._answer(live, query, k, visible, role, rerank, restrict_roles, started)
+        if answers is not None and not rerank and not body["degraded"]:
+            answers.put(key, dict(body))  # a copy: callers may add their own top-level fields
+        return body
+
+    def _replay(self, cached: dict, started: float) -> dict:
+        """A cached answer (search.answer_cache) as a new response: its own top-level dict (the
+        nested values are shared: read-only), its own timings (0 for the stages it did not run,
+        `answer_cache` for the lookup), and the same per-response metrics as a computed answer
+        (the zero-result rate divides by stage="total")."""
+        total = _ms(started)
+        self.metrics.stage_seconds.labels("total").observe(total / 1000.0)
+        if not cached["results"]:
+            self.metrics.zero_results.inc()
+        if cached["no_confident_match"]:
+            self.metrics.no_confident_match.inc()
+        skipped = {stage: 0.0 for stage in cached["timings_ms"] if stage != "total"}
+        return {**cached, "timings_ms": {**skipped, "answer_cache": total, "total": total}}
+
+    def _answer(self, live: LiveIndex, query: str, k: int, visible: frozenset[str], role: str | None,
+                rerank: bool, restrict_roles: bool, started: float) -> dict:
+        """The pipeline proper, on validated arguments: analyse, embed, prefilter, abstain or
+        answer, re-rank; the response dict with its per-stage timings."""
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
