@@ -13,33 +13,13 @@ the next request) nor a re-ranked one (the LLM has its own cache, rerank/cache.p
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from typing import Hashable
+from search.lru import LRU
 
 
-class AnswerCache:
+class AnswerCache(LRU[dict]):
+    """Answers (response dicts) of the live index `owner`, keyed by (query, k, visible roles,
+    role, restrict_roles); the service uses it only while `owner` is the live index."""
+
     def __init__(self, owner: object, capacity: int):
-        self.owner = owner          # the LiveIndex whose answers these are
-        self.capacity = capacity
-        self._answers: OrderedDict[Hashable, dict] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> dict | None:
-        with self._lock:
-            answer = self._answers.get(key)
-            if answer is not None:
-                self._answers.move_to_end(key)
-            return answer
-
-    def put(self, key: Hashable, answer: dict) -> None:
-        if self.capacity <= 0:
-            return
-        with self._lock:
-            self._answers[key] = answer
-            self._answers.move_to_end(key)
-            while len(self._answers) > self.capacity:
-                self._answers.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._answers)
+        super().__init__(capacity)
+        self.owner = owner
