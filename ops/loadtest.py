@@ -97,9 +97,11 @@ def search_path(query: str, rerank: bool) -> str:
 class Requests:
     """The requests of one client thread of one kind: `next()` -> (method, path, body)."""
 
-    def __init__(self, kind: str, pools: Pools, index: int, count: int, seed: int):
+    def __init__(self, kind: str, pools: Pools, index: int, count: int, seed: int, part: int = 0):
         self.kind, self.pools, self.rng = kind, pools, random.Random(seed * 1000 + index)
-        self.distinct = pools.distinct_prefixes[index::count]  # disjoint between threads
+        # disjoint between threads, and between the two phases that send distinct prefixes
+        half = len(pools.distinct_prefixes) // 2
+        self.distinct = pools.distinct_prefixes[part * half:(part + 1) * half][index::count]
         self.cold_full = pools.cold_full[index::count]
         self.position = self.cold_position = 0
         self.wrapped = 0   # distinct pools used up and restarted (then they are repeats)
@@ -193,7 +195,7 @@ def client_thread(port: int, requests: Requests, measure_from: float, end: float
     result.wrapped = requests.wrapped
 
 
-def client_process(port: int, assignments: list[tuple[str, int, int]], pools: Pools, seed: int,
+def client_process(port: int, assignments: list[tuple[str, int, int]], pools: Pools, seed: int, part: int,
                    measure_from: float, end: float, queue) -> None:
     """Run one thread per (kind, index, count) assignment; put {kind: KindResult} on `queue`."""
     results = {kind: KindResult() for kind, _i, _n in assignments}
@@ -203,7 +205,7 @@ def client_process(port: int, assignments: list[tuple[str, int, int]], pools: Po
         result = KindResult()
         per_thread.append((kind, result))
         threads.append(threading.Thread(target=client_thread, args=(
-            port, Requests(kind, pools, index, count, seed), measure_from, end, result)))
+            port, Requests(kind, pools, index, count, seed, part), measure_from, end, result)))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -214,8 +216,9 @@ def client_process(port: int, assignments: list[tuple[str, int, int]], pools: Po
 
 
 def run_clients(port: int, clients: dict[str, int], pools: Pools, seed: int, processes: int, duration: float,
-                warmup: float) -> dict[str, KindResult]:
-    """Closed-loop clients, `clients[kind]` threads per kind spread over `processes` processes."""
+                warmup: float, part: int = 0) -> dict[str, KindResult]:
+    """Closed-loop clients, `clients[kind]` threads per kind spread over `processes` processes;
+    `part` picks the half of the distinct prefixes they send."""
     assignments: list[list[tuple[str, int, int]]] = [[] for _ in range(processes)]
     slot = 0
     for kind, count in clients.items():
@@ -225,7 +228,7 @@ def run_clients(port: int, clients: dict[str, int], pools: Pools, seed: int, pro
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     start = time.time() + 0.5
-    workers = [context.Process(target=client_process, args=(port, a, pools, seed, start + warmup,
+    workers = [context.Process(target=client_process, args=(port, a, pools, seed, part, start + warmup,
                                                             start + duration, queue)) for a in assignments if a]
     for worker in workers:
         worker.start()
@@ -303,7 +306,11 @@ def metric_delta(before: dict, after: dict, name: str, **labels) -> float:
 def server_figures(before: dict, after: dict) -> dict:
     hits = metric_delta(before, after, "taskfinder_embedding_cache_lookups_total", result="hit")
     misses = metric_delta(before, after, "taskfinder_embedding_cache_lookups_total", result="miss")
+    answer_hits = metric_delta(before, after, "taskfinder_answer_cache_lookups_total", result="hit")
+    answer_misses = metric_delta(before, after, "taskfinder_answer_cache_lookups_total", result="miss")
     return {"embedding_cache_hit_ratio": round(hits / (hits + misses), 3) if hits + misses else None,
+            "answer_cache_hit_ratio": round(answer_hits / (answer_hits + answer_misses), 3)
+            if answer_hits + answer_misses else None,
             "http_5xx": sum(metric_delta(before, after, "taskfinder_http_requests_total", status=str(code))
                             for code in (500, 502, 503, 504)),
             "index_rebuilds": metric_delta(before, after, "taskfinder_index_rebuilds_total")}
@@ -402,7 +409,7 @@ def phase(label: str, port: int, clients: dict[str, int], args, pools: Pools, me
     seconds = args.duration - args.warmup
     if editor_url:
         with AdminEditor(editor_url, args.edit_every) as editor:
-            results = run_clients(port, clients, pools, args.seed, args.processes, args.duration, args.warmup)
+            results = run_clients(port, clients, pools, args.seed, args.processes, args.duration, args.warmup, part=1)
         results["admin_edit"] = editor.result
         clients = {**clients, "admin_edit": 1}
     else:
