@@ -109,6 +109,12 @@ class Settings:
     # "No confident match" (search.confidence): abstain when the fitted abstention model says so.
     abstain: bool = True
     catalog_enrichment: bool = False
+    # How often each serving process reads the store revision (search.watcher) to notice edits
+    # made by any process sharing the database; requests never read it themselves.
+    revision_poll_s: float = 0.5
+    # Finished answers without re-ranking kept per live index, per process (search.answer_cache):
+    # a repeated type-ahead prefix costs a lookup. 0 switches the cache off.
+    answer_cache_size: int = 1024
     # embeddings
     embeddings_enabled: bool = True
     embeddings_base_url: str = ""
@@ -262,6 +268,8 @@ ENVIRONMENT = (
     ("fit_min_cases", "FIT_MIN_CASES", _int(2)),
     ("abstain", "ABSTAIN", _as_bool),
     ("catalog_enrichment", "CATALOG_ENRICHMENT", _as_bool),
+    ("revision_poll_s", "REVISION_POLL_S", _float(0.01)),
+    ("answer_cache_size", "ANSWER_CACHE_SIZE", _int(0, 1_000_000)),
     ("embeddings_enabled", "EMBEDDINGS_ENABLED", _as_bool),
     ("embeddings_base_url", "EMBEDDINGS_BASE_URL", _text),
     ("embeddings_model", "EMBEDDINGS_MODEL", _text),

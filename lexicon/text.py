@@ -34,17 +34,30 @@ _WORD = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
 _JOINERS = re.compile(r"[-:/']")
 
 
+#: Texts up to this long are normalised once per process and remembered (an index rebuild
+#: normalises every task and case again; type-ahead repeats prefixes): at most
+#: NORMALISE_MEMO entries of at most a kilobyte each.
+NORMALISE_MEMO, NORMALISE_MEMO_CHARS = 16384, 1024
+
+
 def normalise(text: str) -> str:
     """Unicode-normalise any input: NFKC, case-fold, strip accents, drop control characters.
 
     Never raises: unpaired surrogates and control characters are replaced, so arbitrary user
     input (emoji, RTL marks, NUL bytes) yields a clean, possibly empty, string.
     """
+    return _normalise_memo(text) if len(text) <= NORMALISE_MEMO_CHARS else _normalise(text)
+
+
+def _normalise(text: str) -> str:
     text = text.encode("utf-8", "replace").decode("utf-8")
     text = unicodedata.normalize("NFKC", text).casefold()
     decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return "".join(ch if ch.isprintable() else " " for ch in stripped)
+
+
+_normalise_memo = lru_cache(maxsize=NORMALISE_MEMO)(_normalise)
 
 
 # Texts up to this long have their words remembered (a bounded LRU memo, like `stem`'s): an

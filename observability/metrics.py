@@ -58,6 +58,9 @@ class Metrics:
                                        ["stage"], buckets=LATENCY_BUCKETS, registry=r)
         self.degraded = Counter("taskfinder_degraded_responses", "Search responses served degraded, by flag",
                                 ["flag"], registry=r)
+        self.answer_cache = Counter("taskfinder_answer_cache_lookups",
+                                    "Lookups of finished answers without re-ranking (search.answer_cache), "
+                                    "by result (hit, miss)", ["result"], registry=r)
         self.zero_results = Counter("taskfinder_zero_result_searches", "Searches that returned no result",
                                     registry=r)
         self.no_confident_match = Counter("taskfinder_no_confident_match_searches",
@@ -104,6 +107,7 @@ class Metrics:
         self._zero(self.rerank_calls, RERANK_OUTCOMES)
         self._zero(self.embedding_calls, EMBEDDING_OUTCOMES)
         self._zero(self.embedding_cache, ("hit", "miss"))
+        self._zero(self.answer_cache, ("hit", "miss"))
 
     @staticmethod
     def _checked_multiprocess_dir(directory: Path | None) -> Path | None:

@@ -6,7 +6,9 @@
 Everything comes from the typed Settings (settings.py): HOST, PORT, WEB_CONCURRENCY (workers),
 WEB_THREADS, WEB_TIMEOUT_S, PROMETHEUS_MULTIPROC_DIR; gunicorn's own command-line flags still
 override them (e.g. `--workers 4`). Each worker builds its own search index before it takes
-requests (post_worker_init), so the first search on a new worker is not the slow one.
+requests (post_worker_init), so the first search on a new worker is not the slow one, and
+starts its own store-revision watcher thread there (search.watcher: started in the worker after
+the fork, never in the master) that picks up edits published by any process; worker_exit stops it.
 
 PROMETHEUS_MULTIPROC_DIR must be in the environment of the gunicorn command itself (not set
 here): prometheus_client decides at import time whether to write samples to that directory.
@@ -57,6 +59,14 @@ def post_worker_init(worker):
         worker.log.exception("worker %s could not build its search index at start", worker.pid)
         return
     worker.log.info("worker %s ready at catalog revision %s", worker.pid, live.revision)
+
+
+def worker_exit(server, worker):
+    """In the worker, as it exits: stop its revision watcher thread cleanly."""
+    app = getattr(worker, "wsgi", None)
+    services = app.extensions.get("taskfinder") if app is not None else None
+    if services is not None:
+        services.search.close()
 
 
 def child_exit(server, worker):

@@ -94,8 +94,9 @@ def healthz():
 
 @search_bp.get("/readyz")
 def readyz():
-    """Readiness of the worker that answers (`pid`): the database answers and its index is built
-    (embeddings may be degraded)."""
+    """Readiness of the worker that answers (`pid`): its index is built (embeddings may be
+    degraded). Once built, the index serves from memory even while the database is away (the
+    revision watcher retries); before that, a database error makes it unready."""
     svc = services()
     try:
         live = svc.search.live()

@@ -5,10 +5,10 @@ query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrain
 
 It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both in the
 background when the store's revision moves (a catalog or test-case edit, or a new per-catalog
-fit) while requests keep the old ones, and talks to the embedder and the LLM, degrading instead
-of failing. When the test cases have changed since the newest fit, it refits in a background
-thread (search.fitting) and stores the result, which in turn moves the revision for every
-serving process.
+fit, noticed by the revision watcher thread of search.watcher) while requests keep the old ones,
+and talks to the embedder and the LLM, degrading instead of failing. When the test cases have
+changed since the newest fit, it refits in a background thread (search.fitting) and stores the
+result, which in turn moves the revision for every serving process.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from lexicon.rationale import build_lexicon
 from lexicon.text import normalise
 from observability.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
+from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker
@@ -30,6 +31,7 @@ from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
 from search.suggestions import suggest
+from search.watcher import RevisionWatcher
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,28 +81,36 @@ class SearchService:
         self.metrics = metrics
         self.enrichment = enrichment
         self._live: LiveIndex | None = None
+        self._answers: AnswerCache | None = None   # answers of `_live` (replaced with it)
         # Guards `_live` and `_refreshing` only; never held while an index is being built.
         self._state = threading.Condition()
         self._refreshing = False
         self._fitting = threading.Lock()   # one background fit at a time in this process
         self.defaults = default_params(settings)
+        # The newest store revision seen, kept current by the watcher thread; requests read it.
+        self._seen_revision: int | None = None
+        self.watcher = RevisionWatcher(source.revision, self._observe_revision, settings.revision_poll_s)
 
     # -- index lifecycle -----------------------------------------------------------------
     def _is_current(self, live: LiveIndex | None, revision: int) -> bool:
         return live is not None and live.revision == revision and (live.vectors_ok or self.embedder is None)
 
     def live(self, wait: bool = False) -> LiveIndex:
-        """The current index, kept off the request path: when the store's revision moves (or task
-        vectors are missing because embeddings were down), the request that notices starts ONE
-        background refresh and every request keeps being served from the old index until the new
-        one replaces it. A rebuild embeds every task, which takes seconds; holding requests
-        behind it would stall the whole API on each catalog edit.
+        """The current index, kept off the request path. A request reads no database: the
+        revision watcher (search.watcher, one thread per process) polls the store revision every
+        REVISION_POLL_S seconds and starts ONE background refresh when it moves; every request
+        keeps being served from the old index until the new one replaces it. A rebuild embeds
+        every task, which takes seconds; holding requests behind it would stall the whole API on
+        each catalog edit.
 
         Only the very first build blocks (there is nothing to serve yet), as does `wait=True`
-        (startup, evaluation, tests: "give me the index at the current revision").
+        (startup, evaluation, tests: "give me the index at the current revision", read from the
+        database now).
         """
-        revision = self.source.revision()
-        self.metrics.catalog_revision.set(revision)
+        self.watcher.ensure_running()
+        revision = self._seen_revision
+        if wait or revision is None:
+            revision = self._note_revision(self.source.revision())
         with self._state:
             while True:
                 live = self._live
@@ -113,10 +123,41 @@ class SearchService:
                 self._state.wait()
             self._refreshing = True  # this caller owns the single refresh in flight
             if live is not None and not wait:
-                threading.Thread(target=self._refresh_in_background, args=(live, revision),
-                                 name="index-refresh", daemon=True).start()
+                self._start_background_refresh(live, revision)
                 return live
         return self._refresh(live, revision)
+
+    def close(self) -> None:
+        """Stop the revision watcher (gunicorn's worker_exit; tests). A later live() restarts it."""
+        self.watcher.stop()
+
+    def _note_revision(self, revision: int) -> int:
+        """Remember the newest store revision seen. The store's revision only moves forward (every
+        write adds one), so an older value read concurrently never replaces a newer one."""
+        with self._state:
+            if self._seen_revision is None or revision > self._seen_revision:
+                self._seen_revision = revision
+            seen = self._seen_revision
+        self.metrics.catalog_revision.set(seen)
+        return seen
+
+    def _observe_revision(self, revision: int) -> None:
+        """The watcher's callback, once per poll: remember the revision and, when the live index
+        is behind it (or lacks its task vectors), start the background refresh. A refresh that
+        failed is thereby retried at the next poll. Before the first build it does nothing: the
+        first build belongs to the first caller of live(), who waits for it."""
+        revision = self._note_revision(revision)
+        with self._state:
+            live = self._live
+            if live is None or self._refreshing or self._is_current(live, revision):
+                return
+            self._refreshing = True
+            self._start_background_refresh(live, revision)
+
+    def _start_background_refresh(self, live: LiveIndex, revision: int) -> None:
+        """(The caller holds `_state` and has just set `_refreshing`.)"""
+        threading.Thread(target=self._refresh_in_background, args=(live, revision),
+                         name="index-refresh", daemon=True).start()
 
     def _refresh(self, live: LiveIndex | None, revision: int) -> LiveIndex:
         """Bring `live` to `revision` outside the state lock (only the owner of `_refreshing` runs
@@ -133,13 +174,14 @@ class SearchService:
             with self._state:
                 if fresh is not None:
                     self._live = fresh
+                    self._answers = AnswerCache(fresh, self.settings.answer_cache_size)
                 self._refreshing = False
                 self._state.notify_all()
 
     def _refresh_in_background(self, live: LiveIndex, revision: int) -> None:
         try:
             self._refresh(live, revision)
-        except Exception:  # the old index keeps serving; the next request tries again
+        except Exception:  # the old index keeps serving; the watcher's next poll tries again
             log.exception("search index refresh to revision %s failed; serving revision %s",
                           revision, live.revision)
 
@@ -252,13 +294,46 @@ class SearchService:
                role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> dict:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
-        to narrow to; any other value is ignored, never trusted."""
+        to narrow to; any other value is ignored, never trusted.
+
+        An answer without re-ranking is served from the live index's AnswerCache when the same
+        query (same k, visible roles and role) was answered before on that index."""
         started = time.perf_counter()
         live = self.live()
         query = self.check_request(query, k)
         visible = self.visible_roles(roles, role, live)
         role = role if role is not None and visible == {role} else None
         rerank = self.settings.rerank_default if rerank is None else rerank
+        answers = self._answers if self._answers is not None and self._answers.owner is live else None
+        key = (query, k, visible, role, restrict_roles)
+        if answers is not None and not rerank:
+            cached = answers.get(key)
+            self.metrics.answer_cache.labels("hit" if cached is not None else "miss").inc()
+            if cached is not None:
+                return self._replay(cached, started)
+        body = self._answer(live, query, k, visible, role, rerank, restrict_roles, started)
+        if answers is not None and not rerank and not body["degraded"]:
+            answers.put(key, dict(body))  # a copy: callers may add their own top-level fields
+        return body
+
+    def _replay(self, cached: dict, started: float) -> dict:
+        """A cached answer (search.answer_cache) as a new response: its own top-level dict (the
+        nested values are shared: read-only), its own timings (0 for the stages it did not run,
+        `answer_cache` for the lookup), and the same per-response metrics as a computed answer
+        (the zero-result rate divides by stage="total")."""
+        total = _ms(started)
+        self.metrics.stage_seconds.labels("total").observe(total / 1000.0)
+        if not cached["results"]:
+            self.metrics.zero_results.inc()
+        if cached["no_confident_match"]:
+            self.metrics.no_confident_match.inc()
+        skipped = {stage: 0.0 for stage in cached["timings_ms"] if stage != "total"}
+        return {**cached, "timings_ms": {**skipped, "answer_cache": total, "total": total}}
+
+    def _answer(self, live: LiveIndex, query: str, k: int, visible: frozenset[str], role: str | None,
+                rerank: bool, restrict_roles: bool, started: float) -> dict:
+        """The pipeline proper, on validated arguments: analyse, embed, prefilter, abstain or
+        answer, re-rank; the response dict with its per-stage timings."""
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
