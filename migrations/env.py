@@ -3,6 +3,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 import admin.models  # noqa: F401  (registers the account tables on Base.metadata)
+import analytics.models  # noqa: F401  (the search log and events tables)
 from catalog.models import Base
 from settings import Settings
 
