@@ -152,6 +152,8 @@ class QueryReport:
 
 def as_utc(moment: datetime) -> datetime:
     """`moment` as an aware UTC datetime (SQLite hands back naive ones, which are UTC)."""
+    if moment.tzinfo is timezone.utc:
+        return moment
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 

@@ -185,6 +185,22 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(app, client):
     assert 'taskfinder_analytics_records_total{kind="search",outcome="queued"}' in metrics
 
 
+def test_with_analytics_off_nothing_is_recorded(app, client):
+    off = AnalyticsRecorder(recorder(app).store, queue_size=10, flush_interval_s=3600, retention_days=90, enabled=False)
+    original = app.extensions["taskfinder_analytics"]
+    app.extensions["taskfinder_analytics"] = off
+    try:
+        body = search(client, "menus", session=SESSION)
+        response = post_events(client, [{"type": "click", "search_id": body["search_id"], "task_id": "t", "position": 1}])
+        assert SEARCH_ID.fullmatch(body["search_id"])
+        assert response.status_code == 202 and response.get_json() == {"accepted": 0}
+        assert off.flush() == 0 and off.pending() == 0
+    finally:
+        app.extensions["taskfinder_analytics"] = original
+    recorder(app).flush()
+    assert rows(app, "search_log") == [] and rows(app, "search_events") == []
+
+
 # -- POST /api/events ------------------------------------------------------------------------------
 def test_events_are_accepted_and_stored(app, client):
     body = search(client, "CACFP monthly claim", k=5, session=SESSION)
