@@ -16,7 +16,9 @@ Definitions (the constants below are part of them):
   continues the previous one (`continues_intent`): same session, at most KEYSTROKE_GAP_S apart,
   and the new query extends or edits the previous one. Requests without a session id cannot be
   grouped: each is a search of its own. An intent's query and results are those of its last
-  request (what the person finally saw); its clicks are the clicks on any of its requests.
+  request (what the person finally saw); its clicks are the clicks on any of its requests, each
+  on a task that request showed (a click on a task it did not show is ignored: the widget cannot
+  have sent it, so it says nothing about the search).
 * **No result**: the intent's last request showed no task (empty list, or "no confident match").
 * **Click-through rate** = searches with at least one click / searches.
 * **Average click position** = mean 1-based position over all clicks of the searches (None
@@ -210,7 +212,8 @@ def clicks_by_search(events: Iterable[EventRecord]) -> dict[str, list[Click]]:
 
 def _intent(group: list[SearchRecord], clicks: dict[str, list[Click]]) -> Intent:
     last = group[-1]
-    found = sorted((c for s in group for c in clicks.get(s.id, ())), key=lambda c: as_utc(c.at))
+    found = sorted((c for s in group for c in clicks.get(s.id, ()) if c.task_id in s.result_ids),
+                   key=lambda c: as_utc(c.at))
     return Intent(session_id=last.session_id, search_ids=tuple(s.id for s in group),
                   started_at=as_utc(group[0].at), ended_at=as_utc(last.at), query=last.query,
                   result_ids=tuple(last.result_ids), no_result=last.no_result,

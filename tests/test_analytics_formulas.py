@@ -172,11 +172,19 @@ def test_suggested_gold_is_the_most_frequent_followup_then_the_smallest_id():
     # "nothing here" reformulated five times: twice to a click on t9, twice on t3, once on t7
     for n, task in enumerate(["t9", "t3", "t9", "t3", "t7"]):
         session = f"s{n}"
-        log += [search(f"{session}a", session, 0, "nothing here", ()), search(f"{session}b", session, 30, f"other {n}")]
+        log += [search(f"{session}a", session, 0, "nothing here", ()),
+                search(f"{session}b", session, 30, f"other {n}", (task,))]
         events.append(click(f"{session}b", task, 1, 35))
     report = {r.query: r for r in by_query(intents(log, events))}["nothing here"]
     assert report.measures.searches == 5 and report.measures.no_result == 5
     assert report.suggested_gold == "t3"                 # t3 and t9 tie at 2; t3 < t9
+
+
+def test_a_click_on_a_task_the_search_did_not_show_is_ignored():
+    log = [search("1", "s", 0, "aaa", ()), search("2", "s", 20, "bbb", ("t1", "t2"))]
+    found = intents(log, [click("2", "admin.made-up", 1, 25)])
+    assert measure(found).clicks == 0
+    assert [i.followup_task for i in found] == [None, None]      # a forged click cannot become a gold
 
 
 def test_events_without_a_logged_search_are_not_counted():
