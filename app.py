@@ -22,6 +22,8 @@ from flask.cli import FlaskGroup, with_appcontext
 from admin import audit, init_admin
 from admin.accounts import AccountStore
 from admin.cli import COMMANDS as ADMIN_COMMANDS
+from analytics import init_analytics
+from analytics.cli import analytics_group
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
@@ -37,6 +39,7 @@ from rerank.breaker import CircuitBreaker
 from rerank.cli import llm_group
 from search.api import render_text, search_bp
 from search.cli import fit_command
+from search.cors import install_cors
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
 from settings import Settings
@@ -77,8 +80,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     app.register_blueprint(widget_bp)
+    init_analytics(app, settings, engine, metrics)
+    install_cors(app, settings.cors_origins)
     init_admin(app, settings, accounts)
     for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
+                    analytics_group,
                     search_command,
                     serve_command):
         app.cli.add_command(command)

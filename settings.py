@@ -155,6 +155,15 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     # the demo homepage at / (widget/): a page embedding the search widget over this catalog
     demo_homepage: bool = True
+    # search analytics (analytics/): every /api/search is logged and the widget's events are
+    # stored, both written by a background thread from a bounded in-memory queue
+    analytics_enabled: bool = True
+    analytics_retention_days: int = 90      # searches and events older than this are purged
+    analytics_queue_size: int = 10_000      # pending writes (one per search or events request); full = dropped, counted
+    analytics_flush_interval_s: float = 2.0 # how often the writer thread flushes the queue
+    # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
+    # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
+    cors_origins: tuple[str, ...] = ()
 
     @property
     def database(self) -> str:
@@ -239,6 +248,23 @@ def _networks(name: str, raw: str) -> tuple[str, ...]:
     return tuple(networks)
 
 
+_ORIGIN = re.compile(r"https?://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
+
+
+def _origins(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated browser origins (`scheme://host[:port]`, no path), lower-cased, or `*`."""
+    origins = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        origin = item.lower()
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise SettingsError(f"{name}={raw!r}: {item!r} is not an origin like https://www.example.org "
+                                "(scheme and host, optional port, no path or trailing slash) nor '*'")
+        origins.append(origin)
+    return tuple(dict.fromkeys(origins))
+
+
 def _probability(name: str, raw: str) -> float:
     value = _as_number(name, raw, float, 0.0)
     if value > 1.0:
@@ -301,4 +327,9 @@ ENVIRONMENT = (
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
     ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),
+    ("analytics_enabled", "ANALYTICS_ENABLED", _as_bool),
+    ("analytics_retention_days", "ANALYTICS_RETENTION_DAYS", _int(1, 36500)),
+    ("analytics_queue_size", "ANALYTICS_QUEUE_SIZE", _int(1, 1_000_000)),
+    ("analytics_flush_interval_s", "ANALYTICS_FLUSH_INTERVAL_S", _float(0.01)),
+    ("cors_origins", "CORS_ORIGINS", _origins),
 )

@@ -104,6 +104,10 @@ class Metrics:
         self.ranker_fit_id = Gauge("taskfinder_ranker_fit_id",
                                    "Id of the stored ranker fit in use (0: the shipped defaults)",
                                    multiprocess_mode=PER_WORKER, registry=r)
+        # search analytics (analytics.recorder): records queued, written, or lost (queue full, write failed)
+        self.analytics_records = Counter("taskfinder_analytics_records",
+                                         "Search-log and event records by kind and outcome", ["kind", "outcome"],
+                                         registry=r)
         self._zero(self.rerank_calls, RERANK_OUTCOMES)
         self._zero(self.embedding_calls, EMBEDDING_OUTCOMES)
         self._zero(self.embedding_cache, ("hit", "miss"))
@@ -153,6 +157,12 @@ class Metrics:
         self.index_revision.set(live.revision)
         self.index_built.set(time.time())
         self.ranker_fit_id.set(live.params.fit_id or 0)
+
+    def analytics_listener(self) -> Callable[[str, str, int], None]:
+        """An analytics.recorder.AnalyticsRecorder `on_count` callback."""
+        def on_count(kind: str, outcome: str, n: int) -> None:
+            self.analytics_records.labels(kind, outcome).inc(n)
+        return on_count
 
     def breaker_listener(self, breaker: str) -> Callable[[str], None]:
         """A rerank.breaker.CircuitBreaker `on_change` callback keeping the state gauge of `breaker`."""

@@ -1,5 +1,8 @@
 """HTTP edge of the search pipeline: /api/search, health, readiness, metrics, OpenAPI spec.
 
+Every answered /api/search gets a fresh `search_id` and is queued for the search log
+(analytics.recorder writes it in the background, never on the request path).
+
 /api/search shows restricted tasks only to verified roles (search.roles: a signed role token
 or a trusted proxy's header); the `role` query parameter merely picks one of those."""
 from __future__ import annotations
@@ -10,6 +13,9 @@ import os
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from analytics import analytics_recorder
+from analytics.records import SESSION_ID, search_record
+from catalog.models import utcnow
 from search.roles import NONE, REJECTED, Access, resolve_access
 from search.service import BadQuery
 from settings import PROJECT_ROOT
@@ -48,6 +54,16 @@ def parse_k(default: int = 10) -> int:
         raise BadQuery(f"k must be an integer, not {raw!r}") from None
 
 
+def parse_session() -> str | None:
+    """The caller's opaque session id (analytics), or None; BadQuery when malformed."""
+    raw = request.args.get("session")
+    if raw is None:
+        return None
+    if not SESSION_ID.fullmatch(raw):
+        raise BadQuery("session must be 8-64 characters of A-Z, a-z, 0-9, '_' and '-'")
+    return raw
+
+
 REJECTED_NOTE = "the role credential was not accepted; only unrestricted tasks are shown"
 ROLE_IGNORED_NOTE = "'role' was ignored: it is not one of the caller's verified roles"
 
@@ -74,11 +90,15 @@ def api_search():
     access = caller_access()
     requested_role = request.args.get("role") or None
     try:
+        session_id = parse_session()
         body = svc.search.search(request.args.get("q"), k=parse_k(), roles=access.roles, role=requested_role,
                                  rerank=parse_flag("rerank"))
     except BadQuery as exc:
         return bad_request(str(exc))
     body["access"] = access_report(access, requested_role, body)
+    record = search_record(body, session_id, utcnow())
+    analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
+    body["search_id"] = record.id
     response = jsonify(body)
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
         response.headers["Cache-Control"] = "private, no-store"

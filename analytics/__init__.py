@@ -1,0 +1,38 @@
+"""Search analytics (issue 10): every search is logged, the widget reports what people did with
+the results, and the admin sees the measures and the queries to turn into test cases.
+
+    analytics.records   the plain records (a logged search, an event), search ids, query normalisation
+    analytics.formulas  the measures as pure functions over those records (definitions in its docstring)
+    analytics.models    the tables (migration 0005); analytics.store reads and writes them
+    analytics.recorder  the background writer: bounded queue, batched flushes, retention purge
+    analytics.schema    validation of POST /api/events against openapi.json
+    analytics.api       POST /api/events (blueprint `events`)
+    analytics.pages     the admin pages under /admin/analytics (a blueprint nested in admin_bp)
+    analytics.charts    server-rendered SVG chart geometry (pure)
+    analytics.cli       `python app.py analytics purge|report`
+"""
+from __future__ import annotations
+
+from flask import Flask
+from sqlalchemy import Engine
+
+from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in admin_bp)
+from analytics.api import EXTENSION, analytics_recorder, events_bp
+from analytics.recorder import AnalyticsRecorder
+from analytics.store import AnalyticsStore
+from observability.metrics import Metrics
+from settings import Settings
+
+__all__ = ["analytics_recorder", "init_analytics"]
+
+
+def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metrics) -> AnalyticsRecorder:
+    """Create this app's analytics writer and register POST /api/events."""
+    recorder = AnalyticsRecorder(AnalyticsStore(engine), queue_size=settings.analytics_queue_size,
+                                 flush_interval_s=settings.analytics_flush_interval_s,
+                                 retention_days=settings.analytics_retention_days,
+                                 enabled=settings.analytics_enabled, on_count=metrics.analytics_listener())
+    app.extensions[EXTENSION] = recorder
+    app.register_blueprint(events_bp)
+    return recorder
+

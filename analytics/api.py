@@ -1,0 +1,74 @@
+"""POST /api/events: what the search widget saw and did with a search's results.
+
+Body: `{"session_id": "<opaque>", "events": [{"type": "impression" | "click" | "dwell" | "return",
+"search_id": ..., ...}]}`, at most MAX_BODY_BYTES and 50 events, validated against openapi.json
+(analytics.schema); 202 `{"accepted": n}`. The body is JSON sent as application/json or as
+text/plain, the type navigator.sendBeacon uses for a string (a "simple" request: no CORS
+preflight, and it survives the page being closed).
+
+Unknown search ids are accepted: the search log is written in the background by every worker,
+so a click can arrive before its search is stored, and a search may have been dropped (full
+queue) or purged. Such events are stored and purged like the others; the measures count only
+events whose search is in the log (analytics.formulas.intents), and the analytics page shows
+how many were not matched. A made-up id therefore cannot change any measure.
+"""
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from analytics.recorder import AnalyticsRecorder
+from analytics.schema import MAX_BODY_BYTES, EventError, parse_batch
+from catalog.models import utcnow
+
+events_bp = Blueprint("events", __name__)
+EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
+
+ACCEPTED_TYPES = ("application/json", "text/plain")
+RETRY_AFTER_S = 5
+
+
+def analytics_recorder() -> AnalyticsRecorder:
+    """The current app's analytics writer (analytics.init_analytics)."""
+    return current_app.extensions[EXTENSION]
+
+
+def error(status: int, message: str) -> tuple[Response, int]:
+    return jsonify({"error": message}), status
+
+
+def read_body(limit: int) -> bytes | None:
+    """The request body, or None when it is longer than `limit` bytes (read no further)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    body = request.stream.read(limit + 1)
+    return None if len(body) > limit else body
+
+
+@events_bp.post("/api/events")
+def post_events():
+    if request.mimetype not in ACCEPTED_TYPES:
+        return error(415, f"send the events as JSON (Content-Type: {' or '.join(ACCEPTED_TYPES)}), "
+                          f"not {request.mimetype or 'no content type'}")
+    body = read_body(MAX_BODY_BYTES)
+    if body is None:
+        return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send fewer events per request")
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return error(400, f"the body is not valid JSON: {exc}")
+    except RecursionError:
+        return error(400, "the body is not valid JSON: nested too deeply")
+    try:
+        batch = parse_batch(payload, utcnow())
+    except EventError as exc:
+        return error(400, str(exc))
+    rec = analytics_recorder()
+    if not rec.enabled:
+        return jsonify({"accepted": 0}), 202
+    if not rec.record_events(batch.events):
+        response, status = error(503, "the analytics buffer is full; retry later")
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response, status
+    return jsonify({"accepted": len(batch.events)}), 202

@@ -1,0 +1,318 @@
+"""Search analytics as pure functions over the search log and the widget's events.
+
+Nothing here reads a database or a clock: every function takes lists of SearchRecord and
+EventRecord (analytics.records) and returns values, so each formula is tested on hand-made logs
+with known answers (tests/test_analytics_formulas.py). The pipeline:
+
+    intents(searches, events)   -> one Intent per search as a person means it (keystrokes grouped)
+    measure(intents)            -> Measures: searches, no-result rate, CTR, average click position,
+                                   abandonment rate, reformulation rate
+    by_day(intents, first, last) / by_query(intents) -> the same measures per UTC day / per query
+
+Definitions (the constants below are part of them):
+
+* **A search** is an *intent*, not a request. A type-ahead box sends one request per keystroke
+  pause, so consecutive requests of one session are grouped into one search while each
+  continues the previous one (`continues_intent`): same session, at most KEYSTROKE_GAP_S apart,
+  and the new query extends or edits the previous one. Requests without a session id cannot be
+  grouped: each is a search of its own. An intent's query and results are those of its last
+  request (what the person finally saw); its clicks are the clicks on any of its requests, each
+  on a task that request showed (a click on a task it did not show is ignored: the widget cannot
+  have sent it, so it says nothing about the search).
+* **No result**: the intent's last request showed no task (empty list, or "no confident match").
+* **Click-through rate** = searches with at least one click / searches.
+* **Average click position** = mean 1-based position over all clicks of the searches (None
+  without clicks).
+* **Reformulated**: the search got no *kept* click (a click is kept unless a `return` event for
+  the same search and task says the person came back to the results) and the same session's
+  next search starts at most REFORMULATION_WINDOW_S after this one's last request, with a
+  different query. **Reformulation rate** = reformulated searches / searches.
+* **Abandoned**: the search showed results, got no click and was not reformulated: the person
+  left. **Abandonment rate** = abandoned searches / searches.
+* **Suggested gold** of a query: the task most often clicked (kept click) at the end of a
+  chain of reformulations that started from a search for that query; the task the people who
+  did not find it under that query found under another (ties: the smaller task id).
+
+Every rate is None when there is no search to divide by.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta, timezone
+from typing import Iterable, Sequence
+
+from rapidfuzz.distance import Levenshtein
+
+from analytics.records import EventRecord, SearchRecord
+
+#: Longest pause between two requests of one search (type-ahead keystrokes of one intent).
+KEYSTROKE_GAP_S = 10.0
+#: An edit that is not at the end of the query still continues the search if it changes at most
+#: this many characters (a typo fixed mid-word) ...
+MAX_TYPO_EDITS = 2
+#: ... and both queries are at least this long (so "d" -> "a", a cleared box, starts a new search).
+MIN_TYPO_EDIT_CHARS = 4
+#: Longest gap from a search's last request to the next search for that to be its reformulation.
+REFORMULATION_WINDOW_S = 300.0
+#: The low-CTR list only ranks queries searched at least this often (one search is no evidence).
+MIN_SEARCHES_FOR_LOW_CTR = 3
+
+
+@dataclass(frozen=True)
+class Click:
+    task_id: str
+    position: int
+    at: datetime
+    kept: bool          # no `return` event for this search and task
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One search as a person means it: the requests of one burst of typing."""
+
+    session_id: str | None
+    search_ids: tuple[str, ...]
+    started_at: datetime
+    ended_at: datetime
+    query: str                       # the last request's normalised query
+    result_ids: tuple[str, ...]      # the last request's results
+    no_result: bool
+    degraded: bool                   # any of its requests was answered degraded
+    clicks: tuple[Click, ...] = ()
+    reformulated: bool = False
+    followup_task: str | None = None  # kept click at the end of its reformulation chain
+
+    @property
+    def clicked(self) -> bool:
+        return bool(self.clicks)
+
+    @property
+    def kept_click(self) -> Click | None:
+        """The first click the person did not come back from."""
+        return next((c for c in self.clicks if c.kept), None)
+
+    @property
+    def abandoned(self) -> bool:
+        return not self.no_result and not self.clicked and not self.reformulated
+
+    @property
+    def day(self) -> date:
+        return as_utc(self.started_at).date()
+
+
+@dataclass(frozen=True)
+class Measures:
+    """Counts over a set of searches (intents) and the rates derived from them."""
+
+    searches: int = 0
+    no_result: int = 0
+    clicked: int = 0
+    clicks: int = 0
+    click_position_sum: int = 0
+    abandoned: int = 0
+    reformulated: int = 0
+
+    def _rate(self, count: int) -> float | None:
+        return count / self.searches if self.searches else None
+
+    @property
+    def no_result_rate(self) -> float | None:
+        return self._rate(self.no_result)
+
+    @property
+    def click_through_rate(self) -> float | None:
+        return self._rate(self.clicked)
+
+    @property
+    def abandonment_rate(self) -> float | None:
+        return self._rate(self.abandoned)
+
+    @property
+    def reformulation_rate(self) -> float | None:
+        return self._rate(self.reformulated)
+
+    @property
+    def average_click_position(self) -> float | None:
+        return self.click_position_sum / self.clicks if self.clicks else None
+
+    def as_dict(self) -> dict:
+        return {"searches": self.searches, "no_result_rate": self.no_result_rate,
+                "click_through_rate": self.click_through_rate,
+                "average_click_position": self.average_click_position,
+                "abandonment_rate": self.abandonment_rate, "reformulation_rate": self.reformulation_rate,
+                "counts": {"no_result": self.no_result, "clicked": self.clicked, "clicks": self.clicks,
+                           "abandoned": self.abandoned, "reformulated": self.reformulated}}
+
+
+@dataclass(frozen=True)
+class QueryReport:
+    query: str
+    measures: Measures
+    suggested_gold: str | None
+
+
+def as_utc(moment: datetime) -> datetime:
+    """`moment` as an aware UTC datetime (SQLite hands back naive ones, which are UTC)."""
+    if moment.tzinfo is timezone.utc:
+        return moment
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+# -- grouping keystrokes into searches -------------------------------------------------------
+def is_edit(previous: str, current: str) -> bool:
+    """`current` extends or edits `previous`: one is a prefix of the other (typing on, deleting
+    at the end, the same text again), or both have at least MIN_TYPO_EDIT_CHARS characters and
+    differ by at most MAX_TYPO_EDITS single-character insertions, deletions or substitutions."""
+    if previous.startswith(current) or current.startswith(previous):
+        return True
+    if min(len(previous), len(current)) < MIN_TYPO_EDIT_CHARS:
+        return False
+    return Levenshtein.distance(previous, current, score_cutoff=MAX_TYPO_EDITS) <= MAX_TYPO_EDITS
+
+
+def continues_intent(previous: SearchRecord, current: SearchRecord) -> bool:
+    """Whether `current` is a further keystroke of the search `previous` belongs to: the same
+    non-empty session, at most KEYSTROKE_GAP_S after `previous`, and its query an edit of
+    `previous`'s (is_edit)."""
+    if not previous.session_id or previous.session_id != current.session_id:
+        return False
+    gap = (as_utc(current.at) - as_utc(previous.at)).total_seconds()
+    return 0 <= gap <= KEYSTROKE_GAP_S and is_edit(previous.query, current.query)
+
+
+def group_requests(searches: Iterable[SearchRecord]) -> list[list[SearchRecord]]:
+    """The requests grouped into searches (in time order): each request joins the group of its
+    session's previous request when it continues it, else starts a new group."""
+    groups: list[list[SearchRecord]] = []
+    open_group: dict[str, list[SearchRecord]] = {}
+    for record in sorted(searches, key=lambda s: (as_utc(s.at), s.id)):
+        group = open_group.get(record.session_id) if record.session_id else None
+        if group is not None and continues_intent(group[-1], record):
+            group.append(record)
+            continue
+        group = [record]
+        groups.append(group)
+        if record.session_id:
+            open_group[record.session_id] = group
+    return groups
+
+
+# -- attaching events and reformulations -----------------------------------------------------
+def clicks_by_search(events: Iterable[EventRecord]) -> dict[str, list[Click]]:
+    """Click events per search id, each marked kept unless a `return` event names the same
+    search and task."""
+    events = list(events)
+    returned = {(e.search_id, e.task_id) for e in events if e.type == "return"}
+    clicks: dict[str, list[Click]] = defaultdict(list)
+    for e in sorted((e for e in events if e.type == "click"), key=lambda e: as_utc(e.at)):
+        clicks[e.search_id].append(Click(e.task_id, e.position, e.at, (e.search_id, e.task_id) not in returned))
+    return clicks
+
+
+def _intent(group: list[SearchRecord], clicks: dict[str, list[Click]]) -> Intent:
+    last = group[-1]
+    found = sorted((c for s in group for c in clicks.get(s.id, ()) if c.task_id in s.result_ids),
+                   key=lambda c: as_utc(c.at))
+    return Intent(session_id=last.session_id, search_ids=tuple(s.id for s in group),
+                  started_at=as_utc(group[0].at), ended_at=as_utc(last.at), query=last.query,
+                  result_ids=tuple(last.result_ids), no_result=last.no_result,
+                  degraded=any(s.degraded for s in group), clicks=tuple(found))
+
+
+def _reformulates(intent: Intent, following: Intent | None) -> bool:
+    if following is None or intent.kept_click is not None:
+        return False
+    gap = (following.started_at - intent.ended_at).total_seconds()
+    return gap <= REFORMULATION_WINDOW_S and following.query != intent.query
+
+
+def intents(searches: Iterable[SearchRecord], events: Iterable[EventRecord]) -> list[Intent]:
+    """The searches as people mean them (group_requests), in time order, with their clicks,
+    whether each was reformulated, and the task clicked at the end of its reformulation chain.
+    Events whose search id is not among `searches` are ignored (see unmatched_events)."""
+    clicks = clicks_by_search(events)
+    found = [_intent(group, clicks) for group in group_requests(searches)]
+    following: dict[int, int] = {}
+    last_of_session: dict[str, int] = {}
+    for index, intent in enumerate(found):
+        if intent.session_id:
+            if intent.session_id in last_of_session:
+                following[last_of_session[intent.session_id]] = index
+            last_of_session[intent.session_id] = index
+    reformulated = [_reformulates(intent, found[following[i]] if i in following else None)
+                    for i, intent in enumerate(found)]
+    result = []
+    for index, intent in enumerate(found):
+        followup = None
+        step = index
+        while reformulated[step]:
+            step = following[step]
+            kept = found[step].kept_click
+            if kept is not None:
+                followup = kept.task_id
+                break
+        result.append(replace(intent, reformulated=reformulated[index], followup_task=followup))
+    return result
+
+
+def unmatched_events(searches: Iterable[SearchRecord], events: Iterable[EventRecord]) -> int:
+    """Events whose search id is not in the search log (dropped, purged, or made up): not counted."""
+    known = {s.id for s in searches}
+    return sum(1 for e in events if e.search_id not in known)
+
+
+# -- measures --------------------------------------------------------------------------------
+def measure(found: Iterable[Intent]) -> Measures:
+    """The counts of Measures over `found` (see the module docstring for each definition)."""
+    searches = no_result = clicked = clicks = position_sum = abandoned = reformulated = 0
+    for intent in found:
+        searches += 1
+        no_result += intent.no_result
+        clicked += intent.clicked
+        clicks += len(intent.clicks)
+        position_sum += sum(c.position for c in intent.clicks)
+        abandoned += intent.abandoned
+        reformulated += intent.reformulated
+    return Measures(searches, no_result, clicked, clicks, position_sum, abandoned, reformulated)
+
+
+def by_day(found: Sequence[Intent], first: date, last: date) -> list[tuple[date, Measures]]:
+    """Measures per UTC day (of each search's first request) from `first` to `last` inclusive,
+    days without searches included (with zero searches and None rates)."""
+    per_day: dict[date, list[Intent]] = defaultdict(list)
+    for intent in found:
+        per_day[intent.day].append(intent)
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    return [(day, measure(per_day.get(day, ()))) for day in days]
+
+
+def suggested_gold(found: Iterable[Intent]) -> str | None:
+    """The task most often found after reformulating these searches (ties: smallest id)."""
+    counts = Counter(i.followup_task for i in found if i.followup_task)
+    if not counts:
+        return None
+    return min(counts, key=lambda task: (-counts[task], task))
+
+
+def by_query(found: Iterable[Intent]) -> list[QueryReport]:
+    """Measures and suggested gold per (final, normalised) query, most searched first."""
+    per_query: dict[str, list[Intent]] = defaultdict(list)
+    for intent in found:
+        per_query[intent.query].append(intent)
+    reports = [QueryReport(query, measure(group), suggested_gold(group)) for query, group in per_query.items()]
+    return sorted(reports, key=lambda r: (-r.measures.searches, r.query))
+
+
+def top_no_result_queries(reports: Iterable[QueryReport], limit: int = 20) -> list[QueryReport]:
+    """Queries with no-result searches, the most no-result searches first (then the query)."""
+    hits = [r for r in reports if r.measures.no_result]
+    return sorted(hits, key=lambda r: (-r.measures.no_result, r.query))[:limit]
+
+
+def low_ctr_queries(reports: Iterable[QueryReport], limit: int = 20,
+                    min_searches: int = MIN_SEARCHES_FOR_LOW_CTR) -> list[QueryReport]:
+    """Queries searched at least `min_searches` times that showed results at least once, lowest
+    click-through rate first (then the most searched, then the query)."""
+    hits = [r for r in reports if r.measures.searches >= min_searches and r.measures.no_result < r.measures.searches]
+    return sorted(hits, key=lambda r: (r.measures.click_through_rate, -r.measures.searches, r.query))[:limit]

@@ -1,0 +1,58 @@
+"""The admin analytics page, /admin/analytics/: the measures over time as server-rendered SVG
+charts, the top no-result and low-CTR queries, each with a link that turns it into a test case.
+
+The blueprint is nested in admin_bp, so every request passes admin.blueprint.enforce_policy
+(login, and CSRF plus the editor role for writes) before a view runs; its pages are read-only.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from flask import Blueprint, render_template, request, url_for
+
+from admin.blueprint import admin_bp
+from analytics.api import analytics_recorder
+from analytics.charts import line_chart, number, percent
+from analytics.report import Report, load_report, new_case_url
+from catalog.models import utcnow
+
+analytics_pages_bp = Blueprint("analytics", __name__, url_prefix="/analytics", template_folder="templates",
+                               static_folder="static")
+admin_bp.register_blueprint(analytics_pages_bp)
+
+SPANS = (7, 30, 90)
+DEFAULT_SPAN = 30
+
+
+def span_days() -> int:
+    raw = request.args.get("days", "")
+    return int(raw) if raw.isdigit() and int(raw) in SPANS else DEFAULT_SPAN
+
+
+def charts(report: Report) -> list:
+    """One chart per measure, over the report's days."""
+    def series(get):
+        return [(day, get(m)) for day, m in report.days]
+    return [
+        line_chart("searches", "Searches per day", series(lambda m: m.searches), number),
+        line_chart("no-result", "No-result rate", series(lambda m: m.no_result_rate), percent, 1.0),
+        line_chart("ctr", "Click-through rate", series(lambda m: m.click_through_rate), percent, 1.0),
+        line_chart("position", "Average click position", series(lambda m: m.average_click_position), number),
+        line_chart("abandonment", "Abandonment rate", series(lambda m: m.abandonment_rate), percent, 1.0),
+        line_chart("reformulation", "Reformulation rate", series(lambda m: m.reformulation_rate), percent, 1.0),
+    ]
+
+
+def case_editor_url(query: str, gold: str | None) -> str:
+    """The test-case editor (admin, /admin/cases/new) pre-filled with the query and suggested gold."""
+    return new_case_url(url_for("admin.dashboard") + "cases/new", query, gold)
+
+
+@analytics_pages_bp.get("/")
+def overview():
+    days = span_days()
+    last = utcnow().date()
+    report = load_report(analytics_recorder().store, last - timedelta(days=days - 1), last)
+    return render_template("analytics/overview.html", report=report, charts=charts(report), days=days,
+                           spans=SPANS, case_url=case_editor_url, percent=percent, number=number,
+                           recorder=analytics_recorder())

@@ -1,0 +1,166 @@
+"""The analytics writer: searches and events are buffered in memory and written in batches by
+one background thread, so no database write sits on the request path (a busy type-ahead box
+sends a request per keystroke pause).
+
+* The queue is bounded (ANALYTICS_QUEUE_SIZE items; one item per search or per events request).
+  When it is full the new item is dropped and counted, never waited for.
+* The thread flushes every ANALYTICS_FLUSH_INTERVAL_S: everything queued, in one transaction. A
+  batch that fails (database down or locked) is kept and tried again at the next flush, up to
+  MAX_WRITE_ATTEMPTS times, then dropped and counted.
+* Once an hour (PURGE_INTERVAL_S) the thread purges rows older than ANALYTICS_RETENTION_DAYS.
+* At interpreter exit (also a gunicorn worker's graceful exit) the queue is flushed.
+
+Each process has its own writer (a gunicorn worker is a process); the thread starts with the
+first recorded item, in the process that records it, so a fork never inherits a dead thread.
+Counts per (kind, outcome) are kept in `counts` and reported to `on_count` (Prometheus).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Callable, Sequence
+
+from analytics.records import EventRecord, SearchRecord
+from analytics.store import AnalyticsStore
+from catalog.models import utcnow
+
+log = logging.getLogger(__name__)
+
+PURGE_INTERVAL_S = 3600.0
+MAX_WRITE_ATTEMPTS = 3
+SEARCH, EVENTS = "search", "events"
+QUEUED, WRITTEN, DROPPED_FULL, WRITE_FAILED = "queued", "written", "dropped_full", "write_failed"
+
+
+class AnalyticsRecorder:
+    def __init__(self, store: AnalyticsStore, queue_size: int, flush_interval_s: float, retention_days: int,
+                 enabled: bool = True, on_count: Callable[[str, str, int], None] | None = None,
+                 clock: Callable[[], datetime] = utcnow):
+        self.store = store
+        self.enabled = enabled
+        self.flush_interval_s = flush_interval_s
+        self.retention = timedelta(days=retention_days)
+        self.on_count = on_count
+        self.clock = clock
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._queue: queue.Queue[tuple[str, tuple]] = queue.Queue(maxsize=queue_size)
+        self._retry: list[tuple[str, tuple, int]] = []   # (kind, records, attempts so far)
+        self._write_lock = threading.Lock()               # one flush at a time (thread, flush(), exit)
+        self._start_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_pid: int | None = None
+        self._last_purge: float | None = None
+
+    # -- the request side: never blocks, never touches the database --------------------------
+    def record_search(self, record: SearchRecord) -> bool:
+        """Queue one search; False when analytics is off or the queue is full (dropped, counted)."""
+        return self._offer(SEARCH, (record,))
+
+    def record_events(self, records: Sequence[EventRecord]) -> bool:
+        """Queue one request's events, all or none; False when off or the queue is full."""
+        return self._offer(EVENTS, tuple(records))
+
+    def _offer(self, kind: str, records: tuple) -> bool:
+        if not self.enabled:
+            return False
+        self._ensure_thread()
+        try:
+            self._queue.put_nowait((kind, records))
+        except queue.Full:
+            self._count(kind, DROPPED_FULL, len(records))
+            return False
+        self._count(kind, QUEUED, len(records))
+        return True
+
+    def _count(self, kind: str, outcome: str, n: int) -> None:
+        if n:
+            self.counts[kind, outcome] += n
+            if self.on_count is not None:
+                self.on_count(kind, outcome, n)
+
+    # -- the writer side -----------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread_pid == os.getpid():
+            return
+        with self._start_lock:
+            if self._thread is not None and self._thread_pid == os.getpid():
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="analytics-writer", daemon=True)
+            self._thread_pid = os.getpid()
+            self._thread.start()
+            atexit.register(self.close)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
+            try:
+                self.flush()
+                if self._last_purge is None or time.monotonic() - self._last_purge >= PURGE_INTERVAL_S:
+                    self._last_purge = time.monotonic()
+                    self.purge()
+            except Exception:  # the writer must outlive any one failure; it is logged with its traceback
+                log.exception("analytics writer: flush or purge failed")
+
+    def flush(self) -> int:
+        """Write everything queued so far (and batches waiting for a retry) in one transaction;
+        returns the number of rows written. Safe to call from any thread; waits for a flush
+        already running."""
+        with self._write_lock:
+            batch = list(self._retry)
+            self._retry.clear()
+            while True:
+                try:
+                    kind, records = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                batch.append((kind, records, 0))
+            if not batch:
+                return 0
+            searches = [r for kind, records, _ in batch if kind == SEARCH for r in records]
+            events = [r for kind, records, _ in batch if kind == EVENTS for r in records]
+            try:
+                self.store.write(searches, events)
+            except Exception as exc:
+                self._keep_for_retry(batch, exc)
+                return 0
+            self._count(SEARCH, WRITTEN, len(searches))
+            self._count(EVENTS, WRITTEN, len(events))
+            return len(searches) + len(events)
+
+    def _keep_for_retry(self, batch: list[tuple[str, tuple, int]], exc: Exception) -> None:
+        for kind, records, attempts in batch:
+            if attempts + 1 < MAX_WRITE_ATTEMPTS:
+                self._retry.append((kind, records, attempts + 1))
+            else:
+                self._count(kind, WRITE_FAILED, len(records))
+        log.warning("analytics writer: a batch could not be written (%s: %s); %d item(s) kept for a retry",
+                    type(exc).__name__, exc, len(self._retry))
+
+    def purge(self, now: datetime | None = None) -> tuple[int, int]:
+        """Delete searches and events older than the retention; (searches, events) deleted."""
+        deleted = self.store.purge((now or self.clock()) - self.retention)
+        if any(deleted):
+            log.info("analytics: purged %d searches and %d events older than %d days", *deleted, self.retention.days)
+        return deleted
+
+    def pending(self) -> int:
+        """Items waiting to be written (queued or kept for a retry)."""
+        return self._queue.qsize() + len(self._retry)
+
+    def close(self) -> None:
+        """Stop the thread and write what is left (at exit; idempotent)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout=10)
+        try:
+            self.flush()
+        except Exception:
+            log.exception("analytics writer: the final flush failed")

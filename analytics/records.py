@@ -1,0 +1,75 @@
+"""The plain records analytics works on: what the search log and the event table hold, as
+immutable values. The formulas (analytics.formulas) take lists of these and nothing else."""
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from lexicon.text import normalise
+
+#: The widget's opaque session id: 8-64 characters of [A-Za-z0-9_-] (it makes one up per visit).
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+#: A search id as /api/search issues it (new_search_id), and as /api/events accepts it.
+SEARCH_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+def new_search_id() -> str:
+    """An opaque, unguessable search id: 128 random bits, base64url (22 characters)."""
+    return secrets.token_urlsafe(16)
+
+
+def normalise_query(text: str) -> str:
+    """The query as analytics groups and counts it: Unicode-normalised and case-folded
+    (lexicon.text.normalise), runs of white space collapsed to one space, trimmed. "Lead  Screening "
+    and "lead screening" are the same query."""
+    return " ".join(normalise(text).split())
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    """One answered search. `rerank` False marks a type-ahead keystroke (rerank=0), True the
+    final search (Enter, or after a pause). `no_confident_match`: the abstention model answered
+    nothing rather than a wrong task."""
+
+    id: str
+    at: datetime
+    session_id: str | None
+    query: str
+    rerank: bool
+    result_ids: tuple[str, ...]
+    no_confident_match: bool = False
+    degraded: tuple[str, ...] = ()
+
+    @property
+    def no_result(self) -> bool:
+        """No task shown: an empty result list, or "no confident match"."""
+        return self.no_confident_match or not self.result_ids
+
+
+def search_record(response: dict, session_id: str | None, at: datetime) -> SearchRecord:
+    """What the search log keeps of a /api/search response body (search.service's `search`),
+    under a fresh search id."""
+    return SearchRecord(id=new_search_id(), at=at, session_id=session_id, query=normalise_query(response["query"]),
+                        rerank=bool(response["rerank"]["requested"]),
+                        result_ids=tuple(row["id"] for row in response["results"]),
+                        no_confident_match=bool(response["no_confident_match"]),
+                        degraded=tuple(response["degraded"]))
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One widget event about a search's results: impression (query, task_ids shown), click
+    (task_id, 1-based position), dwell (task_id, dwell_ms on the task's page) or return (the
+    user came back from task_id to the results). `at` is when the server received it."""
+
+    at: datetime
+    search_id: str
+    type: str
+    session_id: str | None = None
+    task_id: str | None = None
+    position: int | None = None
+    dwell_ms: int | None = None
+    query: str | None = None
+    task_ids: tuple[str, ...] | None = None
