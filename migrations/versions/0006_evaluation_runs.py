@@ -1,14 +1,14 @@
 """Offline evaluation runs started from the admin page: status, progress, report, error.
 
 Revision ID: 0006
-Revises: 0003
+Revises: 0005
 Create Date: 2026-11-23
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0003"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -2,9 +2,9 @@
 served over HTTP: the demo homepage at / embeds /widget.js exactly as a host page would.
 
 Fakes only inject faults: a WSGI wrapper that delays some searches (a slow older response), and
-page.route to stall or cut off the backend, to mark a real response degraded, to serve a host
-page with other data-* attributes, and to answer /api/events where this branch has no such
-endpoint yet (helper ANALYTICS builds it).
+page.route to stall or cut off the backend, to mark a real response degraded, and to serve a host
+page with other data-* attributes. /api/events is the real endpoint (page.route only reads what
+the widget posted), and the acceptance test reads the click back on the admin analytics page.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from catalog.records import TaskRecord
 from tests.browser.conftest import screenshot
-from tests.conftest import build_app, make_settings
+from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE_JS = Path(os.environ.get("AXE_CORE_JS") or ROOT / ".axe" / "node_modules" / "axe-core" / "axe.min.js")
@@ -34,8 +34,7 @@ def record_csp_violations(page):
 
 
 def capture_events(page) -> list[dict]:
-    """Every event posted to /api/events, parsed. The endpoint answers where it exists; where this
-    branch has none (404) the route answers 204 in its place."""
+    """Every event posted to /api/events, parsed, after the real endpoint accepted it (202)."""
     posted: list[dict] = []
 
     def handle(route):
@@ -43,11 +42,9 @@ def capture_events(page) -> list[dict]:
         if request.method == "POST" and request.post_data:
             body = json.loads(request.post_data)
             posted.extend({**event, "_session": body["session_id"]} for event in body["events"])
-        response = route.fetch()
-        if response.status == 404:   # TODO(coordinator): drop this once /api/events is merged
-            route.fulfill(status=204)
-        else:
-            route.fulfill(response=response)
+        response = route.fetch()      # the real endpoint answers; the test only reads what was sent
+        assert response.status == 202, response.text()
+        route.fulfill(response=response)
 
     page.route("**/api/events", handle)
     return posted
@@ -115,6 +112,19 @@ def demo(demo_app):
     return demo_app
 
 
+@pytest.fixture
+def tracked(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    """The demo app on a database of its own, whose analytics start empty, with a viewer `vera`."""
+    settings = make_settings(tmp_path, shared_cache_dir, SECRET_KEY="k" * 40, SESSION_COOKIE_SECURE="0")
+    app = build_app(settings, demo_tasks, demo_cases)
+    accounts = app.extensions["taskfinder"].accounts
+    accounts.hasher = FAST_HASHER
+    accounts.create_user("vera", ADMIN_PASSWORD, "viewer", actor="cli:test")
+    app.extensions["taskfinder"].search.live(wait=True)
+    yield app
+    app.extensions["taskfinder_analytics"].close()
+
+
 @pytest.fixture(scope="module")
 def tricky_app(tmp_path_factory, shared_cache_dir):
     """A small catalog (no embeddings: fast) with a task named like an XSS attack, whose URL is a
@@ -132,8 +142,8 @@ def tricky_app(tmp_path_factory, shared_cache_dir):
 
 
 # -- the acceptance path ----------------------------------------------------------------------------
-def test_typo_query_finds_screening_keyboard_opens_it_and_the_click_is_recorded(demo, live_server, page):
-    base = live_server(demo)
+def test_typo_query_finds_screening_keyboard_opens_it_and_the_click_is_recorded(tracked, live_server, page):
+    base = live_server(tracked)
     page.set_viewport_size({"width": 880, "height": 600})   # the README's screenshot: small
     record_csp_violations(page)
     events = capture_events(page)
@@ -157,8 +167,7 @@ def test_typo_query_finds_screening_keyboard_opens_it_and_the_click_is_recorded(
     assert option.get_attribute("aria-selected") == "true"
     screenshot(page, "widget.png")
     search_id = page.locator("[role=listbox]").get_attribute("data-search-id")
-    if "search_id" in body:  # TODO(coordinator): always true once ANALYTICS' search ids are merged
-        assert search_id == body["search_id"]
+    assert search_id == body["search_id"]
 
     with page.expect_navigation(url=f"{base}{target['url']}"):
         box.press("Enter")
@@ -168,8 +177,6 @@ def test_typo_query_finds_screening_keyboard_opens_it_and_the_click_is_recorded(
     impressions = [e for e in events if e["type"] == "impression"]
     assert [(e["search_id"], e["query"]) for e in impressions] == [(search_id, "devlopmental scrn")]
     assert impressions[0]["task_ids"] == [row["id"] for row in body["results"]][:8]
-    # TODO(coordinator): once /api/events and the admin analytics pages are merged, sign in and
-    # assert this click shows on the analytics page (query "devlopmental scrn", 1 click, CTR 100%).
 
     page.go_back()   # back on the search page: the time away is the dwell, and it is a return
     returned = wait_until(page, lambda: [e for e in events if e["type"] in {"dwell", "return"}])
@@ -179,6 +186,20 @@ def test_typo_query_finds_screening_keyboard_opens_it_and_the_click_is_recorded(
     assert next(e for e in returned if e["type"] == "dwell")["dwell_ms"] >= 0
     assert len({e["_session"] for e in events}) == 1
     assert page.evaluate("window.__csp") == []
+
+    # The click reaches the analytics: the keystrokes of "devlopmental scrn" are one search, clicked
+    # once at the position chosen above.
+    tracked.extensions["taskfinder_analytics"].flush()
+    page.goto(f"{base}/admin/analytics/?days=7")
+    page.fill("input[name=username]", "vera")
+    page.fill("input[name=password]", ADMIN_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/admin/analytics/?days=7")
+    summary = {dt: dd for dt, dd in zip(page.locator("dl dt").all_text_contents(),
+                                        page.locator("dl dd").all_text_contents())}
+    assert summary["Searches"] == "1"
+    assert summary["Click-through rate"].startswith("100")
+    assert float(summary["Average click position"]) == screening + 1
 
 
 def test_typing_shows_instant_results_before_the_reranked_list(demo, live_server, page):
