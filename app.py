@@ -32,8 +32,8 @@ from kb.enrich import catalog_enrichment
 from observability.http import install_request_metrics
 from observability.metrics import Metrics
 from rerank import Reranker
-from rerank.breaker import CircuitBreaker
-from rerank.cli import llm_group
+from infra.breaker import CircuitBreaker
+from infra.cli import llm_group
 from search.api import render_text, search_bp
 from search.cli import fit_command
 from search.embeddings import build_embedder

@@ -76,7 +76,7 @@ class Metrics:
         self.embedding_cache = Counter("taskfinder_embedding_cache_lookups",
                                        "Embedding cache lookups per text, by result (hit, miss)",
                                        ["result"], registry=r)
-        # circuit breakers (rerank.breaker): 1 for the breaker's current state, 0 for the others
+        # circuit breakers (infra.breaker): 1 for the breaker's current state, 0 for the others
         self.breaker_state = Gauge("taskfinder_circuit_breaker_state",
                                    "Circuit breaker state as of its last use (1 = current state)",
                                    ["breaker", "state"], multiprocess_mode=PER_WORKER, registry=r)
@@ -151,7 +151,7 @@ class Metrics:
         self.ranker_fit_id.set(live.params.fit_id or 0)
 
     def breaker_listener(self, breaker: str) -> Callable[[str], None]:
-        """A rerank.breaker.CircuitBreaker `on_change` callback keeping the state gauge of `breaker`."""
+        """A infra.breaker.CircuitBreaker `on_change` callback keeping the state gauge of `breaker`."""
         def on_change(state: str) -> None:
             for known in BREAKER_STATES:
                 self.breaker_state.labels(breaker, known).set(1 if known == state else 0)

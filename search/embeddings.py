@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, Sequence
 import diskcache
 import numpy as np
 
-from rerank.breaker import CircuitBreaker
+from infra.breaker import CircuitBreaker
 
 Kind = Literal["query", "passage"]
 
