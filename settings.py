@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
 
+from infra.ratelimit import Rate, parse_rate
+
 PROJECT_ROOT = Path(__file__).resolve().parent
 
 
@@ -147,6 +149,15 @@ class Settings:
     role_token_max_ttl_s: int = 900
     trusted_role_header: str = "X-Taskfinder-Roles"
     trusted_proxies: tuple[str, ...] = ()
+    # Redis (infra.ratelimit): rate limits and the login throttle shared by every worker and
+    # host; empty = counted in each process (the embedded default, one process)
+    redis_url: str = field(default="", repr=False)
+    redis_key_prefix: str = "taskfinder:"
+    # per-client rate limits (guard.limits): COUNT/UNIT strings parsed into Rate, None = off
+    rate_limits: bool = True
+    rate_limit_search: Rate | None = Rate(300, 60)
+    rate_limit_events: Rate | None = Rate(600, 60)
+    rate_limit_login: Rate | None = Rate(20, 60)
 
     @property
     def database(self) -> str:
@@ -231,6 +242,13 @@ def _networks(name: str, raw: str) -> tuple[str, ...]:
     return tuple(networks)
 
 
+def _rate(name: str, raw: str) -> Rate | None:
+    try:
+        return parse_rate(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={exc}") from None
+
+
 def _probability(name: str, raw: str) -> float:
     value = _as_number(name, raw, float, 0.0)
     if value > 1.0:
@@ -290,4 +308,10 @@ ENVIRONMENT = (
     ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
+    ("redis_url", "REDIS_URL", _text),
+    ("redis_key_prefix", "REDIS_KEY_PREFIX", _text),
+    ("rate_limits", "RATE_LIMITS", _as_bool),
+    ("rate_limit_search", "RATE_LIMIT_SEARCH", _rate),
+    ("rate_limit_events", "RATE_LIMIT_EVENTS", _rate),
+    ("rate_limit_login", "RATE_LIMIT_LOGIN", _rate),
 )

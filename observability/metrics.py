@@ -33,6 +33,7 @@ BREAKER_STATES = ("closed", "open", "half_open")
 #: Re-rank outcomes known in advance, created at zero so that rate() has a series from the start.
 RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
 EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
+RATE_LIMITS = ("search", "events", "login", "login_lockout")
 PER_WORKER = "liveall"
 
 
@@ -76,6 +77,13 @@ class Metrics:
         self.embedding_cache = Counter("taskfinder_embedding_cache_lookups",
                                        "Embedding cache lookups per text, by result (hit, miss)",
                                        ["result"], registry=r)
+        # abuse protection (guard.limits, admin.throttle)
+        self.ratelimited = Counter("taskfinder_ratelimited_responses",
+                                   "Requests refused with 429 by a per-client rate limit or the login lockout, by limit",
+                                   ["limit"], registry=r)
+        self.ratelimit_backend_errors = Counter("taskfinder_ratelimit_backend_errors",
+                                                "Rate-limit and login-throttle decisions taken without Redis "
+                                                "(unreachable, or its circuit open)", registry=r)
         # circuit breakers (infra.breaker): 1 for the breaker's current state, 0 for the others
         self.breaker_state = Gauge("taskfinder_circuit_breaker_state",
                                    "Circuit breaker state as of its last use (1 = current state)",
@@ -104,6 +112,7 @@ class Metrics:
         self._zero(self.rerank_calls, RERANK_OUTCOMES)
         self._zero(self.embedding_calls, EMBEDDING_OUTCOMES)
         self._zero(self.embedding_cache, ("hit", "miss"))
+        self._zero(self.ratelimited, RATE_LIMITS)
 
     @staticmethod
     def _checked_multiprocess_dir(directory: Path | None) -> Path | None:
