@@ -40,8 +40,9 @@ def shared_cache_dir(tmp_path_factory) -> Path:
 
 def make_settings(data_dir: Path, cache_dir: Path, **env) -> Settings:
     """Settings for a test app; the background refit is off unless a test turns it on (AUTO_FIT=1),
-    so that no fit lands in the middle of a test that did not ask for one."""
-    base = {"TASKFINDER_DATA_DIR": str(data_dir), "CACHE_DIR": str(cache_dir), "AUTO_FIT": "0"}
+    so that no fit lands in the middle of a test that did not ask for one, and so are the per-client
+    rate limits (every test client is 127.0.0.1; tests/test_rate_limits.py turns them on)."""
+    base = {"TASKFINDER_DATA_DIR": str(data_dir), "CACHE_DIR": str(cache_dir), "AUTO_FIT": "0", "RATE_LIMITS": "0"}
     return Settings.from_env({**base, **{k: str(v) for k, v in env.items()}})
 
 
