@@ -68,6 +68,10 @@ class LocalE5Embedder:
         return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
 
 
+#: Texts per request to an embeddings endpoint (a query is one; an index build sends batches).
+BATCH_SIZE = 16
+
+
 class OpenAIEmbedder:
     """An OpenAI-compatible embeddings endpoint. No retries: a slow service must not stall search."""
 
@@ -82,9 +86,18 @@ class OpenAIEmbedder:
         self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        """Vectors for `texts`, BATCH_SIZE texts per request: EMBEDDINGS_TIMEOUT_S bounds one
+        request, and is sized for a query, so an index build (every task at once) must not be
+        one request that a CPU server cannot answer within it (it never could: the index then
+        stayed without dense signals until the next build)."""
+        texts = list(texts)
+        batches = [self._embed_batch(texts[start:start + BATCH_SIZE], kind) for start in range(0, len(texts), BATCH_SIZE)]
+        return np.vstack(batches) if batches else np.zeros((0, 0), dtype=np.float32)
+
+    def _embed_batch(self, texts: list[str], kind: Kind) -> np.ndarray:
         try:
             extra = {"input_type": kind} if self._send_input_type else None
-            response = self._client.embeddings.create(model=self.model, input=list(texts), extra_body=extra)
+            response = self._client.embeddings.create(model=self.model, input=texts, extra_body=extra)
             rows = sorted(response.data, key=lambda item: item.index)
             matrix = np.asarray([row.embedding for row in rows], dtype=np.float32)
         except Exception as exc:  # openai.APIError, httpx errors, malformed bodies alike
