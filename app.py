@@ -36,6 +36,7 @@ from observability.metrics import Metrics
 from rerank import Reranker
 from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
+from infra.cache import open_disk_cache
 from infra.cli import llm_group
 from infra.ratelimit import REDIS_COOLDOWN_S, REDIS_FAILURES, MemoryWindow, OutageReporter, RedisStore, RedisWindow, \
     connect_redis
@@ -61,12 +62,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__)
     app.config["SETTINGS"] = settings
     app.json.sort_keys = False
-    settings.cache_dir.mkdir(parents=True, exist_ok=True)
 
     engine = make_engine(settings.database)
     store = CatalogStore(engine)
     metrics = Metrics(multiprocess_dir=settings.prometheus_multiproc_dir)
-    cache = diskcache.Cache(str(settings.cache_dir))
+    cache = open_disk_cache(settings.cache_dir)
     reranker = Reranker(settings, cache, breaker=metered_breaker(settings, metrics, "llm")) \
         if settings.llm_base_url else None
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),

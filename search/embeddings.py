@@ -11,6 +11,7 @@ can answer from its other signals and flag the response as degraded.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Literal, Protocol, Sequence
 
@@ -18,6 +19,8 @@ import diskcache
 import numpy as np
 
 from infra.breaker import CircuitBreaker
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["query", "passage"]
 
@@ -138,10 +141,31 @@ class CachedEmbedder:
         self._cache = cache
         self._breaker = breaker or CircuitBreaker(failures=3, cooldown_s=30.0)
         self._observer = observer or _Unobserved()
+        self._cache_warned = False
+
+    def _cached(self, key: tuple) -> np.ndarray | None:
+        """The cached vector, or None; a cache that cannot be read (deleted under us, corrupted)
+        is a miss, logged once per process: the cache only saves work, it must never fail a search."""
+        try:
+            return self._cache.get(key)
+        except Exception as exc:  # sqlite3 errors, OSError: whatever the damaged cache raises
+            self._cache_trouble(exc)
+            return None
+
+    def _store(self, key: tuple, vector: np.ndarray) -> None:
+        try:
+            self._cache.set(key, vector)
+        except Exception as exc:
+            self._cache_trouble(exc)
+
+    def _cache_trouble(self, exc: Exception) -> None:
+        if not self._cache_warned:
+            self._cache_warned = True
+            log.warning("embedding cache unusable (%s: %s); embedding without it", type(exc).__name__, exc)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         keys = [("emb", self.model, kind, text) for text in texts]
-        found = [self._cache.get(key) for key in keys]
+        found = [self._cached(key) for key in keys]
         missing = [i for i, vector in enumerate(found) if vector is None]
         self._observer.cache_lookups(len(found) - len(missing), len(missing))
         if missing:
@@ -158,11 +182,11 @@ class CachedEmbedder:
             self._observer.call("ok")
             for i, vector in zip(missing, fresh):
                 found[i] = vector
-                self._cache.set(keys[i], vector)
+                self._store(keys[i], vector)
         return np.vstack(found).astype(np.float32) if found else np.zeros((0, 0), dtype=np.float32)
 
     def is_cached(self, text: str, kind: Kind) -> bool:
-        return ("emb", self.model, kind, text) in self._cache
+        return self._cached(("emb", self.model, kind, text)) is not None
 
 
 def build_embedder(settings, cache: diskcache.Cache, breaker: CircuitBreaker | None = None,

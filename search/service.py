@@ -80,6 +80,7 @@ class SearchService:
         # Guards `_live` and `_refreshing` only; never held while an index is being built.
         self._state = threading.Condition()
         self._refreshing = False
+        self._store_trouble = False        # the revision check is failing (logged once per outage)
         self._fitting = threading.Lock()   # one background fit at a time in this process
         self.defaults = default_params(settings)
 
@@ -97,7 +98,14 @@ class SearchService:
         Only the very first build blocks (there is nothing to serve yet), as does `wait=True`
         (startup, evaluation, tests: "give me the index at the current revision").
         """
-        revision = self.source.revision()
+        try:
+            revision = self.source.revision()
+        except Exception as exc:  # the database is down or restarting: keep serving what we have
+            if self._live is None or wait:
+                raise
+            self._report_store_trouble(exc)
+            return self._live
+        self._store_trouble = False
         self.metrics.catalog_revision.set(revision)
         with self._state:
             while True:
@@ -115,6 +123,13 @@ class SearchService:
                                  name="index-refresh", daemon=True).start()
                 return live
         return self._refresh(live, revision)
+
+    def _report_store_trouble(self, exc: Exception) -> None:
+        """Log the first failed revision check of an outage (searches go on from the index)."""
+        if not self._store_trouble:
+            self._store_trouble = True
+            log.warning("catalog store unreachable (%s); serving the index of revision %s until it is back",
+                        type(exc).__name__, self._live.revision)
 
     def _refresh(self, live: LiveIndex | None, revision: int) -> LiveIndex:
         """Bring `live` to `revision` outside the state lock (only the owner of `_refreshing` runs

