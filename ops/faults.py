@@ -128,7 +128,6 @@ class PrivatePostgres:
         self.directory.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.directory, "postgres", "postgres")
-            self.directory.parent.chmod(0o755)  # mkdtemp's 0700 would keep the postgres user out
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         return self
 
@@ -326,7 +325,12 @@ class Harness:
         self.stack.close()
 
     def _start(self) -> None:
-        self.postgres = PrivatePostgres(self.workdir / "pg").init()
+        # its own folder directly under the temp dir: the postgres user must be able to reach it
+        # (pytest's and mkdtemp's folders are 0700)
+        pg_dir = Path(tempfile.mkdtemp(prefix="taskfinder-pg-"))
+        pg_dir.chmod(0o755)
+        self.stack.callback(shutil.rmtree, pg_dir, ignore_errors=True)
+        self.postgres = PrivatePostgres(pg_dir / "cluster").init()
         self.postgres.start()
         self.stack.callback(self.postgres.stop)
         self.llm = self.stack.enter_context(FaultLLMServer("ok", delay_s=LLM_TIMEOUT_S * 3))
