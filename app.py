@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass
 
 import click
-import diskcache
 from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
 
@@ -36,7 +35,7 @@ from observability.metrics import Metrics
 from rerank import Reranker
 from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
-from infra.cache import open_disk_cache
+from infra.cache import HealingCache
 from infra.cli import llm_group
 from infra.ratelimit import REDIS_COOLDOWN_S, REDIS_FAILURES, MemoryWindow, OutageReporter, RedisStore, RedisWindow, \
     connect_redis
@@ -54,7 +53,7 @@ class Services:
     accounts: AccountStore
     search: SearchService
     metrics: Metrics
-    cache: diskcache.Cache
+    cache: HealingCache
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -66,7 +65,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     engine = make_engine(settings.database)
     store = CatalogStore(engine)
     metrics = Metrics(multiprocess_dir=settings.prometheus_multiproc_dir)
-    cache = open_disk_cache(settings.cache_dir)
+    cache = HealingCache(settings.cache_dir)
     reranker = Reranker(settings, cache, breaker=metered_breaker(settings, metrics, "llm")) \
         if settings.llm_base_url else None
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),

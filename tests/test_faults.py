@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import diskcache
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from infra.cache import open_disk_cache
+from infra.cache import HealingCache
 from search.embeddings import CachedEmbedder, LocalE5Embedder
 from tests.conftest import build_app, make_settings
 
@@ -51,17 +52,52 @@ def test_a_deleted_cache_directory_is_a_miss_not_an_error(tmp_path):
     assert np.allclose(vector, LocalE5Embedder().embed(["meal count"], "query"), atol=1e-5)
 
 
+def moved_aside(parent: Path) -> int:
+    return sum(1 for p in parent.iterdir() if p.name.startswith("cache.corrupt-"))
+
+
 def test_a_corrupted_cache_does_not_stop_a_start(tmp_path, caplog):
     cache_dir = tmp_path / "cache"
     diskcache.Cache(str(cache_dir)).set("k", "v")
     corrupt(cache_dir)
     with pytest.raises(sqlite3.DatabaseError):
         diskcache.Cache(str(cache_dir))  # what create_app did, so a worker could not boot
-    cache = open_disk_cache(cache_dir)
+    cache = HealingCache(cache_dir)
     cache.set("k", "fresh")
     assert cache.get("k") == "fresh"
-    assert [p.name.startswith("cache.corrupt-") for p in tmp_path.iterdir()].count(True) == 1
+    assert moved_aside(tmp_path) == 1
     assert "moved to" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["corrupted", "deleted"])
+def test_a_cache_damaged_under_a_running_process_heals_itself(tmp_path, damage):
+    """The cache_corrupted fault never recovered: every worker missed (and re-embedded) for good."""
+    cache_dir = tmp_path / "cache"
+    now = [0.0]
+    first = HealingCache(cache_dir, clock=lambda: now[0])
+    second = HealingCache(cache_dir, clock=lambda: now[0])          # another worker on the same directory
+    first.set("k", "v")
+    if damage == "corrupted":
+        corrupt(cache_dir)
+    else:
+        shutil.rmtree(cache_dir)
+    now[0] = 10.0  # past the presence check and the reopen interval
+    for cache in (first, second):
+        errors = []
+
+        def in_a_new_thread():  # diskcache opens one SQLite connection per thread
+            try:
+                cache.set("fresh", 1)
+                errors.append(cache.get("fresh"))
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        thread = threading.Thread(target=in_a_new_thread)
+        thread.start()
+        thread.join()
+        assert errors == [1]
+    assert first.get("fresh") == second.get("fresh") == 1  # both use the one fresh cache
+    assert moved_aside(tmp_path) == (1 if damage == "corrupted" else 0)
 
 
 def test_searches_go_on_from_the_index_while_the_database_is_unreachable(tmp_path, shared_cache_dir, demo_tasks,
