@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass
 
 import click
-import diskcache
 from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
 
@@ -29,14 +28,20 @@ from catalog.db import make_engine
 from catalog.store import CatalogStore
 from evaluation.cli import evaluate_command
 from json_provider import OrjsonProvider
+from guard.headers import install_api_headers
+from guard.limits import RateLimiter, install_rate_limits, rules_from
 from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
 from observability.http import install_request_metrics
 from observability.metrics import Metrics
 from rerank import Reranker
-from rerank.breaker import CircuitBreaker
-from rerank.cli import llm_group
+from admin.throttle import build_throttle
+from infra.breaker import CircuitBreaker
+from infra.cache import HealingCache
+from infra.cli import llm_group
+from infra.ratelimit import REDIS_COOLDOWN_S, REDIS_FAILURES, MemoryWindow, OutageReporter, RedisStore, RedisWindow, \
+    connect_redis
 from search.api import render_text, search_bp
 from search.cli import fit_command
 from search.cors import install_cors
@@ -53,7 +58,7 @@ class Services:
     accounts: AccountStore
     search: SearchService
     metrics: Metrics
-    cache: diskcache.Cache
+    cache: HealingCache
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -62,12 +67,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["SETTINGS"] = settings
     app.json = OrjsonProvider(app)  # the standard library's encoder costs a third of a cached answer
     app.json.sort_keys = False
-    settings.cache_dir.mkdir(parents=True, exist_ok=True)
 
     engine = make_engine(settings.database)
     store = CatalogStore(engine, audit=audit.record)  # every published change writes its audit entry
     metrics = Metrics(multiprocess_dir=settings.prometheus_multiproc_dir)
-    cache = diskcache.Cache(str(settings.cache_dir))
+    cache = HealingCache(settings.cache_dir)
     reranker = Reranker(settings, cache, breaker=metered_breaker(settings, metrics, "llm")) \
         if settings.llm_base_url else None
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),
@@ -75,14 +79,20 @@ def create_app(settings: Settings | None = None) -> Flask:
     search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings))
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
+    redis_store = shared_store(settings, metrics)
+    outage = OutageReporter("redis (rate limits, login throttle)", metrics.ratelimit_backend_errors.inc)
+    limiter = RateLimiter(rules_from(settings), RedisWindow(redis_store) if redis_store else MemoryWindow(),
+                          outage=outage)
 
     install_request_metrics(app, metrics)  # first, so that its timer starts before any other hook
+    install_rate_limits(app, limiter, settings, metrics)
+    install_api_headers(app)
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     app.register_blueprint(widget_bp)
     init_analytics(app, settings, engine, metrics)
     install_cors(app, settings.cors_origins)
-    init_admin(app, settings, accounts)
+    init_admin(app, settings, accounts, build_throttle(settings, redis_store, outage))
     for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
                     analytics_group,
                     search_command,
@@ -95,6 +105,16 @@ def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitB
     """A circuit breaker from settings whose state shows in /metrics under `breaker=name`."""
     return CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s,
                           on_change=metrics.breaker_listener(name))
+
+
+def shared_store(settings: Settings, metrics: Metrics) -> RedisStore | None:
+    """The Redis that rate limits and the login throttle share across workers (REDIS_URL), or
+    None: every process counts alone. Connecting is lazy, so a Redis that is down at start is
+    an outage like any other (infra.ratelimit), not a failed start."""
+    if not settings.redis_url:
+        return None
+    breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis"))
+    return RedisStore(connect_redis(settings.redis_url), settings.redis_key_prefix, breaker)
 
 
 @click.command("search")

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
 
+from infra.ratelimit import Rate, parse_rate
+
 PROJECT_ROOT = Path(__file__).resolve().parent
 
 
@@ -164,6 +166,15 @@ class Settings:
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
+    # Redis (infra.ratelimit): rate limits and the login throttle shared by every worker and
+    # host; empty = counted in each process (the embedded default, one process)
+    redis_url: str = field(default="", repr=False)
+    redis_key_prefix: str = "taskfinder:"
+    # per-client rate limits (guard.limits): COUNT/UNIT strings parsed into Rate, None = off
+    rate_limits: bool = True
+    rate_limit_search: Rate | None = Rate(300, 60)
+    rate_limit_events: Rate | None = Rate(600, 60)
+    rate_limit_login: Rate | None = Rate(20, 60)
 
     @property
     def database(self) -> str:
@@ -263,6 +274,11 @@ def _origins(name: str, raw: str) -> tuple[str, ...]:
                                 "(scheme and host, optional port, no path or trailing slash) nor '*'")
         origins.append(origin)
     return tuple(dict.fromkeys(origins))
+def _rate(name: str, raw: str) -> Rate | None:
+    try:
+        return parse_rate(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={exc}") from None
 
 
 def _probability(name: str, raw: str) -> float:
@@ -332,4 +348,10 @@ ENVIRONMENT = (
     ("analytics_queue_size", "ANALYTICS_QUEUE_SIZE", _int(1, 1_000_000)),
     ("analytics_flush_interval_s", "ANALYTICS_FLUSH_INTERVAL_S", _float(0.01)),
     ("cors_origins", "CORS_ORIGINS", _origins),
+    ("redis_url", "REDIS_URL", _text),
+    ("redis_key_prefix", "REDIS_KEY_PREFIX", _text),
+    ("rate_limits", "RATE_LIMITS", _as_bool),
+    ("rate_limit_search", "RATE_LIMIT_SEARCH", _rate),
+    ("rate_limit_events", "RATE_LIMIT_EVENTS", _rate),
+    ("rate_limit_login", "RATE_LIMIT_LOGIN", _rate),
 )

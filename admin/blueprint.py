@@ -40,7 +40,7 @@ from flask import Blueprint, Flask, current_app, g, jsonify, redirect, render_te
 from flask_login import LoginManager, current_user
 
 from admin.accounts import Account, AccountStore
-from admin.throttle import LoginThrottle, MemoryThrottle
+from admin.throttle import LoginThrottle
 from search.roles import bearer_token
 from settings import Settings
 
@@ -85,8 +85,9 @@ class AdminState:
 
 
 # -- setup ---------------------------------------------------------------------------------
-def init_admin(app: Flask, settings: Settings, accounts: AccountStore) -> None:
-    """Configure sessions and Flask-Login on `app` and register the admin blueprint."""
+def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle: LoginThrottle) -> None:
+    """Configure sessions and Flask-Login on `app` and register the admin blueprint; `throttle`
+    counts failed logins (admin.throttle.build_throttle: in Redis or in this process)."""
     # Never a hard-coded key (anyone could forge a session); without SECRET_KEY, a random one.
     app.secret_key = settings.secret_key or secrets.token_urlsafe(48)
     app.config.update(
@@ -105,7 +106,7 @@ def init_admin(app: Flask, settings: Settings, accounts: AccountStore) -> None:
     login_manager.user_loader(accounts.session_user)
     login_manager.init_app(app)
     app.extensions["taskfinder_admin"] = AdminState(
-        throttle=MemoryThrottle(settings.login_max_failures, settings.login_lockout_s),
+        throttle=throttle,
         ephemeral_key=not settings.secret_key)
     app.register_blueprint(admin_bp)
 

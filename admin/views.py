@@ -16,6 +16,7 @@ from admin.searching import ranked_tasks
 from admin.throttle import throttle_key
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
+from guard.limits import request_client
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,10 @@ def login():
             return redirect(safe_next(request.args.get("next")))
         return render_template("admin/login.html", next=request.args.get("next", ""))
     name, password = request.form.get("username", ""), request.form.get("password", "")
-    key, throttle = throttle_key(name, request.remote_addr), admin_state().throttle
+    key, throttle = throttle_key(name, request_client(current_app.config["SETTINGS"])), admin_state().throttle
     wait = throttle.locked_for(key)
     if wait:
+        current_app.extensions["taskfinder"].metrics.ratelimited.labels("login_lockout").inc()
         minutes = max(1, round(wait / 60))
         return _login_form(f"Too many failed sign-ins. Try again in about {minutes} minute(s).", 429)
     user = accounts().authenticate(name, password)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from kb.search import KB, MODES
+from lexicon.text import query_problem
 
 kb_bp = Blueprint("kb", __name__)
 MAX_K = 1000
@@ -31,16 +32,15 @@ def search():
     kb = get_kb()
     settings = current_app.config["SETTINGS"]
     corpus = (request.args.get("corpus") or "").strip()
-    q = request.args.get("q") or ""
+    q = request.args.get("q")
     mode = (request.args.get("mode") or "bm25").strip()
     if not corpus:
         return _bad("missing parameter 'corpus'")
     if not kb.store.exists(corpus):
         return _bad(f"unknown corpus {corpus!r}; known: {', '.join(kb.store.names()) or 'none'}")
-    if not q.strip():
-        return _bad("missing or empty parameter 'q'")
-    if len(q) > settings.max_query_chars:
-        return _bad(f"'q' is longer than {settings.max_query_chars} characters")
+    problem = query_problem(q, settings.max_query_chars)  # the same check as /api/search
+    if problem is not None:
+        return _bad(problem)
     raw_k = request.args.get("k", "10")
     try:
         k = int(raw_k)

@@ -30,7 +30,7 @@ from kb.analysis import ngram_token
 from kb.index import Index
 from kb.llm import (KEYWORDS_SCHEMA, LLM, MODES, TERMS_SCHEMA, LLMError, doc_messages, prompt_version,
                     query_messages, sage_messages)
-from rerank.breaker import CircuitBreaker
+from infra.breaker import CircuitBreaker
 
 DEFAULT_MAX_DF = 0.05      # corpus fraction; SIRA gives no value, 5% keeps idf >= ~2.9
 DEFAULT_LAMBDA = 0.3       # weight of the query-side expansion, BM25(q) + lambda * BM25(e)

@@ -1,7 +1,7 @@
 """LLM access for enrichment: the official `openai` client against any OpenAI-compatible server
 (OpenAI, vLLM, Ollama, llama.cpp), temperature 0, JSON output validated with jsonschema.
 
-Structured output: the re-ranker's rerank.client.ChatClient does the response-format ladder
+Structured output: the shared infra.chat.ChatClient does the response-format ladder
 (json_schema where supported, falling back to json_object + a `schema` key, which llama.cpp turns
 into a grammar, then plain json_object when the server rejects it; LLM_RESPONSE_FORMAT=auto|
 json_schema|json_object); this module adds the prompts, the schemas and the validation.
@@ -144,17 +144,17 @@ def request_schema(shape: dict) -> dict:
 
 
 class LLM:
-    """Thread-safe JSON completions over rerank.client.ChatClient (the official openai client,
+    """Thread-safe JSON completions over infra.chat.ChatClient (the official openai client,
     temperature 0, the response-format ladder json_schema -> json_object + schema (llama.cpp
     grammar) -> json_object, stepped down when the server rejects a format and remembered).
     Output is validated with jsonschema against the shape schema; failures raise
-    (rerank.client.LLMUnavailable for transport/HTTP errors, LLMError for bad output)."""
+    (infra.chat.LLMUnavailable for transport/HTTP errors, LLMError for bad output)."""
 
     def __init__(self, base_url: str, model: str, api_key: str = "", timeout_s: float = 20.0,
                  response_format: str = "auto", max_tokens: int = 400):
         import openai
 
-        from rerank.client import ChatClient
+        from infra.chat import ChatClient
 
         self.model = model
         self.max_tokens = max_tokens

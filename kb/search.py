@@ -21,7 +21,7 @@ from kb.index import Index, published_version
 from kb.llm import LLM
 from evaluation.metrics import evaluate_run
 from kb.store import CorpusStore
-from rerank.breaker import CircuitBreaker
+from infra.breaker import CircuitBreaker
 
 MODES = ("bm25", "rm3", "qe", "enriched", "enriched_qe", "sage")
 VIEW_OF = {"bm25": "text", "rm3": "text", "qe": "text", "enriched": "enriched", "enriched_qe": "enriched",

@@ -38,6 +38,13 @@ _JOINERS = re.compile(r"[-:/']")
 #: normalises every task and case again; type-ahead repeats prefixes): at most
 #: NORMALISE_MEMO entries of at most a kilobyte each.
 NORMALISE_MEMO, NORMALISE_MEMO_CHARS = 16384, 1024
+def printable(text: str) -> str:
+    """`text` as a user wrote it (case, accents and punctuation kept) with what no reader should
+    see replaced by a space: unpaired surrogates, control, format (RTL marks, zero-width) and
+    unassigned characters; whitespace runs collapsed and trimmed. For texts handed on whole, such
+    as the query an embedding model or an LLM reads."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
 def normalise(text: str) -> str:
@@ -64,6 +71,20 @@ _normalise_memo = lru_cache(maxsize=NORMALISE_MEMO)(_normalise)
 # index is rebuilt from the same task fields, rationales and case queries again and again (each
 # edit, each cross-validation fold, each admin preview), and splitting them dominated its cost.
 WORDS_MEMO_MAX_CHARS = 1000
+QUERY_REQUIRED = "query 'q' is required and must contain text"
+
+
+def query_problem(query: str | None, max_chars: int) -> str | None:
+    """Why `query` cannot be searched, as a message for a 400 (or a CLI error), or None.
+
+    The one check of a query's text for every search endpoint (/api/search, /api/kb/search, the
+    CLI): missing, nothing left once normalised (only spaces, control or format characters), or
+    longer than `max_chars` characters (characters, not UTF-8 bytes)."""
+    if query is None or not normalise(query).strip():
+        return QUERY_REQUIRED
+    if len(query) > max_chars:
+        return f"query is {len(query)} characters long; the limit is {max_chars}"
+    return None
 
 
 def words(text: str) -> list[str]:

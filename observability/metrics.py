@@ -33,6 +33,7 @@ BREAKER_STATES = ("closed", "open", "half_open")
 #: Re-rank outcomes known in advance, created at zero so that rate() has a series from the start.
 RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
 EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
+RATE_LIMITS = ("search", "events", "login", "login_lockout")
 PER_WORKER = "liveall"
 
 
@@ -79,7 +80,14 @@ class Metrics:
         self.embedding_cache = Counter("taskfinder_embedding_cache_lookups",
                                        "Embedding cache lookups per text, by result (hit, miss)",
                                        ["result"], registry=r)
-        # circuit breakers (rerank.breaker): 1 for the breaker's current state, 0 for the others
+        # abuse protection (guard.limits, admin.throttle)
+        self.ratelimited = Counter("taskfinder_ratelimited_responses",
+                                   "Requests refused with 429 by a per-client rate limit or the login lockout, by limit",
+                                   ["limit"], registry=r)
+        self.ratelimit_backend_errors = Counter("taskfinder_ratelimit_backend_errors",
+                                                "Rate-limit and login-throttle decisions taken without Redis "
+                                                "(unreachable, or its circuit open)", registry=r)
+        # circuit breakers (infra.breaker): 1 for the breaker's current state, 0 for the others
         self.breaker_state = Gauge("taskfinder_circuit_breaker_state",
                                    "Circuit breaker state as of its last use (1 = current state)",
                                    ["breaker", "state"], multiprocess_mode=PER_WORKER, registry=r)
@@ -112,6 +120,7 @@ class Metrics:
         self._zero(self.embedding_calls, EMBEDDING_OUTCOMES)
         self._zero(self.embedding_cache, ("hit", "miss"))
         self._zero(self.answer_cache, ("hit", "miss"))
+        self._zero(self.ratelimited, RATE_LIMITS)
 
     @staticmethod
     def _checked_multiprocess_dir(directory: Path | None) -> Path | None:
@@ -165,7 +174,7 @@ class Metrics:
         return on_count
 
     def breaker_listener(self, breaker: str) -> Callable[[str], None]:
-        """A rerank.breaker.CircuitBreaker `on_change` callback keeping the state gauge of `breaker`."""
+        """A infra.breaker.CircuitBreaker `on_change` callback keeping the state gauge of `breaker`."""
         def on_change(state: str) -> None:
             for known in BREAKER_STATES:
                 self.breaker_state.labels(breaker, known).set(1 if known == state else 0)

@@ -9,7 +9,7 @@ What it does, all on loopback:
 2. starts an OpenAI-compatible LLM stub answering after 300-800 ms (--llm-latency-ms);
 3. starts the production server, gunicorn -c ops/gunicorn.conf.py (`make serve-prod`), with
    WEB_CONCURRENCY=2 (--workers) and the Prometheus multiprocess directory, plus any --env K=V
-   (e.g. --env RATE_LIMIT_ENABLED=0); and, beside it, the ceiling: a bare Flask app answering
+   (rate limits are off: every client is 127.0.0.1; --env RATE_LIMITS=1 measures them); and, beside it, the ceiling: a bare Flask app answering
    the same body canned (ops/canned_app.py) under the same gunicorn, worker class and counts;
 4. runs closed-loop clients (keep-alive http.client connections, threads in --processes client
    processes) in phases of --duration seconds, the first --warmup seconds not counted:
@@ -24,8 +24,9 @@ What it does, all on loopback:
 5. reports per kind: requests, req/s, p50/p95/p99 latency, errors; the embedding-cache hit
    ratio and re-rank outcomes from the server's /metrics; the load average before each phase.
 
-Nothing limits requests in the app yet; a rate limiter added later would need --env to switch
-it off (or up) for the run, as the load test means to measure capacity, not the limiter.
+The per-client rate limits are off in the server under test (ops/servers.server_env): every
+client is 127.0.0.1, and the load test measures capacity, not the limiter (`--env RATE_LIMITS=1`
+turns them on).
 """
 from __future__ import annotations
 

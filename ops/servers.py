@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Settings a test or benchmark server must not inherit from the caller's environment.
 UNSHARED_VARIABLES = ("LLM_BASE_URL", "EMBEDDINGS_BASE_URL", "SECRET_KEY", "PROMETHEUS_MULTIPROC_DIR",
-                      "DATABASE_URL", "TASKFINDER_DATA_DIR", "CACHE_DIR", "HOST", "PORT")
+                      "DATABASE_URL", "TASKFINDER_DATA_DIR", "CACHE_DIR", "HOST", "PORT", "REDIS_URL")
 
 
 def free_port() -> int:
@@ -36,9 +36,10 @@ def free_port() -> int:
 
 def server_env(**overrides) -> dict[str, str]:
     """This process's environment without the Taskfinder settings a server must get explicitly,
-    plus `overrides` (stringified)."""
+    plus `overrides` (stringified). Rate limits are off unless overridden: every client of a
+    benchmark or test comes from 127.0.0.1, so the per-client limit would measure itself."""
     env = {k: v for k, v in os.environ.items() if k not in UNSHARED_VARIABLES}
-    return {**env, **{k: str(v) for k, v in overrides.items()}}
+    return {**env, "RATE_LIMITS": "0", **{k: str(v) for k, v in overrides.items()}}
 
 
 def gunicorn_command() -> list[str]:

@@ -28,9 +28,9 @@ import openai
 
 from settings import Settings
 
-from .breaker import OPEN, CircuitBreaker
+from infra.breaker import OPEN, CircuitBreaker
 from .cache import AnswerCache, cache_key
-from .client import ChatClient, LLMUnavailable
+from infra.chat import ChatClient, LLMUnavailable
 from .prompt import build_messages
 from .records import INVALID, UNAVAILABLE, Candidate, Example, RerankOutcome
 from .schema import SCHEMA_NAME, grammar_schema, response_schema

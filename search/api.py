@@ -115,14 +115,21 @@ def healthz():
 @search_bp.get("/readyz")
 def readyz():
     """Readiness of the worker that answers (`pid`): its index is built (embeddings may be
-    degraded). Once built, the index serves from memory even while the database is away (the
-    revision watcher retries); before that, a database error makes it unready."""
+    degraded). A worker that has an index stays ready while the database is unreachable (it
+    serves that index; `database` says so), so that a database restart does not take every
+    worker out of a load balancer at once; without an index it is not ready."""
     svc = services()
     try:
         live = svc.search.live()
-    except Exception as exc:  # any store failure means "not ready", with the reason
+    except Exception as exc:  # no index and no store: not ready, with the reason
         return jsonify({"status": "unavailable", "pid": os.getpid(), "error": f"{type(exc).__name__}: {exc}"}), 503
-    status = {"status": "ready", "pid": os.getpid(), "revision": live.revision, "tasks": len(live.index.tasks),
+    try:
+        svc.store.revision()
+        database = "ok"
+    except Exception:
+        database = "unreachable"
+    status = {"status": "ready", "pid": os.getpid(), "database": database, "revision": live.revision,
+              "tasks": len(live.index.tasks),
               "test_cases": len(live.cases), "embeddings": "ok" if live.vectors_ok else "unavailable",
               "rerank": "configured" if svc.search.reranker is not None else "off"}
     if not live.index.tasks:

@@ -11,14 +11,17 @@ can answer from its other signals and flag the response as degraded.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Literal, Protocol, Sequence
 
 import diskcache
 import numpy as np
 
-from rerank.breaker import CircuitBreaker
+from infra.breaker import CircuitBreaker
 from search.lru import LRU
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["query", "passage"]
 #: Vectors kept in memory per process (a 384-dimension float32 vector is 1.5 kB: 12 MB at most).
@@ -71,6 +74,10 @@ class LocalE5Embedder:
         return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
 
 
+#: Texts per request to an embeddings endpoint (a query is one; an index build sends batches).
+BATCH_SIZE = 16
+
+
 class OpenAIEmbedder:
     """An OpenAI-compatible embeddings endpoint. No retries: a slow service must not stall search."""
 
@@ -85,9 +92,18 @@ class OpenAIEmbedder:
         self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        """Vectors for `texts`, BATCH_SIZE texts per request: EMBEDDINGS_TIMEOUT_S bounds one
+        request, and is sized for a query, so an index build (every task at once) must not be
+        one request that a CPU server cannot answer within it (it never could: the index then
+        stayed without dense signals until the next build)."""
+        texts = list(texts)
+        batches = [self._embed_batch(texts[start:start + BATCH_SIZE], kind) for start in range(0, len(texts), BATCH_SIZE)]
+        return np.vstack(batches) if batches else np.zeros((0, 0), dtype=np.float32)
+
+    def _embed_batch(self, texts: list[str], kind: Kind) -> np.ndarray:
         try:
             extra = {"input_type": kind} if self._send_input_type else None
-            response = self._client.embeddings.create(model=self.model, input=list(texts), extra_body=extra)
+            response = self._client.embeddings.create(model=self.model, input=texts, extra_body=extra)
             rows = sorted(response.data, key=lambda item: item.index)
             matrix = np.asarray([row.embedding for row in rows], dtype=np.float32)
         except Exception as exc:  # openai.APIError, httpx errors, malformed bodies alike
@@ -129,6 +145,7 @@ class CachedEmbedder:
         self._cache = cache
         self._breaker = breaker or CircuitBreaker(failures=3, cooldown_s=30.0)
         self._observer = observer or _Unobserved()
+        self._cache_warned = False
         # In front of the disk cache: an index rebuild looks up every task and exemplar again,
         # and a disk lookup pickles its key and reads SQLite (a quarter of a rebuild's time).
         self._memory: LRU[np.ndarray] = LRU(memory_size)
@@ -136,10 +153,31 @@ class CachedEmbedder:
     def _lookup(self, key: tuple) -> np.ndarray | None:
         vector = self._memory.get(key)
         if vector is None:
-            vector = self._cache.get(key)
+            vector = self._cached(key)
             if vector is not None:
                 self._memory.put(key, vector)
         return vector
+
+    def _cached(self, key: tuple) -> np.ndarray | None:
+        """The cached vector, or None; a cache that cannot be read (deleted under us, corrupted)
+        is a miss, logged once per process: the cache only saves work, it must never fail a search."""
+        try:
+            return self._cache.get(key)
+        except Exception as exc:  # sqlite3 errors, OSError: whatever the damaged cache raises
+            self._cache_trouble(exc)
+            return None
+
+    def _store(self, key: tuple, vector: np.ndarray) -> None:
+        self._memory.put(key, vector)
+        try:
+            self._cache.set(key, vector)
+        except Exception as exc:
+            self._cache_trouble(exc)
+
+    def _cache_trouble(self, exc: Exception) -> None:
+        if not self._cache_warned:
+            self._cache_warned = True
+            log.warning("embedding cache unusable (%s: %s); embedding without it", type(exc).__name__, exc)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         keys = [("emb", self.model, kind, text) for text in texts]
@@ -160,12 +198,11 @@ class CachedEmbedder:
             self._observer.call("ok")
             for i, vector in zip(missing, fresh):
                 found[i] = vector
-                self._cache.set(keys[i], vector)
-                self._memory.put(keys[i], vector)
+                self._store(keys[i], vector)
         return np.vstack(found).astype(np.float32) if found else np.zeros((0, 0), dtype=np.float32)
 
     def is_cached(self, text: str, kind: Kind) -> bool:
-        return ("emb", self.model, kind, text) in self._cache
+        return self._cached(("emb", self.model, kind, text)) is not None
 
 
 class MemoEmbedder:

@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from catalog.records import TaskRecord
-from lexicon.text import normalise, stem, words
+from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
 from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
@@ -206,9 +206,10 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     corrections = typo_corrections(index, query_words, typo_min_similarity)
     replace_with = {w: found[0][0] for w, found in corrections.items()
                     if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
-    embedding_text = query
+    embedding_text = printable(query)  # never control or format characters (lexicon.text.printable)
     if replace_with:
-        embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)), normalise(query))
+        embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
+                                           " ".join(normalise(query).split()))
     return AnalysedQuery(query, query_words, corrections, embedding_text)
 
 

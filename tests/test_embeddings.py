@@ -124,7 +124,7 @@ def test_search_degrades_to_the_other_signals_when_embeddings_fail(mode, tmp_pat
 
 
 def test_breaker_stops_calling_a_dead_endpoint_but_cache_hits_still_embed(tmp_path):
-    from rerank.breaker import CircuitBreaker
+    from infra.breaker import CircuitBreaker
 
     with FailingEmbeddings("http500") as server:
         inner = OpenAIEmbedder(server.base_url, "e5", "", timeout_s=0.5)

@@ -49,7 +49,7 @@ def test_search_returns_results_and_explanations(client):
     ({"corpus": "../etc", "q": "x"}, "unknown corpus"),
     ({"corpus": "mini"}, "'q'"),
     ({"corpus": "mini", "q": "   "}, "'q'"),
-    ({"corpus": "mini", "q": "x" * 51}, "longer"),
+    ({"corpus": "mini", "q": "x" * 51}, "characters long; the limit is 50"),
     ({"corpus": "mini", "q": "x", "k": "ten"}, "'k'"),
     ({"corpus": "mini", "q": "x", "k": "0"}, "'k'"),
     ({"corpus": "mini", "q": "x", "k": "100000"}, "'k'"),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from observability.metrics import Metrics
-from rerank.breaker import CircuitBreaker
+from infra.breaker import CircuitBreaker
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 
 

@@ -1,6 +1,6 @@
 """End to end against the REAL local LLM: llama-cpp-python's server running Gemma 3 270M.
 
-One server for the module (rerank.local_llm.serve on a free loopback port, n_ctx 2048). The
+One server for the module (infra.local_llm.serve on a free loopback port, n_ctx 2048). The
 270M model generates roughly 5-20 tokens/s on a 2-core CPU depending on load, so shortlists
 are small and completion budgets bounded; the module takes one to two minutes.
 
@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (run ops/install_llm.sh)")
 
 from rerank import INVALID, Reranker  # noqa: E402
-from rerank.local_llm import DEFAULT_MODEL_ALIAS, serve, stop, wait_ready  # noqa: E402
+from infra.local_llm import DEFAULT_MODEL_ALIAS, serve, stop, wait_ready  # noqa: E402
 from rerank.prompt import build_messages  # noqa: E402
 from rerank.schema import entry_branches, response_schema  # noqa: E402
 from rerank.validate import check_answer  # noqa: E402

@@ -10,10 +10,10 @@ from jsonschema import Draft202012Validator
 
 from catalog.records import CaseRecord
 from rerank import PROMPT_VERSION, Candidate, Example, select_examples
-from rerank.breaker import CircuitBreaker
+from infra.breaker import CircuitBreaker
 from rerank.cache import cache_key
-from rerank.cli import llm_group
-from rerank.client import json_object_format, json_schema_format
+from infra.cli import llm_group
+from infra.chat import json_object_format, json_schema_format
 from rerank.prompt import HELP_CHARS, build_messages, quote
 from rerank.schema import REASON_MAX_CHARS, SCHEMA_NAME, entry_branches, grammar_schema, response_schema
 from rerank.validate import check_answer

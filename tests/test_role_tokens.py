@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from search.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, is_trusted_proxy, resolve_access,
+from infra.clients import is_trusted_proxy
+from search.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
                           sign_role_token, verify_role_token)
 from settings import Settings
 from tests.conftest import build_app, make_settings

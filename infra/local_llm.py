@@ -1,6 +1,6 @@
 """The local default LLM: llama-cpp-python's OpenAI-compatible server running Gemma 3 270M.
 
-`serve()` starts `python -m rerank.local_llm <llama_cpp.server arguments>` as a subprocess.
+`serve()` starts `python -m infra.local_llm <llama_cpp.server arguments>` as a subprocess.
 Running through this module instead of `python -m llama_cpp.server` directly is needed for
 one reason: the bundled GGUF carries no chat template, and llama-cpp-python's built-in "gemma"
 format silently drops system messages, i.e. every re-ranking rule. This module registers
@@ -8,7 +8,7 @@ CHAT_FORMAT, which folds the system message into the first user turn exactly as 
 official chat template does, and then hands over to llama_cpp.server unchanged.
 
 The server accepts `response_format={"type": "json_object", "schema": ...}` and compiles the
-schema into a grammar (constrained decoding); `client.py` negotiates that automatically.
+schema into a grammar (constrained decoding); `infra.chat` negotiates that automatically.
 llama-cpp-python is an optional dependency (ops/install_llm.sh), imported only when serving.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def serve(
         raise RuntimeError("llama-cpp-python is not installed; run ops/install_llm.sh")
     model = Path(model_path) if model_path is not None else default_model_path()
     command = [
-        sys.executable, "-m", "rerank.local_llm",
+        sys.executable, "-m", "infra.local_llm",
         "--model", str(model),
         "--model_alias", model_alias,
         "--host", host,
@@ -121,7 +121,7 @@ def _gemma3_format(messages: list[dict[str, Any]], **kwargs: Any) -> Any:
 
 
 def _main() -> None:
-    """`python -m rerank.local_llm ARGS`: llama_cpp.server with CHAT_FORMAT registered."""
+    """`python -m infra.local_llm ARGS`: llama_cpp.server with CHAT_FORMAT registered."""
     from llama_cpp.llama_chat_format import register_chat_format
 
     register_chat_format(CHAT_FORMAT)(_gemma3_format)

@@ -13,7 +13,7 @@ READY_TIMEOUT_S = 180.0
 
 @click.group("llm")
 def llm_group() -> None:
-    """The local default LLM used for re-ranking (llama.cpp server, Gemma 3 270M)."""
+    """The local default LLM for re-ranking and enrichment (llama.cpp server, Gemma 3 270M)."""
 
 
 @llm_group.command("serve")

@@ -1,0 +1,300 @@
+"""Per-client rate limits (guard.limits) and the login throttle (admin.throttle) on real Redis
+(127.0.0.1:6379, or TEST_REDIS_URL), each test under its own key prefix; API security headers.
+
+"Two workers" are two apps built from the same settings: separate processes' worth of state
+(their own MemoryWindow, throttle, Redis connection), sharing only Redis, as gunicorn workers do.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import uuid
+
+import pytest
+import redis as redis_lib
+
+from admin.throttle import MemoryThrottle, RedisThrottle, throttle_key
+from catalog.records import CaseRecord, TaskRecord
+from infra.clients import client_address
+from infra.ratelimit import BackendUnavailable, MemoryWindow, Rate, RedisStore, RedisWindow, connect_redis, parse_rate
+from settings import Settings, SettingsError
+from tests.conftest import ADMIN_PASSWORD as PASSWORD, FAST_HASHER, admin_login, build_app, make_settings
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+DOWN_REDIS_URL = "redis://127.0.0.1:1/0"   # nothing listens on port 1
+TASKS = [TaskRecord(id="lead", name="Lead Screening", help="Blood lead level results.", category="health"),
+         TaskRecord(id="pool", name="Application Pool", help="Applicants and selection points.", category="ersea")]
+CASES = [CaseRecord(query="eligibility", gold=("pool",), rationale="Eligibility is decided in the pool.")]
+
+
+@pytest.fixture
+def prefix():
+    """A key prefix of this test alone; its keys are deleted afterwards."""
+    name = f"tftest:{uuid.uuid4().hex[:10]}:"
+    yield name
+    client = redis_lib.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=name + "*"))
+    if keys:
+        client.delete(*keys)
+
+
+def store(prefix: str) -> RedisStore:
+    return RedisStore(connect_redis(REDIS_URL), prefix)
+
+
+def make_app(tmp_path, shared_cache_dir, **env):
+    """A small app (two tasks, no embeddings) with rate limits on, plus an editor `eddie`."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    settings = make_settings(tmp_path, shared_cache_dir, **{"EMBEDDINGS_ENABLED": "0", "RATE_LIMITS": "1",
+                             "SESSION_COOKIE_SECURE": "0", "SECRET_KEY": "k" * 40, **env})
+    app = build_app(settings, TASKS, CASES)
+    accounts = app.extensions["taskfinder"].accounts
+    accounts.hasher = FAST_HASHER
+    accounts.create_user("eddie", PASSWORD, "editor", actor="cli:test")
+    return app
+
+
+def metric(app, name: str, **labels) -> float:
+    """A sample's value from the app's own /metrics text."""
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    pattern = "^" + re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if wanted else "") + r" (\S+)$"
+    match = re.search(pattern, text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def search(client, address="198.51.100.1", **headers):
+    return client.get("/api/search", query_string={"q": "lead"}, headers=headers,
+                      environ_base={"REMOTE_ADDR": address})
+
+
+# -- configuration ---------------------------------------------------------------------------
+@pytest.mark.parametrize("text, rate", [
+    ("120/minute", Rate(120, 60)), ("10/30s", Rate(10, 30)), ("1000 per hour", Rate(1000, 3600)),
+    ("5/second", Rate(5, 1)), ("2/day", Rate(2, 86400)), ("7/min", Rate(7, 60)), ("off", None), ("0", None),
+])
+def test_rates_are_read_from_count_per_unit_strings(text, rate):
+    assert parse_rate(text) == rate
+
+
+@pytest.mark.parametrize("text", ["120", "ten/minute", "5/fortnight", "0/minute", "5/0s", "-1/minute"])
+def test_a_bad_rate_stops_the_start_naming_the_variable(text):
+    with pytest.raises(SettingsError, match="RATE_LIMIT_SEARCH="):
+        Settings.from_env({"RATE_LIMIT_SEARCH": text})
+
+
+def test_rate_limit_settings():
+    settings = Settings.from_env({"RATE_LIMIT_SEARCH": "60/minute", "RATE_LIMIT_LOGIN": "off",
+                                  "REDIS_URL": "redis://h:6379/2"})
+    assert (settings.rate_limit_search, settings.rate_limit_login, settings.redis_url) == \
+        (Rate(60, 60), None, "redis://h:6379/2")
+    assert "redis://" not in repr(settings)  # a URL may carry a password
+
+
+# -- who the client is -----------------------------------------------------------------------
+@pytest.mark.parametrize("peer, forwarded, client", [
+    ("203.0.113.9", "198.51.100.1", "203.0.113.9"),                   # an untrusted peer's header is ignored
+    ("10.0.0.2", None, "10.0.0.2"),                                   # a proxy with no header: the proxy
+    ("10.0.0.2", "198.51.100.1", "198.51.100.1"),
+    ("10.0.0.2", "1.2.3.4, 198.51.100.1", "198.51.100.1"),            # the client's own claim is left of it
+    ("10.0.0.2", "198.51.100.1, 10.0.0.3", "198.51.100.1"),           # two proxies of ours
+    ("10.0.0.2", "garbage, 10.0.0.3", "10.0.0.3"),                    # nothing left of garbage is believed
+    ("10.0.0.2", "10.0.0.4, 10.0.0.3", "10.0.0.4"),                   # proxies all the way: the leftmost
+    (None, "198.51.100.1", "-"),
+])
+def test_the_client_is_the_first_untrusted_hop(peer, forwarded, client):
+    assert client_address(peer, forwarded, ("10.0.0.0/8",)) == client
+
+
+# -- the counters ----------------------------------------------------------------------------
+def test_a_redis_window_is_shared_by_every_client_of_the_same_redis(prefix):
+    worker_a, worker_b = RedisWindow(store(prefix)), RedisWindow(store(prefix))
+    rate = Rate(3, 60)
+    decisions = [worker.hit("search:x", rate) for worker in (worker_a, worker_b, worker_a, worker_b)]
+    assert [d.allowed for d in decisions] == [True, True, True, False]
+    assert [d.remaining for d in decisions[:3]] == [2, 1, 0]
+    assert 55 <= decisions[3].retry_after_s <= 60
+    assert worker_b.hit("search:y", rate).allowed  # another client has its own count
+
+
+def test_a_refused_hit_is_not_counted_and_the_window_reopens(prefix):
+    window = RedisWindow(store(prefix))
+    rate = Rate(2, 1)
+    assert [window.hit("k", rate).allowed for _ in range(5)] == [True, True, False, False, False]
+    time.sleep(1.1)
+    assert [window.hit("k", rate).allowed for _ in range(3)] == [True, True, False]
+
+
+def test_the_memory_window_follows_the_same_rule():
+    now = [0.0]
+    window = MemoryWindow(clock=lambda: now[0])
+    rate = Rate(2, 10)
+    assert [window.hit("k", rate).allowed for _ in range(3)] == [True, True, False]
+    now[0] = 4.2
+    assert window.hit("k", rate).retry_after_s == 6
+    now[0] = 10.0
+    assert window.hit("k", rate).allowed
+
+
+def test_a_redis_that_is_down_raises_then_is_not_asked_for_a_while():
+    down = RedisStore(connect_redis(DOWN_REDIS_URL), "x:")
+    window = RedisWindow(down)
+    for _ in range(3):
+        with pytest.raises(BackendUnavailable, match="ConnectionError"):
+            window.hit("k", Rate(1, 60))
+    with pytest.raises(BackendUnavailable, match="circuit open"):
+        window.hit("k", Rate(1, 60))
+
+
+# -- the HTTP API ----------------------------------------------------------------------------
+def test_two_workers_share_one_search_budget_and_answer_429_with_retry_after(tmp_path, shared_cache_dir, prefix):
+    env = {"REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix, "RATE_LIMIT_SEARCH": "4/minute"}
+    worker_a = make_app(tmp_path / "a", shared_cache_dir, **env)
+    worker_b = make_app(tmp_path / "b", shared_cache_dir, **env)
+    a, b = worker_a.test_client(), worker_b.test_client()
+    assert [search(c).status_code for c in (a, b, a, b)] == [200] * 4
+    refused = search(a)
+    assert refused.status_code == 429
+    assert 55 <= int(refused.headers["Retry-After"]) <= 60
+    body = refused.get_json()
+    assert body["error"].startswith("too many requests: this client may make 4 search requests per 60 s; retry in")
+    assert body["retry_after_s"] == int(refused.headers["Retry-After"])
+    # the knowledge base is part of the same public search budget
+    assert b.get("/api/kb/search", query_string={"corpus": "x", "q": "lead"},
+                 environ_base={"REMOTE_ADDR": "198.51.100.1"}).status_code == 429
+    assert search(b, address="198.51.100.2").status_code == 200      # another client
+    assert a.get("/healthz", environ_base={"REMOTE_ADDR": "198.51.100.1"}).status_code == 200  # not limited
+    assert metric(worker_a, "taskfinder_ratelimited_responses_total", limit="search") == 1
+    assert metric(worker_b, "taskfinder_ratelimited_responses_total", limit="search") == 1
+    assert metric(worker_a, "taskfinder_http_requests_total", endpoint="/api/search", status="429") == 1
+
+
+def test_forwarded_for_counts_only_behind_a_trusted_proxy(tmp_path, shared_cache_dir, prefix):
+    env = {"REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix, "RATE_LIMIT_SEARCH": "2/minute"}
+    direct = make_app(tmp_path / "direct", shared_cache_dir, **env).test_client()
+    # a client cannot buy a fresh budget by inventing X-Forwarded-For
+    codes = [search(direct, **{"X-Forwarded-For": f"192.0.2.{i}"}).status_code for i in range(3)]
+    assert codes == [200, 200, 429]
+    proxied = make_app(tmp_path / "proxied", shared_cache_dir, TRUSTED_PROXIES="10.0.0.0/8",
+                       **{**env, "REDIS_KEY_PREFIX": prefix + "p:"}).test_client()
+    for user in ("192.0.2.1", "192.0.2.2"):
+        codes = [search(proxied, "10.0.0.5", **{"X-Forwarded-For": f"6.6.6.6, {user}"}).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
+
+
+def test_a_limit_on_a_path_applies_to_a_route_added_there_later(tmp_path, shared_cache_dir, prefix):
+    """The events API (another part of the product) is limited by path: a route registered at
+    /api/events after the app was built is limited from its first request."""
+    app = make_app(tmp_path, shared_cache_dir, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
+                   RATE_LIMIT_EVENTS="2/minute", RATE_LIMIT_SEARCH="100/minute")
+    app.add_url_rule("/api/events", "events_stand_in", lambda: ("", 204), methods=["POST"])
+    client = app.test_client()
+    codes = [client.post("/api/events", environ_base={"REMOTE_ADDR": "198.51.100.1"}).status_code for _ in range(3)]
+    assert codes == [204, 204, 429]
+    assert search(client).status_code == 200  # its own budget
+
+
+def test_login_posts_are_limited_before_the_password_is_checked(tmp_path, shared_cache_dir, prefix):
+    app = make_app(tmp_path, shared_cache_dir, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix, RATE_LIMIT_LOGIN="2/minute")
+    client = app.test_client()
+    assert [admin_login(client, "eddie", "wrong password!").status_code for _ in range(2)] == [401, 401]
+    refused = admin_login(client, "eddie")  # the right password, over the limit
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
+    assert client.get("/admin/login").status_code == 200  # the form itself is not limited
+    assert metric(app, "taskfinder_ratelimited_responses_total", limit="login") == 1
+
+
+def test_limits_switch_off(tmp_path, shared_cache_dir):
+    for env in ({"RATE_LIMITS": "0", "RATE_LIMIT_SEARCH": "1/minute"}, {"RATE_LIMIT_SEARCH": "off"}):
+        app = make_app(tmp_path / str(len(env)), shared_cache_dir, **env)
+        env_codes = [search(app.test_client()).status_code for _ in range(3)]
+        assert env_codes == [200, 200, 200]
+
+
+def test_without_redis_each_process_counts_alone(tmp_path, shared_cache_dir):
+    app = make_app(tmp_path, shared_cache_dir, RATE_LIMIT_SEARCH="2/minute")
+    assert [search(app.test_client()).status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_redis_down_search_fails_open_login_falls_back_to_this_process(tmp_path, shared_cache_dir, caplog):
+    app = make_app(tmp_path, shared_cache_dir, REDIS_URL=DOWN_REDIS_URL, RATE_LIMIT_SEARCH="2/minute",
+                   RATE_LIMIT_LOGIN="2/minute")
+    client = app.test_client()
+    with caplog.at_level(logging.WARNING, logger="infra.ratelimit"):
+        assert [search(client).status_code for _ in range(6)] == [200] * 6
+        assert [admin_login(client, "eddie", "wrong password!").status_code for _ in range(2)] == [401, 401]
+        assert admin_login(client, "eddie").status_code == 429
+    outage_logs = [r for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(outage_logs) == 1 and "fail open" in outage_logs[0].getMessage()
+    assert metric(app, "taskfinder_ratelimit_backend_errors_total") >= 9
+    assert metric(app, "taskfinder_circuit_breaker_state", breaker="redis", state="open") == 1
+
+
+# -- the login throttle ----------------------------------------------------------------------
+def test_the_redis_throttle_locks_a_key_for_every_worker(prefix):
+    worker_a = RedisThrottle(store(prefix), 3, 60, MemoryThrottle(3, 60))
+    worker_b = RedisThrottle(store(prefix), 3, 60, MemoryThrottle(3, 60))
+    key = throttle_key("eddie", "192.0.2.7")
+    worker_a.failed(key)
+    worker_b.failed(key)
+    assert worker_a.locked_for(key) == 0
+    worker_a.failed(key)
+    assert 59 < worker_b.locked_for(key) <= 60
+    assert worker_a.locked_for(throttle_key("eddie", "192.0.2.8")) == 0
+    worker_b.succeeded(key)
+    assert worker_a.locked_for(key) == 0
+
+
+def test_the_redis_throttle_forgets_after_its_window(prefix):
+    throttle = RedisThrottle(store(prefix), 2, 0.5, MemoryThrottle(2, 0.5))
+    throttle.failed("k")
+    time.sleep(0.6)
+    throttle.failed("k")  # the first failure has expired: a fresh window
+    assert throttle.locked_for("k") == 0
+    throttle.failed("k")
+    assert throttle.locked_for("k") > 0
+    time.sleep(0.6)
+    assert throttle.locked_for("k") == 0
+
+
+def test_the_redis_throttle_falls_back_to_this_process_when_redis_is_down():
+    throttle = RedisThrottle(RedisStore(connect_redis(DOWN_REDIS_URL), "x:"), 2, 60, MemoryThrottle(2, 60))
+    throttle.failed("k")
+    throttle.failed("k")
+    assert 59 < throttle.locked_for("k") <= 60  # never unthrottled, never refused outright
+
+
+def test_failed_logins_on_two_workers_lock_the_user_out_of_both(tmp_path, shared_cache_dir, prefix):
+    env = {"REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix, "LOGIN_MAX_FAILURES": "4", "RATE_LIMIT_LOGIN": "off"}
+    a = make_app(tmp_path / "a", shared_cache_dir, **env).test_client()
+    b = make_app(tmp_path / "b", shared_cache_dir, **env).test_client()
+    for client in (a, b, a, b):
+        assert admin_login(client, "eddie", "wrong password!", address="192.0.2.7").status_code == 401
+    for client in (a, b):
+        locked = admin_login(client, "eddie", address="192.0.2.7")
+        assert locked.status_code == 429 and "Too many failed sign-ins" in locked.get_data(as_text=True)
+    assert admin_login(a, "eddie", address="192.0.2.8").status_code == 302
+
+
+# -- security headers ------------------------------------------------------------------------
+API_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+               "Referrer-Policy": "no-referrer"}
+
+
+def test_api_responses_carry_strict_security_headers_pages_keep_theirs(tmp_path, shared_cache_dir):
+    app = make_app(tmp_path, shared_cache_dir, RATE_LIMIT_SEARCH="3/minute")
+    app.add_url_rule("/widget.js", "widget_stand_in", lambda: ("void 0;", 200, {"Content-Type": "text/javascript"}))
+    client = app.test_client()
+    answers = [search(client), client.get("/api/search"), client.get("/api/kb/search?corpus=x&q=a"),
+               client.get("/api/nowhere"), client.get("/healthz"), client.get("/readyz"), client.get("/metrics"),
+               client.get("/openapi.json")]
+    answers += [search(client) for _ in range(3)]
+    assert [r.status_code for r in answers] == [200, 400, 400, 404, 200, 200, 200, 200, 200, 200, 429]
+    for response in answers:
+        assert {name: response.headers.get(name) for name in API_HEADERS} == API_HEADERS, response.request.path
+    login_page = client.get("/admin/login")
+    assert "default-src 'self'" in login_page.headers["Content-Security-Policy"]  # the admin's own, not replaced
+    widget = client.get("/widget.js")
+    assert widget.status_code == 200 and "Content-Security-Policy" not in widget.headers
