@@ -184,15 +184,17 @@ def test_forwarded_for_counts_only_behind_a_trusted_proxy(tmp_path, shared_cache
         assert codes == [200, 200, 429]
 
 
-def test_a_limit_on_a_path_applies_to_a_route_added_there_later(tmp_path, shared_cache_dir, prefix):
-    """The events API (another part of the product) is limited by path: a route registered at
-    /api/events after the app was built is limited from its first request."""
+def test_the_events_api_has_its_own_budget(tmp_path, shared_cache_dir, prefix):
+    """The events API (analytics/, another blueprint) is limited by path, over its own budget:
+    the third batch within the minute is refused, a search still answers."""
     app = make_app(tmp_path, shared_cache_dir, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
                    RATE_LIMIT_EVENTS="2/minute", RATE_LIMIT_SEARCH="100/minute")
-    app.add_url_rule("/api/events", "events_stand_in", lambda: ("", 204), methods=["POST"])
     client = app.test_client()
-    codes = [client.post("/api/events", environ_base={"REMOTE_ADDR": "198.51.100.1"}).status_code for _ in range(3)]
-    assert codes == [204, 204, 429]
+    batch = {"session_id": "session-0001",
+             "events": [{"type": "click", "search_id": "s" * 22, "task_id": "health.asq3-screening", "position": 1}]}
+    answers = [client.post("/api/events", json=batch, environ_base={"REMOTE_ADDR": "198.51.100.1"}) for _ in range(3)]
+    assert [r.status_code for r in answers] == [202, 202, 429]
+    assert int(answers[-1].headers["Retry-After"]) >= 1
     assert search(client).status_code == 200  # its own budget
 
 
@@ -285,7 +287,6 @@ API_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "
 
 def test_api_responses_carry_strict_security_headers_pages_keep_theirs(tmp_path, shared_cache_dir):
     app = make_app(tmp_path, shared_cache_dir, RATE_LIMIT_SEARCH="3/minute")
-    app.add_url_rule("/widget.js", "widget_stand_in", lambda: ("void 0;", 200, {"Content-Type": "text/javascript"}))
     client = app.test_client()
     answers = [search(client), client.get("/api/search"), client.get("/api/kb/search?corpus=x&q=a"),
                client.get("/api/nowhere"), client.get("/healthz"), client.get("/readyz"), client.get("/metrics"),
@@ -296,5 +297,7 @@ def test_api_responses_carry_strict_security_headers_pages_keep_theirs(tmp_path,
         assert {name: response.headers.get(name) for name in API_HEADERS} == API_HEADERS, response.request.path
     login_page = client.get("/admin/login")
     assert "default-src 'self'" in login_page.headers["Content-Security-Policy"]  # the admin's own, not replaced
-    widget = client.get("/widget.js")
-    assert widget.status_code == 200 and "Content-Security-Policy" not in widget.headers
+    widget, home = client.get("/widget.js"), client.get("/")   # served for embedding: their own headers
+    assert widget.status_code == 200 and "Referrer-Policy" not in widget.headers
+    assert home.status_code == 200 and "script-src 'self'" in home.headers["Content-Security-Policy"]
+    assert home.headers["Referrer-Policy"] == "same-origin"   # the homepage's own, not the API's no-referrer
