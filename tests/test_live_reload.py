@@ -3,10 +3,10 @@ with no database read on the request path.
 
 First the revision watcher (search.watcher) and the service's use of it, on in-memory sources;
 then two REAL servers sharing one database (SQLite file, PostgreSQL schema): gunicorn with two
-workers (the production command) and `python app.py serve` (the embedded default). A third
-process (this test) saves a test case through the store; both servers must answer the edited
-query with the new ranking before 2 s have passed since the commit, and again after the case is
-deleted (a rollback). The deadline is the product's promise, not a speed target: the typical
+workers (the production command) and `python app.py serve` (the embedded default). An editor
+publishes a test case through the embedded server's admin JSON API; every process (that server
+and both gunicorn workers) must answer the edited query with the new ranking before 2 s have
+passed since the save answered, and again after a rollback published through the same API. The deadline is the product's promise, not a speed target: the typical
 figure is measured by ops/bench_live_reload.py.
 """
 from __future__ import annotations
@@ -17,13 +17,13 @@ import os
 import threading
 import time
 import urllib.parse
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from admin.accounts import AccountStore
 from catalog import db
-from catalog.records import CaseRecord
-from catalog.store import CatalogStore
 from observability.metrics import Metrics
 from ops.servers import ServerProcess, free_port, gunicorn_command, http_get, prepare_demo_database, server_env, \
     waitress_command
@@ -196,8 +196,23 @@ def seconds_until(base_url: str, query: str, condition, deadline: float) -> floa
     return None
 
 
-def test_a_save_reaches_every_server_process_within_two_seconds(database_url, tmp_path, demo_app,
-                                                                shared_cache_dir):
+def admin_get(base_url: str, token: str, path: str) -> dict:
+    request = urllib.request.Request(f"{base_url}/admin/api{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def admin_api(base_url: str, token: str, path: str, body: dict) -> dict:
+    """POST `body` to the server's /admin/api (an editor's API token); the JSON answer."""
+    request = urllib.request.Request(f"{base_url}/admin/api{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status in (200, 201)
+        return json.loads(response.read())
+
+
+def test_a_save_in_one_server_reaches_every_server_process_within_two_seconds(database_url, tmp_path, demo_app,
+                                                                              shared_cache_dir):
     demo_app.extensions["taskfinder"].search.live(wait=True)  # task embeddings in the shared cache
     prepare_demo_database(database_url)
     gunicorn_port, waitress_port = free_port(), free_port()
@@ -210,7 +225,9 @@ def test_a_save_reaches_every_server_process_within_two_seconds(database_url, tm
                              waitress_port)
     query, gold = "zorblax wagon for the kids", "transport.bus-routes"
     engine = db.make_engine(database_url)
-    store = CatalogStore(engine)
+    accounts = AccountStore(engine)
+    accounts.create_user("eddie", "a long enough password", "editor", actor="cli:test")
+    _info, token = accounts.create_token("eddie", actor="cli:test", label="live reload test")
     production.start()
     embedded.start()
     try:
@@ -219,7 +236,8 @@ def test_a_save_reaches_every_server_process_within_two_seconds(database_url, tm
         servers = [production.url, embedded.url]
         assert not any(pinned_to(search_body(url, query), gold) for url in servers)
 
-        case = store.add_case(CaseRecord(query=query, gold=(gold,), rationale="Slang for the school bus."))
+        base_version = admin_get(embedded.url, token, "/versions?limit=1")["versions"][0]["id"]  # the demo load
+        admin_api(embedded.url, token, "/cases", {"query": query, "gold": [gold], "rationale": "Slang for the school bus."})
         committed = time.monotonic()
         with ThreadPoolExecutor(len(servers)) as pool:
             seen = list(pool.map(lambda url: seconds_until(url, query, lambda b: pinned_to(b, gold),
@@ -229,7 +247,7 @@ def test_a_save_reaches_every_server_process_within_two_seconds(database_url, tm
         # by the deadline both gunicorn workers have it: fresh connections land on either
         assert all(pinned_to(search_body(production.url, query), gold) for _ in range(12))
 
-        store.delete_case(case.id, case.version)  # and back: a rollback propagates the same way
+        admin_api(embedded.url, token, f"/versions/{base_version}/rollback", {})  # back, the same way
         committed = time.monotonic()
         with ThreadPoolExecutor(len(servers)) as pool:
             seen = list(pool.map(lambda url: seconds_until(url, query, lambda b: not pinned_to(b, gold),
