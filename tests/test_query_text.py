@@ -1,6 +1,6 @@
 """What reaches the models, and one validation of a query's text for every search endpoint.
 
-Two bugs found while fuzzing (docs/notes/abuse.md): control and format characters reached the
+Two bugs found while fuzzing (docs/design/abuse-and-faults.md): control and format characters reached the
 embedding model's input (analyse_query passed the raw query on whenever no typo was corrected),
 and /api/kb/search answered 200 to a query of only control characters where /api/search
 answered 400."""
