@@ -33,7 +33,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ops.servers import ServerProcess, free_port, gunicorn_command  # noqa: E402
 from tests.llm_fault_server import FaultLLMServer  # noqa: E402  (a real HTTP server, made to fail)
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -74,12 +74,6 @@ class Profile:
 
 
 QUICK = Profile(clients=3, hold_s=2.5, settle_s=0.5, write_every_s=1.0, recovery_timeout_s=60.0)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_json(url: str, timeout: float = REQUEST_TIMEOUT_S) -> tuple[int | str, dict]:
@@ -162,35 +156,21 @@ class EmbeddingServer:
             self.process.wait(10)
 
 
-class Gunicorn:
-    """The production command, as an operator starts it."""
+class Gunicorn(ServerProcess):
+    """The production command, as an operator starts it (ops.servers.ServerProcess: its own
+    process group, ready once /readyz answers 200), and its workers' pids."""
 
     def __init__(self, env: dict[str, str], log_path: Path):
-        self.env = env
-        self.base_url = f"http://127.0.0.1:{env['PORT']}"
-        self.log_path = log_path
-        self.process: subprocess.Popen | None = None
+        super().__init__(gunicorn_command(), env, log_path, int(env["PORT"]), start_timeout_s=300)
+        self.base_url = self.url
 
     def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py"],
-                                            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
-        wait_for(lambda: self.process.poll() is None and http_json(self.base_url + "/readyz", 2)[0] == 200,
-                 300, "gunicorn /readyz")
+        super().start()
+        self.wait_ready()
 
     def worker_pids(self) -> list[int]:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         return [int(pid) for pid in children.read_text().split()] if children.exists() else []
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
 
 
 # -- load and measurements ----------------------------------------------------------------------

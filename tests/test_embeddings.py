@@ -14,6 +14,7 @@ import pytest
 
 from settings import DegradedWeights
 from llm_fault_server import send_json
+from ops.servers import free_port
 
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder
 from tests.conftest import build_app, make_settings
@@ -55,12 +56,6 @@ class FailingEmbeddings:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,17 +22,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from observability import multiprocess
+from ops.servers import free_port
 
 pytestmark = pytest.mark.serving
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 20
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, bytes]:

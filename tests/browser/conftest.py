@@ -18,16 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from ops.servers import free_port
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--disable-extensions", "--no-first-run"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +55,7 @@ def live_server():
     servers = []
 
     def serve(app) -> str:
-        port = _free_port()
+        port = free_port()
         server = create_server(app, host="127.0.0.1", port=port, threads=8)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
