@@ -87,16 +87,21 @@ def gunicorn_server(tmp_path_factory):
         stop(process)
 
 
-def health_pids_until_two(base_url: str, limit: int = 400) -> tuple[set[int], int]:
-    """Send /healthz requests, a few at a time, until two different workers have answered;
-    returns their pids and how many requests it took."""
+def health_pids_until_two(base_url: str, within_s: float = 30.0) -> tuple[set[int], int]:
+    """Send /healthz requests, a few at a time, until two different workers have answered or
+    `within_s` has passed; returns their pids and how many requests it took. Which worker accepts
+    a connection is the kernel's choice: on a busy machine one worker can win hundreds of accepts
+    in a row (or the other is still building its index), so the budget is time, with short pauses
+    that let the other worker reach accept()."""
     pids: set[int] = set()
     sent = 0
+    deadline = time.monotonic() + within_s
     with ThreadPoolExecutor(max_workers=4) as pool:
-        while len(pids) < 2 and sent < limit:
+        while len(pids) < 2 and time.monotonic() < deadline:
             answers = list(pool.map(lambda _: get(f"{base_url}/healthz"), range(4)))
             sent += len(answers)
             pids |= {json.loads(body)["pid"] for status, body in answers if status == 200}
+            time.sleep(0.02)
     return pids, sent
 
 
