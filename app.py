@@ -84,15 +84,15 @@ def create_app(settings: Settings | None = None) -> Flask:
     limiter = RateLimiter(rules_from(settings), RedisWindow(redis_store) if redis_store else MemoryWindow(),
                           outage=outage)
 
-    install_request_metrics(app, metrics)  # first, so that its timer starts before any other hook
     install_rate_limits(app, limiter, settings, metrics)
-    install_api_headers(app)
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     app.register_blueprint(widget_bp)
     init_analytics(app, settings, engine, metrics)
     install_cors(app, settings.cors_origins)
     init_admin(app, settings, accounts, build_throttle(settings, redis_store, outage))
+    install_api_headers(app)                # WSGI middleware around the app...
+    install_request_metrics(app, metrics)   # ...and the outermost: its duration covers everything inside
     for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
                     analytics_group,
                     search_command,

@@ -12,20 +12,29 @@ invalid `NaN`.
 """
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Callable
 
 import orjson
 from flask.json.provider import DefaultJSONProvider
 
 
+def encode_json(obj: Any, default: Callable[[Any], Any] | None = None, sort_keys: bool = False) -> bytes:
+    """`obj` as compact UTF-8 JSON bytes, keys in insertion order unless `sort_keys`; values
+    orjson cannot encode go through `default`, and anything it still refuses (an integer wider
+    than 64 bits) through the standard library."""
+    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    try:
+        return orjson.dumps(obj, default=default, option=option)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, default=default, sort_keys=sort_keys, ensure_ascii=False,
+                          separators=(",", ":")).encode()
+
+
 class OrjsonProvider(DefaultJSONProvider):
     def encode(self, obj: Any) -> bytes:
         """`obj` as UTF-8 JSON bytes (keys in insertion order unless `sort_keys`)."""
-        option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_SORT_KEYS if self.sort_keys else 0)
-        try:
-            return orjson.dumps(obj, default=self.default, option=option)
-        except orjson.JSONEncodeError:
-            return super().dumps(obj).encode()
+        return encode_json(obj, default=self.default, sort_keys=self.sort_keys)
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
         if kwargs:  # explicit standard-library options (indent, separators...): honour them

@@ -2,8 +2,10 @@
 immutable values. The formulas (analytics.formulas) take lists of these and nothing else."""
 from __future__ import annotations
 
+import base64
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,9 +17,25 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 SEARCH_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 
 
-def new_search_id() -> str:
-    """An opaque, unguessable search id: 128 random bits, base64url (22 characters)."""
-    return secrets.token_urlsafe(16)
+_BASE64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_ASCII_ORDER = bytes(sorted(_BASE64URL))   # the same 64 characters, in the order strings compare
+_SORTABLE = bytes.maketrans(_BASE64URL, _ASCII_ORDER)
+
+
+def new_search_id(now_ns: int | None = None) -> str:
+    """An opaque, unguessable search id of 22 characters that sorts by time: 48 bits of Unix
+    milliseconds then 80 random bits (the layout of a UUIDv7, RFC 9562 section 5.7), written
+    in base64url's 64 characters re-ordered as ASCII orders them, so that ids compare like the
+    bytes they encode.
+
+    Why time first: the id is the search log's primary key, and a B-tree that receives random
+    keys touches a random page per insert; measured on SQLite, a random 128-bit key cost the
+    writer 10 µs per row at 80,000 rows and 17 µs at 400,000 (and rising), a time-ordered one a
+    flat 8.5 µs (docs/design/performance.md). 80 random bits per millisecond keep ids
+    unguessable."""
+    millis = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    raw = millis.to_bytes(6, "big") + secrets.token_bytes(10)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").translate(_SORTABLE).decode("ascii")
 
 
 def normalise_query(text: str) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
@@ -14,7 +15,7 @@ def make_engine(url: str) -> Engine:
     """Create an engine; SQLite gets its directory created and foreign keys/WAL switched on."""
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True, json_serializer=json_column_text)
     if engine.dialect.name == "sqlite":
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):
@@ -23,6 +24,12 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.close()
     return engine
+
+
+def json_column_text(value) -> str:
+    """The text stored in a JSON column: compact orjson (the analytics writer stores two JSON
+    lists per logged search, and the standard library's encoder was a third of its time)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def alembic_config(url: str) -> Config:

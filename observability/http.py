@@ -5,35 +5,57 @@ counted without anyone remembering to.
 The `endpoint` label is the matched route template (`/api/search`, `/admin/tasks/<task_id>`),
 never the raw path: a path can carry ids or attacker-chosen text and would give every distinct
 URL its own time series. Requests that match no route are labelled `unmatched`.
+
+It is WSGI middleware around the Flask app (`app.wsgi_app`), not a pair of before/after-request
+hooks: the duration then covers all of Flask's work on the request (context, routing, every
+hook, the error handlers), and a cached type-ahead answer does not pay for two more hooks and
+their request-context lookups (docs/design/performance.md).
 """
 from __future__ import annotations
 
 import time
 
-from flask import Flask, Response, g, request
+from flask import Flask
 
 from observability.metrics import Metrics
 
 UNMATCHED = "unmatched"
+REQUEST_KEY = "werkzeug.request"   # where werkzeug keeps the request object in the WSGI environ
 
 
-def route_label() -> str:
-    rule = request.url_rule
+def route_label(request) -> str:
+    """The matched route template of a Flask request (or None), else UNMATCHED."""
+    rule = getattr(request, "url_rule", None)
     return rule.rule if rule is not None else UNMATCHED
 
 
+class RequestMetrics:
+    """WSGI middleware recording one request count and duration per response, labelled by route
+    template and status. Flask calls start_response while the request context is still live, so
+    the matched rule is read there; an exception that escapes Flask is counted as a 500."""
+
+    def __init__(self, wsgi_app, metrics: Metrics):
+        self.wsgi_app = wsgi_app
+        self.metrics = metrics
+
+    def __call__(self, environ, start_response):
+        started = time.perf_counter()
+        seen: list[tuple[str, int]] = []
+
+        def recording_start_response(status, headers, exc_info=None):
+            seen.append((route_label(environ.get(REQUEST_KEY)), int(status[:3])))
+            return start_response(status, headers, exc_info)
+
+        try:
+            body = self.wsgi_app(environ, recording_start_response)
+        except BaseException:
+            self.metrics.observe_request(seen[-1][0] if seen else UNMATCHED, 500, time.perf_counter() - started)
+            raise
+        endpoint, status = seen[-1] if seen else (UNMATCHED, 500)
+        self.metrics.observe_request(endpoint, status, time.perf_counter() - started)
+        return body
+
+
 def install_request_metrics(app: Flask, metrics: Metrics) -> None:
-    """Time every request from the first before_request hook to after_request. Flask runs
-    after_request for the responses of error handlers too, including the 500 handler of an
-    unhandled exception, so server errors are counted with their real status."""
-
-    @app.before_request
-    def start_timer() -> None:
-        g.taskfinder_request_started = time.perf_counter()
-
-    @app.after_request
-    def record(response: Response) -> Response:
-        started = g.pop("taskfinder_request_started", None)
-        seconds = time.perf_counter() - started if started is not None else None
-        metrics.observe_request(route_label(), response.status_code, seconds)
-        return response
+    """Wrap `app.wsgi_app`: install it last, so that it wraps every other middleware too."""
+    app.wsgi_app = RequestMetrics(app.wsgi_app, metrics)

@@ -15,7 +15,8 @@ What it does, all on loopback:
    processes) in phases of --duration seconds, the first --warmup seconds not counted:
      ceiling            the canned app, --clients clients
      typeahead_hot      rerank=0, a fixed set of 60 prefixes repeated (query embeddings cached)
-     (ceiling and typeahead_hot alternate --rounds times; the ratio is taken per round)
+     (ceiling and typeahead_hot alternate --rounds times, after --settle s of unmeasured load on
+     each; the ratio is taken per round)
      typeahead_distinct rerank=0, every request a prefix never sent before (embedding computed)
      mixed              at once: hot and distinct type-ahead, full searches (rerank=1; half from
                         10 repeated queries, so LLM-cache hits, half new), event posts
@@ -348,6 +349,37 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 # -- profiling -------------------------------------------------------------------------------
+def process_tree_cpu_s(master_pid: int) -> float:
+    """CPU seconds (user + system) the process `master_pid` and its children have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in [master_pid, *worker_pids(master_pid)]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:   # a worker that just exited
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks   # utime, stime (fields 14 and 15 of stat)
+    return total
+
+
+class CpuWindow:
+    """The server's CPU seconds over a phase's measured window (readings taken by timers at the
+    window's start and end), so that a phase reports CPU time per request: a steadier figure
+    than requests per second on a machine whose clients share its cores."""
+
+    def __init__(self, master_pid: int, starts_in_s: float, ends_in_s: float):
+        self.readings: list[float] = []
+        self._timers = [threading.Timer(delay, lambda: self.readings.append(process_tree_cpu_s(master_pid)))
+                        for delay in (starts_in_s, ends_in_s)]
+        for timer in self._timers:
+            timer.start()
+
+    def seconds(self) -> float | None:
+        for timer in self._timers:
+            timer.join()
+        return self.readings[1] - self.readings[0] if len(self.readings) == 2 else None
+
+
 def worker_pids(master_pid: int) -> list[int]:
     """The gunicorn workers: the master's child processes."""
     children = Path(f"/proc/{master_pid}/task/{master_pid}/children")
@@ -402,12 +434,14 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def phase(label: str, port: int, clients: dict[str, int], args, pools: Pools, metrics_url: str | None,
+def phase(label: str, server: ServerProcess, clients: dict[str, int], args, pools: Pools, metrics_url: str | None,
           rows: list[dict], profile: tuple[list[int], Path] | None = None, editor_url: str | None = None) -> dict:
+    port = server.port
     load = os.getloadavg()
     before = scrape(metrics_url) if metrics_url else None
     profilers = start_profilers(profile[0], profile[1], label, args.duration) if profile else []
     seconds = args.duration - args.warmup
+    cpu = CpuWindow(server.process.pid, 0.5 + args.warmup, 0.5 + args.duration)   # run_clients starts in 0.5 s
     if editor_url:
         with AdminEditor(editor_url, args.edit_every) as editor:
             results = run_clients(port, clients, pools, args.seed, args.processes, args.duration, args.warmup, part=1)
@@ -417,7 +451,10 @@ def phase(label: str, port: int, clients: dict[str, int], args, pools: Pools, me
         results = run_clients(port, clients, pools, args.seed, args.processes, args.duration, args.warmup)
     for profiler in profilers:
         profiler.wait(60)
-    summary = {"phase": label, "load_average_1m": round(load[0], 2), "kinds": {}}
+    cpu_s = cpu.seconds()
+    requests = sum(len(result.latencies) for result in results.values())
+    summary = {"phase": label, "load_average_1m": round(load[0], 2), "kinds": {},
+               "server_cpu_us_per_request": round(cpu_s / requests * 1e6, 1) if cpu_s is not None and requests else None}
     for kind, result in results.items():
         row = {"phase": label, **kind_row(kind, clients[kind], result, seconds)}
         rows.append(row)
@@ -426,7 +463,7 @@ def phase(label: str, port: int, clients: dict[str, int], args, pools: Pools, me
         summary["server"] = server_figures(before, scrape(metrics_url))
     print(f"  {label}: load {load[0]:.2f}; " + "; ".join(
         f"{k} {r['req_s']} req/s p50 {r['p50_ms']} ms p95 {r['p95_ms']} ms errors {r['errors']}"
-        for k, r in summary["kinds"].items()) + (f"; {summary['server']}" if metrics_url else ""), file=sys.stderr)
+        for k, r in summary["kinds"].items()) + f"; server CPU {summary['server_cpu_us_per_request']} µs/request" + (f"; {summary['server']}" if metrics_url else ""), file=sys.stderr)
     return summary
 
 
@@ -462,6 +499,8 @@ def main() -> None:
                         help="extra environment of the server (repeatable)")
     parser.add_argument("--profile", type=Path, help="write py-spy profiles of the workers here")
     parser.add_argument("--phases", default="ceiling,typeahead_hot,typeahead_distinct,mixed")
+    parser.add_argument("--settle", type=float, default=10.0,
+                        help="seconds of unmeasured load on each server before the first round")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -508,21 +547,23 @@ def main() -> None:
             rows: list[dict] = []
             phases: list[dict] = []
             try:
+                if args.settle > 0 and {"ceiling", "typeahead_hot"} & wanted:
+                    settle(((canned_port, "ceiling"), (port, "typeahead_hot")), args, pools)
                 for round_number in range(1, args.rounds + 1):
                     if "ceiling" in wanted:
-                        phases.append(phase(f"ceiling#{round_number}", canned_port, {"ceiling": args.clients},
+                        phases.append(phase(f"ceiling#{round_number}", canned, {"ceiling": args.clients},
                                             args, pools, None, rows))
                     if "typeahead_hot" in wanted:
-                        phases.append(phase(f"typeahead_hot#{round_number}", port, {"typeahead_hot": args.clients},
+                        phases.append(phase(f"typeahead_hot#{round_number}", app, {"typeahead_hot": args.clients},
                                             args, pools, base, rows, profile))
                 canned.stop()
                 if "typeahead_distinct" in wanted:
-                    phases.append(phase("typeahead_distinct", port, {"typeahead_distinct": args.clients}, args, pools,
+                    phases.append(phase("typeahead_distinct", app, {"typeahead_distinct": args.clients}, args, pools,
                                         base, rows, profile))
                 events = events_route_present(base)
                 if "mixed" in wanted:
                     mix = {"typeahead_hot": 4, "typeahead_distinct": 2, "full_search": 4, **({"event": 1} if events else {})}
-                    phases.append(phase("mixed", port, mix, args, pools, base, rows, profile, editor_url=url))
+                    phases.append(phase("mixed", app, mix, args, pools, base, rows, profile, editor_url=url))
             finally:
                 canned.stop()
         gunicorn_errors = app.log_tail(1_000_000).count("Traceback")
@@ -544,6 +585,15 @@ def main() -> None:
         print("note: the app under test has no POST /api/events; the event kind was skipped", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
+
+
+def settle(targets, args, pools: Pools) -> None:
+    """Unmeasured load on each (port, kind) before the rounds, so that the first round does not
+    measure a server still settling (the worker that did not answer /readyz finishing its start,
+    first-request code paths): without it the first ceiling round ran at about half speed."""
+    for port, kind in targets:
+        run_clients(port, {kind: args.clients}, pools, args.seed, args.processes, args.settle, args.settle)
+        print(f"  settled {kind} ({args.settle:.0f} s, not measured)", file=sys.stderr)
 
 
 def warm_hot_prefixes(base_url: str, pools: Pools) -> None:
@@ -569,13 +619,22 @@ def wait_for_search(server: ServerProcess, timeout_s: float = 60.0) -> None:
 
 
 def ceiling_ratios(phases: list[dict]) -> dict:
-    """Hot type-ahead req/s over the ceiling's, per round (adjacent phases) and their median."""
-    ceilings = [p["kinds"]["ceiling"]["req_s"] for p in phases if "ceiling" in p["kinds"]]
-    hot = [p["kinds"]["typeahead_hot"]["req_s"] for p in phases
-           if p["phase"].startswith("typeahead_hot#")]
-    ratios = [round(h / c, 3) for h, c in zip(hot, ceilings) if c]
-    return {"ceiling_req_s": ceilings, "typeahead_hot_req_s": hot, "per_round": ratios,
-            "median": round(statistics.median(ratios), 3) if ratios else None}
+    """Hot type-ahead req/s over the ceiling's, per round (adjacent phases) and their median;
+    beside them, each phase's server CPU per request and the median of their ratio
+    (ceiling CPU / hot type-ahead CPU: 1.0 when a search costs the server no more than a canned body)."""
+    ceilings = [p for p in phases if "ceiling" in p["kinds"]]
+    hot = [p for p in phases if p["phase"].startswith("typeahead_hot#")]
+    ratios = [round(h["kinds"]["typeahead_hot"]["req_s"] / c["kinds"]["ceiling"]["req_s"], 3)
+              for h, c in zip(hot, ceilings) if c["kinds"]["ceiling"]["req_s"]]
+    cpu_ratios = [round(c["server_cpu_us_per_request"] / h["server_cpu_us_per_request"], 3)
+                  for h, c in zip(hot, ceilings) if c["server_cpu_us_per_request"] and h["server_cpu_us_per_request"]]
+    return {"ceiling_req_s": [c["kinds"]["ceiling"]["req_s"] for c in ceilings],
+            "typeahead_hot_req_s": [h["kinds"]["typeahead_hot"]["req_s"] for h in hot], "per_round": ratios,
+            "median": round(statistics.median(ratios), 3) if ratios else None,
+            "ceiling_cpu_us_per_request": [c["server_cpu_us_per_request"] for c in ceilings],
+            "typeahead_hot_cpu_us_per_request": [h["server_cpu_us_per_request"] for h in hot],
+            "cpu_per_round": cpu_ratios,
+            "cpu_median": round(statistics.median(cpu_ratios), 3) if cpu_ratios else None}
 
 
 if __name__ == "__main__":

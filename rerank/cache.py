@@ -54,8 +54,8 @@ class AnswerCache:
             return None
         try:
             return self._cache.get(key)
-        except Exception:  # noqa: BLE001 - any cache failure is a miss
-            log.warning("rerank cache read failed; treating as a miss", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - any cache failure is a miss (infra.cache heals the cache)
+            log.warning("rerank cache read failed (%s: %s); treating as a miss", type(exc).__name__, exc)
             return None
 
     def put(self, key: str, answer: CachedAnswer) -> None:
@@ -63,5 +63,5 @@ class AnswerCache:
             return
         try:
             self._cache.set(key, answer, expire=CACHE_TTL_S)
-        except Exception:  # noqa: BLE001 - failing to cache must not fail the search
-            log.warning("rerank cache write failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - failing to cache must not fail the search
+            log.warning("rerank cache write failed (%s: %s)", type(exc).__name__, exc)

@@ -9,16 +9,19 @@ live index: a new index (an edit, a rollback, a fit, vectors attached after an o
 an empty one, so an answer is never served from an index that is no longer live.
 
 Only answers that are complete are stored: never a degraded one (the embeddings may be back on
-the next request) nor a re-ranked one (the LLM has its own cache, rerank/cache.py).
+the next request) nor a re-ranked one (the LLM has its own cache, rerank/cache.py). Each is
+kept with its JSON encoding (search.answer), so a hit costs neither the pipeline nor encoding
+its results again.
 """
 from __future__ import annotations
 
+from search.answer import Answer
 from search.lru import LRU
 
 
-class AnswerCache(LRU[dict]):
-    """Answers (response dicts) of the live index `owner`, keyed by (query, k, visible roles,
-    role, restrict_roles); the service uses it only while `owner` is the live index."""
+class AnswerCache(LRU[Answer]):
+    """Answers of the live index `owner`, keyed by (query, k, visible roles, role,
+    restrict_roles); the service uses it only while `owner` is the live index."""
 
     def __init__(self, owner: object, capacity: int):
         super().__init__(capacity)

@@ -33,8 +33,29 @@ def bad_request(message: str) -> tuple[Response, int]:
     return jsonify({"error": message}), 400
 
 
-def parse_flag(name: str) -> bool | None:
-    raw = request.args.get(name)
+def query_args() -> dict[str, str]:
+    """The query string's parameters, first value of each, as a plain dict: werkzeug's
+    MultiDict.get raises and catches an exception for every absent name, and most of the
+    optional parameters are absent from most searches."""
+    return request.args.to_dict()
+
+
+class EnvironHeaders:
+    """Request headers read straight from the WSGI environ: `get` of an absent header is a dict
+    miss (werkzeug's request.headers.get raises and catches an exception for it). Only headers
+    that travel as HTTP_* variables (all but Content-Type and Content-Length)."""
+
+    __slots__ = ("environ",)
+
+    def __init__(self, environ: dict):
+        self.environ = environ
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.environ.get("HTTP_" + name.upper().replace("-", "_"), default)
+
+
+def parse_flag(args: dict[str, str], name: str) -> bool | None:
+    raw = args.get(name)
     if raw is None or raw == "":
         return None
     if raw.lower() in _TRUE:
@@ -44,8 +65,8 @@ def parse_flag(name: str) -> bool | None:
     raise BadQuery(f"{name} must be 0 or 1, not {raw!r}")
 
 
-def parse_k(default: int = 10) -> int:
-    raw = request.args.get("k")
+def parse_k(args: dict[str, str], default: int = 10) -> int:
+    raw = args.get("k")
     if raw is None or raw == "":
         return default
     try:
@@ -54,9 +75,9 @@ def parse_k(default: int = 10) -> int:
         raise BadQuery(f"k must be an integer, not {raw!r}") from None
 
 
-def parse_session() -> str | None:
+def parse_session(args: dict[str, str]) -> str | None:
     """The caller's opaque session id (analytics), or None; BadQuery when malformed."""
-    raw = request.args.get("session")
+    raw = args.get("session")
     if raw is None:
         return None
     if not SESSION_ID.fullmatch(raw):
@@ -68,9 +89,10 @@ REJECTED_NOTE = "the role credential was not accepted; only unrestricted tasks a
 ROLE_IGNORED_NOTE = "'role' was ignored: it is not one of the caller's verified roles"
 
 
-def caller_access() -> Access:
+def caller_access(args: dict[str, str]) -> Access:
     """The caller's verified roles (search.roles): a signed token or a trusted proxy's header."""
-    return resolve_access(services().settings, request.headers, request.args, request.remote_addr)
+    environ = request.environ
+    return resolve_access(services().settings, EnvironHeaders(environ), args, environ.get("REMOTE_ADDR"))
 
 
 def access_report(access: Access, requested_role: str | None, body: dict) -> dict:
@@ -87,19 +109,20 @@ def access_report(access: Access, requested_role: str | None, body: dict) -> dic
 @search_bp.get("/api/search")
 def api_search():
     svc = services()
-    access = caller_access()
-    requested_role = request.args.get("role") or None
+    args = query_args()
+    access = caller_access(args)
+    requested_role = args.get("role") or None
     try:
-        session_id = parse_session()
-        body = svc.search.search(request.args.get("q"), k=parse_k(), roles=access.roles, role=requested_role,
-                                 rerank=parse_flag("rerank"))
+        session_id = parse_session(args)
+        answer = svc.search.answer(args.get("q"), k=parse_k(args), roles=access.roles, role=requested_role,
+                                   rerank=parse_flag(args, "rerank"))
     except BadQuery as exc:
         return bad_request(str(exc))
-    body["access"] = access_report(access, requested_role, body)
-    record = search_record(body, session_id, utcnow())
+    record = search_record(answer.body, session_id, utcnow())
     analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
-    body["search_id"] = record.id
-    response = jsonify(body)
+    # search.answer: a cached answer's results are not encoded again, only these fields
+    body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body))
+    response = current_app.response_class(body + b"\n", mimetype="application/json")
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
         response.headers["Cache-Control"] = "private, no-store"
     return response

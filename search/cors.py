@@ -85,9 +85,12 @@ def install_cors(app: Flask, origins: tuple[str, ...]) -> CorsPolicy:
         response.headers["Access-Control-Max-Age"] = str(MAX_AGE_S)
         return response
 
+    if not policy.origins:
+        return policy   # same-origin only: no response ever gets a CORS header (preflights are refused above)
+
     @app.after_request
     def cors_headers(response: Response) -> Response:
-        if request.path not in PUBLIC_API or not policy.origins:
+        if request.path not in PUBLIC_API:
             return response
         allowed = policy.allowed_origin(request.headers.get("Origin"))
         if allowed is not None:

@@ -23,6 +23,7 @@ from lexicon.rationale import build_lexicon
 from lexicon.text import printable, query_problem
 from observability.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
+from search.answer import Answer
 from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
@@ -79,6 +80,9 @@ class SearchService:
         self.embedder = embedder
         self.reranker = reranker
         self.metrics = metrics
+        # bound once: a cached answer's per-response metrics (labels() costs more than the lookup)
+        self._answer_cache_lookups = {True: metrics.answer_cache.labels("hit"), False: metrics.answer_cache.labels("miss")}
+        self._total_seconds = metrics.stage_seconds.labels("total")
         self.enrichment = enrichment
         self._live: LiveIndex | None = None
         self._answers: AnswerCache | None = None   # answers of `_live` (replaced with it)
@@ -111,6 +115,9 @@ class SearchService:
         revision = self._seen_revision
         if wait or revision is None:
             revision = self._note_revision(self.source.revision())
+        live = self._live
+        if not wait and self._is_current(live, revision):
+            return live   # the common case, without the lock: `_live` is replaced whole, never mutated
         with self._state:
             while True:
                 live = self._live
@@ -291,6 +298,11 @@ class SearchService:
     # -- the pipeline --------------------------------------------------------------------
     def search(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
                role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> dict:
+        """The response of `answer(...)` as one dict (CLI, admin, tests)."""
+        return self.answer(query, k, roles, role, rerank, restrict_roles).as_dict()
+
+    def answer(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
+               role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> Answer:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
         to narrow to; any other value is ignored, never trusted.
@@ -307,32 +319,34 @@ class SearchService:
         key = (query, k, visible, role, restrict_roles)
         if answers is not None and not rerank:
             cached = answers.get(key)
-            self.metrics.answer_cache.labels("hit" if cached is not None else "miss").inc()
+            self._answer_cache_lookups[cached is not None].inc()
             if cached is not None:
                 return self._replay(cached, started)
-        body = self._answer(live, query, k, visible, role, rerank, restrict_roles, started)
-        if answers is not None and not rerank and not body["degraded"]:
-            answers.put(key, dict(body))  # a copy: callers may add their own top-level fields
-        return body
+        answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started)
+        if answers is not None and not rerank and not answer.body["degraded"]:
+            answer = answer.with_encoding()  # encoded once, here, and replayed as bytes
+            answers.put(key, answer)
+        return answer
 
-    def _replay(self, cached: dict, started: float) -> dict:
-        """A cached answer (search.answer_cache) as a new response: its own top-level dict (the
-        nested values are shared: read-only), its own timings (0 for the stages it did not run,
-        `answer_cache` for the lookup), and the same per-response metrics as a computed answer
-        (the zero-result rate divides by stage="total")."""
+    def _replay(self, cached: Answer, started: float) -> Answer:
+        """A cached answer (search.answer_cache) as a new response: the same body and encoding,
+        its own timings (0 for the stages it did not run, `answer_cache` for the lookup), and
+        the same per-response metrics as a computed answer (the zero-result rate divides by
+        stage="total")."""
         total = _ms(started)
-        self.metrics.stage_seconds.labels("total").observe(total / 1000.0)
-        if not cached["results"]:
+        self._total_seconds.observe(total / 1000.0)
+        if not cached.body["results"]:
             self.metrics.zero_results.inc()
-        if cached["no_confident_match"]:
+        if cached.body["no_confident_match"]:
             self.metrics.no_confident_match.inc()
-        skipped = {stage: 0.0 for stage in cached["timings_ms"] if stage != "total"}
-        return {**cached, "timings_ms": {**skipped, "answer_cache": total, "total": total}}
+        timings = dict.fromkeys(cached.timings_ms, 0.0)
+        timings.update(answer_cache=total, total=total)
+        return Answer(cached.body, timings, cached.encoded)
 
     def _answer(self, live: LiveIndex, query: str, k: int, visible: frozenset[str], role: str | None,
-                rerank: bool, restrict_roles: bool, started: float) -> dict:
+                rerank: bool, restrict_roles: bool, started: float) -> Answer:
         """The pipeline proper, on validated arguments: analyse, embed, prefilter, abstain or
-        answer, re-rank; the response dict with its per-stage timings."""
+        answer, re-rank; the answer with its per-stage timings."""
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
@@ -384,7 +398,7 @@ class SearchService:
         offered = [] if results else [s.as_dict() for s in suggest(
             query, analysed.words, result.corrections, [(item.task.name, item.score) for item in nearest],
             (task.category for task in live.index.visible(visible or None, restrict_roles)[1]))]
-        return {
+        return Answer({
             "query": query,
             "k": k,
             "role": role,
@@ -398,8 +412,7 @@ class SearchService:
             "weights": {name: round(w, 4) for name, w in result.effective_weights.items()},
             "ranker": {**params.summary(), "mode": result.mode, "confidence": confidence.logit},
             "rerank": rerank_info,
-            "timings_ms": timings,
-        }
+        }, timings)
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:

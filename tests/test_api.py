@@ -225,7 +225,7 @@ def test_an_unhandled_error_is_a_json_500_and_is_counted(tmp_path, shared_cache_
     def broken_search(*args, **kwargs):
         raise RuntimeError("connection to server at 10.0.0.7 failed: password authentication")
 
-    service.search = broken_search
+    service.answer = broken_search
     response = search(client, q="ASQ")
     assert response.status_code == 500 and response.is_json
     assert response.get_json() == {"error": "internal server error"}

@@ -301,3 +301,13 @@ def test_api_responses_carry_strict_security_headers_pages_keep_theirs(tmp_path,
     assert widget.status_code == 200 and "Referrer-Policy" not in widget.headers
     assert home.status_code == 200 and "script-src 'self'" in home.headers["Content-Security-Policy"]
     assert home.headers["Referrer-Policy"] == "same-origin"   # the homepage's own, not the API's no-referrer
+
+
+def test_api_headers_never_replace_a_header_a_response_already_has():
+    from guard.headers import is_api_path, with_api_headers
+
+    headers = with_api_headers([("Content-Type", "application/json"), ("content-security-policy", "sandbox")])
+    assert [v for n, v in headers if n.lower() == "content-security-policy"] == ["sandbox"]
+    assert ("X-Frame-Options", "DENY") in headers and ("X-Content-Type-Options", "nosniff") in headers
+    assert [is_api_path(p) for p in ("/api", "/api/search", "/metrics", "/apix", "/admin/api/cases", "/", "/healthzz")] \
+        == [True, True, True, False, False, False, False]

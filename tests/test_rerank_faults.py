@@ -284,3 +284,25 @@ def test_prompt_injection_is_dropped_as_unknown_name():
     assert outcome.order == [0, 1, 2, 3, 4] and outcome.reasons == {}
     assert prompt.count("</user_query>") == 1, "the query cannot close its own field"
     assert prompt.endswith("</user_query>") and "\\u003c/user_query\\u003e" in prompt
+
+
+def test_a_failing_answer_cache_is_a_miss_logged_in_one_line(caplog):
+    """The healing cache (infra.cache) repairs the store; the re-rank cache only says what failed."""
+    import logging
+
+    from rerank.cache import AnswerCache
+
+    class Broken:
+        def get(self, key):
+            raise OSError("disk I/O error")
+
+        def set(self, key, value, expire=None):
+            raise OSError("database disk image is malformed")
+
+    cache = AnswerCache(Broken())
+    with caplog.at_level(logging.WARNING, logger="rerank.cache"):
+        assert cache.get("rerank:x") is None
+        cache.put("rerank:x", object())
+    messages = [(r.getMessage(), r.exc_info) for r in caplog.records if r.name == "rerank.cache"]
+    assert messages == [("rerank cache read failed (OSError: disk I/O error); treating as a miss", None),
+                        ("rerank cache write failed (OSError: database disk image is malformed)", None)]
