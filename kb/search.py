@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb.analysis import ngram_token
-from kb.enrich import (DEFAULT_LAMBDA, DEFAULT_MAX_DF, Expansion, llm_expansion, open_cache,
-                       rm3_expansion)
+from kb.df import DEFAULT_MAX_DF
+from kb.expansion import DEFAULT_LAMBDA, Expansion, llm_expansion, rm3_expansion
+from kb.jobs import open_cache
 from kb.index import Index, published_version
 from kb.llm import LLM
 from evaluation.metrics import evaluate_run

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from catalog.records import TaskRecord
-from kb.enrich import cache_key, enrich_corpus, enrich_tasks, open_cache
+from kb.enrich import enrich_corpus, enrich_tasks
+from kb.jobs import cache_key, open_cache
 from kb.llm import LLM
 from kb.search import KB, KBConfig
 from kb.store import CorpusStore
@@ -82,7 +83,7 @@ def test_enrichment_survives_sigkill_of_the_process(tmp_path):
     with FakeLLM(delay_s=0.15) as fake:
         settings, store = setup_corpus(tmp_path, fake.base_url)
         code = ("import sys; from pathlib import Path; from settings import Settings; from kb.store import CorpusStore;"
-                "from kb.llm import LLM; from kb.enrich import enrich_corpus, open_cache;"
+                "from kb.llm import LLM; from kb.enrich import enrich_corpus; from kb.jobs import open_cache;"
                 f"s = Settings.from_env({{'TASKFINDER_DATA_DIR': {str(tmp_path)!r}, 'LLM_BASE_URL': {fake.base_url!r},"
                 " 'LLM_MODEL': 'fake-model'});"
                 "enrich_corpus(CorpusStore(s.data_dir), 'mini', LLM.from_settings(s), open_cache(s.cache_dir),"
@@ -176,7 +177,7 @@ def test_task_catalog_enrichment(tmp_path):
 def test_terms_proposed_for_too_many_documents_are_dropped_everywhere():
     """The DF bound applies to the enriched view too: a phrase injected into most documents
     (what a weak model does when it repeats itself) would be as useless as a stopword."""
-    from kb.enrich import bound_enriched_df
+    from kb.df import bound_enriched_df
     from kb.index import DocInput, Index
 
     index = Index()

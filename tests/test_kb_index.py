@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kb.analysis import analyze
-from kb.enrich import df_filter
+from kb.df import df_filter
 from kb.index import DocInput, Index
 from kb.scoring import bm25_term_weight, weighted_query_score
 
