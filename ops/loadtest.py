@@ -23,7 +23,10 @@ What it does, all on loopback:
                         (POST /api/events, when the app has that route) and an admin edit (a
                         test-case save through the store, then its deletion) every --edit-every s;
 5. reports per kind: requests, req/s, p50/p95/p99 latency, errors; the embedding-cache hit
-   ratio and re-rank outcomes from the server's /metrics; the load average before each phase.
+   ratio and re-rank outcomes from the server's /metrics; the load average before each phase;
+   per phase the server's CPU time per request (gunicorn master and workers, from /proc), and
+   the ceiling ratio both ways: hot type-ahead req/s over the ceiling's, and the ceiling's CPU
+   per request over hot type-ahead's (steadier when the clients share the server's cores).
 
 The per-client rate limits are off in the server under test (ops/servers.server_env): every
 client is 127.0.0.1, and the load test measures capacity, not the limiter (`--env RATE_LIMITS=1`
