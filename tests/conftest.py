@@ -149,12 +149,22 @@ def admin_app(request, tmp_path_factory, shared_cache_dir, demo_tasks, demo_case
         return app
 
     if request.param == "sqlite":
-        yield make({})
+        app = make({})
+        yield app
+        close_app(app)
         return
     with postgres_schema() as (_schema, url):
         app = make({"DATABASE_URL": url})
         yield app
-        app.extensions["taskfinder"].store.engine.dispose()
+        close_app(app)   # before its schema is dropped
+
+
+def close_app(app) -> None:
+    """Stop an app's background threads (analytics writer, revision watcher) and its database
+    connections, so that nothing of it writes to a database a later fixture has dropped."""
+    app.extensions["taskfinder_analytics"].close()
+    app.extensions["taskfinder"].search.close()
+    app.extensions["taskfinder"].store.engine.dispose()
 
 
 def csrf_from(html: str) -> str:

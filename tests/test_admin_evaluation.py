@@ -17,7 +17,7 @@ from evaluation.evaluate import STAGE_SHARES
 from evaluation.models import EvaluationRun
 from evaluation.runs import EVALUATION_LEASE, HOLDOUT, SEED, STALL_S, EvaluationRuns, evaluate_catalog, utcnow
 from admin.evaluation_views import CHART_METRICS, bar_chart
-from tests.conftest import FAST_HASHER, build_app, make_settings, postgres_schema, signed_in
+from tests.conftest import FAST_HASHER, build_app, close_app, make_settings, postgres_schema, signed_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eval"
 TASKS = load_tasks_file(FIXTURES / "tiny_catalog.jsonl")
@@ -48,7 +48,7 @@ def database(request, tmp_path):
 def eval_app(database, tmp_path, shared_cache_dir):
     app = make_eval_app(tmp_path / "app", shared_cache_dir, CASES, database)
     yield app
-    app.extensions["taskfinder"].store.engine.dispose()
+    close_app(app)
 
 
 def runs_of(app) -> EvaluationRuns:
