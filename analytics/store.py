@@ -24,13 +24,12 @@ from analytics.records import EventRecord, SearchRecord
 
 
 SEARCH_COLUMNS = ("id", "at", "session_id", "query", "rerank", "result_ids", "no_confident_match", "degraded")
+_INTO = f"INSERT INTO search_log ({', '.join(SEARCH_COLUMNS)}) "
 #: One INSERT of a whole batch of searches, given as a JSON array of arrays (SEARCH_COLUMNS order).
 BATCH_INSERT = {
-    "sqlite": "INSERT INTO search_log (id, at, session_id, query, rerank, result_ids, no_confident_match, degraded) "
-              "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(SEARCH_COLUMNS))) +
+    "sqlite": _INTO + "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(SEARCH_COLUMNS))) +
               " FROM json_each(:rows)",   # json_extract: an array element comes back as its JSON text
-    "postgresql": "INSERT INTO search_log (id, at, session_id, query, rerank, result_ids, no_confident_match, degraded) "
-                  "SELECT r ->> 0, (r ->> 1)::timestamptz, r ->> 2, r ->> 3, (r ->> 4)::boolean, r -> 5, "
+    "postgresql": _INTO + "SELECT r ->> 0, (r ->> 1)::timestamptz, r ->> 2, r ->> 3, (r ->> 4)::boolean, r -> 5, "
                   "(r ->> 6)::boolean, r -> 7 FROM json_array_elements(CAST(:rows AS json)) AS r",
 }
 BATCH_ROWS = 5000   # rows per statement (bounds the one parameter's size)
@@ -41,9 +40,14 @@ class AnalyticsStore:
         self.engine = engine
         self._batch_sql = BATCH_INSERT.get(engine.dialect.name)
         table = SearchLogEntry.__table__
-        # SQLAlchemy's own conversion of a column value into what the driver is given
-        self._bind = {name: table.c[name].type.dialect_impl(engine.dialect).bind_processor(engine.dialect)
-                      for name in ("at", "rerank", "no_confident_match")}
+
+        def bound(name: str):
+            """SQLAlchemy's own conversion of a column value into what the driver is given."""
+            return table.c[name].type.dialect_impl(engine.dialect).bind_processor(engine.dialect) or (lambda v: v)
+
+        # PostgreSQL casts text back (ISO 8601 with the offset); SQLite stores its own datetime text
+        self._at = datetime.isoformat if engine.dialect.name == "postgresql" else bound("at")
+        self._rerank, self._no_match = bound("rerank"), bound("no_confident_match")
 
     def write(self, searches: Sequence[SearchRecord], events: Sequence[EventRecord]) -> None:
         """Insert a batch of searches and events in one transaction (all or nothing)."""
@@ -58,15 +62,11 @@ class AnalyticsStore:
                 connection.execute(insert(SearchEvent), [_event_row(e) for e in events])
 
     def _search_batch_json(self, searches: Sequence[SearchRecord]) -> str:
-        """The JSON array of the rows of BATCH_INSERT: each value as SQLAlchemy would bind it
-        (SQLite stores datetimes as its own text format and booleans as 0/1); PostgreSQL casts
-        the text back (ISO 8601 with the offset; true/false)."""
-        at, rerank, no_match = (self._bind[name] or (lambda value: value)
-                                for name in ("at", "rerank", "no_confident_match"))
-        postgres = self.engine.dialect.name == "postgresql"
-        return orjson.dumps([[s.id, s.at.isoformat() if postgres else at(s.at), s.session_id, s.query,
-                              rerank(s.rerank), s.result_ids, no_match(s.no_confident_match), s.degraded]
-                             for s in searches]).decode()
+        """The JSON array of the rows of BATCH_INSERT, each value as SQLAlchemy would bind it
+        (SQLite: datetimes as its own text format, booleans as 0/1; PostgreSQL: ISO 8601 text
+        and true/false, cast back by the statement)."""
+        return orjson.dumps([[s.id, self._at(s.at), s.session_id, s.query, self._rerank(s.rerank), s.result_ids,
+                              self._no_match(s.no_confident_match), s.degraded] for s in searches]).decode()
 
     def searches(self, start: datetime, end: datetime) -> list[SearchRecord]:
         """Searches logged in [start, end), oldest first."""

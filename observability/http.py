@@ -46,14 +46,14 @@ class RequestMetrics:
             seen.append((route_label(environ.get(REQUEST_KEY)), int(status[:3])))
             return start_response(status, headers, exc_info)
 
+        escaped = True
         try:
             body = self.wsgi_app(environ, recording_start_response)
-        except BaseException:
-            self.metrics.observe_request(seen[-1][0] if seen else UNMATCHED, 500, time.perf_counter() - started)
-            raise
-        endpoint, status = seen[-1] if seen else (UNMATCHED, 500)
-        self.metrics.observe_request(endpoint, status, time.perf_counter() - started)
-        return body
+            escaped = False
+            return body
+        finally:
+            endpoint, status = seen[-1] if seen else (UNMATCHED, 500)
+            self.metrics.observe_request(endpoint, 500 if escaped else status, time.perf_counter() - started)
 
 
 def install_request_metrics(app: Flask, metrics: Metrics) -> None:

@@ -116,7 +116,7 @@ class Metrics:
         self.analytics_records = Counter("taskfinder_analytics_records",
                                          "Search-log and event records by kind and outcome", ["kind", "outcome"],
                                          registry=r)
-        self._request_children: dict[tuple[str, int], tuple] = {}  # observe_request's bound children
+        self._children: dict[tuple, object] = {}   # bound(): label children, bound once each
         self._zero(self.rerank_calls, RERANK_OUTCOMES)
         self._zero(self.embedding_calls, EMBEDDING_OUTCOMES)
         self._zero(self.embedding_cache, ("hit", "miss"))
@@ -153,14 +153,19 @@ class Metrics:
         return generate_latest(aggregate)
 
     # -- recording helpers ---------------------------------------------------------------
+    def bound(self, metric, *values: str):
+        """`metric.labels(*values)`, bound once per label set (labels() costs more than the write
+        it prepares; every label set here is small and fixed, so the memo stays small)."""
+        key = (id(metric), values)   # the metrics live as long as this object
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe_request(self, endpoint: str, status: int, seconds: float | None) -> None:
-        children = self._request_children.get((endpoint, status))
-        if children is None:  # bound once per (route template, status): both sets are small and fixed
-            children = (self.requests.labels(endpoint, str(status)), self.request_seconds.labels(endpoint, str(status)))
-            self._request_children[endpoint, status] = children
-        children[0].inc()
+        self.bound(self.requests, endpoint, str(status)).inc()
         if seconds is not None:
-            children[1].observe(seconds)
+            self.bound(self.request_seconds, endpoint, str(status)).observe(seconds)
 
     def record_index_build(self, live, lexicon_links: int, seconds: float) -> None:
         """One finished rebuild of the search index (`live`: a search.service.LiveIndex)."""
@@ -174,13 +179,8 @@ class Metrics:
 
     def analytics_listener(self) -> Callable[[str, str, int], None]:
         """An analytics.recorder.AnalyticsRecorder `on_count` callback."""
-        children: dict[tuple[str, str], object] = {}  # bound once per (kind, outcome): a small fixed set
-
         def on_count(kind: str, outcome: str, n: int) -> None:
-            child = children.get((kind, outcome))
-            if child is None:
-                child = children[kind, outcome] = self.analytics_records.labels(kind, outcome)
-            child.inc(n)
+            self.bound(self.analytics_records, kind, outcome).inc(n)
         return on_count
 
     def breaker_listener(self, breaker: str) -> Callable[[str], None]:

@@ -80,9 +80,6 @@ class SearchService:
         self.embedder = embedder
         self.reranker = reranker
         self.metrics = metrics
-        # bound once: a cached answer's per-response metrics (labels() costs more than the lookup)
-        self._answer_cache_lookups = {True: metrics.answer_cache.labels("hit"), False: metrics.answer_cache.labels("miss")}
-        self._total_seconds = metrics.stage_seconds.labels("total")
         self.enrichment = enrichment
         self._live: LiveIndex | None = None
         self._answers: AnswerCache | None = None   # answers of `_live` (replaced with it)
@@ -319,7 +316,7 @@ class SearchService:
         key = (query, k, visible, role, restrict_roles)
         if answers is not None and not rerank:
             cached = answers.get(key)
-            self._answer_cache_lookups[cached is not None].inc()
+            self.metrics.bound(self.metrics.answer_cache, "hit" if cached is not None else "miss").inc()
             if cached is not None:
                 return self._replay(cached, started)
         answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started)
@@ -334,7 +331,7 @@ class SearchService:
         the same per-response metrics as a computed answer (the zero-result rate divides by
         stage="total")."""
         total = _ms(started)
-        self._total_seconds.observe(total / 1000.0)
+        self.metrics.bound(self.metrics.stage_seconds, "total").observe(total / 1000.0)
         if not cached.body["results"]:
             self.metrics.zero_results.inc()
         if cached.body["no_confident_match"]:
