@@ -1,0 +1,18 @@
+"""Placeholder revision, reserved so that parallel work can add tables without forking the chain.
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-11-24
+"""
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
