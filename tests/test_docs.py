@@ -51,9 +51,9 @@ def test_configuration_reference_is_generated_from_settings():
     assert main(["--check"]) == 0
 
 
-def test_reference_shows_each_variable_with_its_real_default(tmp_path):
+def test_reference_shows_each_variable_with_its_real_default():
     text = render()
-    for attr, name, _ in settings.ENVIRONMENT:
+    for _, name, _ in settings.ENVIRONMENT:
         assert text.count(f"| `{name}` |") == 1, name
     row = next(line for line in text.splitlines() if line.startswith("| `SHORTLIST_K` |"))
     assert f"`{settings.Settings().shortlist_size}`" in row
