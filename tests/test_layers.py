@@ -1,0 +1,204 @@
+"""One direction of flow: no product module imports a module of a higher layer (issue 18, item 3).
+
+The layers, lowest first (a module may import its own layer and any layer below it):
+
+    foundation    settings, the text pipeline (lexicon.text), generic infrastructure with no product
+                  knowledge (infra: circuit breaker, disk cache, chat client, local llama.cpp;
+                  observability: the Prometheus registry)
+    catalog       records, storage, formats, splits, versions
+    ranking core  search/: text -> signals -> fit -> ranked shortlist (and lexicon.rationale, the
+                  lexicon built from the catalog's cases); imports no Flask
+    engines       rerank/ (constrained LLM re-ranking), kb/ (document corpora) without their HTTP parts
+    services      the search service that runs core + re-rank (search.service and what it holds),
+                  analytics core, evaluation
+    web           HTTP blueprints (admin, widget, analytics pages and events API, the public search
+                  API, kb API), the cross-cutting web plumbing, every `cli` module, and Flask itself
+    app           app.py: create_app(settings) and the CLI entry point
+    tools         ops/, tests/, migrations/
+
+The test reads every module's imports with `ast` (function-level and TYPE_CHECKING imports too;
+importing `pkg.mod` from outside `pkg` also runs `pkg/__init__.py`, so that counts as imported).
+It is written against the TARGET layout: MOVING names the modules that live in the wrong room
+today (each with where it goes), and KNOWN_UPWARD the imports that still run up a layer. Delete
+an entry when its file moves or its import goes: the test fails on a stale entry, on any new
+upward import, and on a module of a package that has no layer yet (give it one in HOMES).
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYERS = ("foundation", "catalog", "ranking core", "engines", "services", "web", "app", "tools")
+
+# dotted module prefix -> layer; the longest matching prefix decides.
+HOMES = {
+    "settings": "foundation", "lexicon": "foundation", "infra": "foundation", "observability": "foundation",
+    "catalog": "catalog",
+    "search": "ranking core", "lexicon.rationale": "ranking core",
+    "rerank": "engines", "kb": "engines",
+    "analytics": "services", "evaluation": "services",
+    # the HTTP surface and the web plumbing (limits, headers, metrics middleware, JSON provider, clients)
+    "admin": "web", "widget": "web", "analytics.api": "web", "analytics.pages": "web", "kb.api": "web",
+    "api": "web", "guard": "web", "observability.http": "web", "json_provider": "web",
+    "infra.ratelimit": "web", "infra.clients": "web",
+    "app": "app",
+    "ops": "tools", "tests": "tools", "migrations": "tools",
+}
+#: Third-party web frameworks sit at the web layer: a lower module importing one is an upward import.
+WEB_LIBRARIES = frozenset({"flask", "werkzeug", "flask_login", "flask_wtf", "flask_limiter", "waitress", "gunicorn"})
+
+# Today's known violations. Delete an entry when its file moves (or its import goes); never add one
+# to let a new upward import through.
+# Modules that live in a lower room than their job: module -> (layer it is checked at, where it goes).
+MOVING = {
+    "search.api": ("web", "the public HTTP API blueprint package (api/)"),
+    "search.cors": ("web", "api/"),
+    "search.roles": ("web", "api/ (how the public API resolves roles; admin's CLI mints tokens with it)"),
+    "search.preview": ("services", "admin/, or a module both share below it (it imports evaluation.metrics)"),
+    # The service runs core + re-rank + answer cache + watcher, so it sits above rerank; evaluation
+    # (evaluation.runner) and admin import it, so it cannot go into api/ either.
+    "search.service": ("services", "out of the ranking core, below evaluation and admin (not into api/)"),
+    "search.watcher": ("services", "with search.service"),
+    "search.answer_cache": ("services", "with search.service (api/ only once the service stops importing it)"),
+    "search.answer": ("services", "with search.service"),
+    "search.defaults": ("services", "evaluation/ (the offline derivation of the shipped defaults over four catalogs)"),
+}
+# Imports that run up the layers today: (importer, imported) -> the file to change and how.
+KNOWN_UPWARD = {
+    ("settings", "infra.ratelimit"):
+        "settings.py: parse RATE_LIMIT_* without the limiter module (Rate, parse_rate)",
+    ("search.answer", "json_provider"):
+        "search/answer.py: encode_json is Flask-free orjson code; give it a foundation module",
+    ("search.defaults", "catalog.cli"):
+        "search/defaults.py: DEMO_CATALOG/DEMO_CASES belong in catalog/, below its CLI",
+    ("kb.search", "evaluation.metrics"):
+        "kb/search.py: the corpus evaluation (evaluate_run) moves to kb/cli.py or evaluation/",
+    ("analytics", "flask"): "analytics/__init__.py: init_analytics (blueprint registration) moves to analytics/api.py",
+    ("analytics", "analytics.api"): "analytics/__init__.py: as above",
+    ("analytics", "analytics.pages"): "analytics/__init__.py: as above",
+}
+SKIPPED_DIRS = {"__pycache__", "node_modules", "instance", "out", "build", "dist"}
+
+
+@lru_cache(maxsize=None)
+def modules() -> dict[str, Path]:
+    """Every Python module of the repository: dotted name -> file."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).parts
+        if any(part.startswith(".") or part in SKIPPED_DIRS for part in parts[:-1]):
+            continue
+        dotted = list(parts[:-1]) + ([] if parts[-1] == "__init__.py" else [parts[-1][:-3]])
+        if dotted and all(part.isidentifier() for part in dotted):
+            found[".".join(dotted)] = path
+    return found
+
+
+def layer(module: str) -> str | None:
+    if module.split(".")[0] in WEB_LIBRARIES:
+        return "web"
+    if module in MOVING:
+        return MOVING[module][0]
+    if module.split(".")[-1] == "cli":
+        return "web"  # CLI commands live next to the code they drive and may use Flask's CLI
+    prefixes = [p for p in HOMES if module == p or module.startswith(p + ".")]
+    return HOMES[max(prefixes, key=len)] if prefixes else None
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest prefix of `name` that is a module of ours, or a web library's top-level name."""
+    if name.split(".")[0] in WEB_LIBRARIES:
+        return name.split(".")[0]
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in known or (ROOT / Path(*parts[:end])).is_dir():
+            return candidate
+    return None
+
+
+def imports_of(module: str, path: Path, known: dict[str, Path]) -> dict[str, str]:
+    """What `module` imports of ours (and of the web libraries), `pkg/__init__` included:
+    imported module -> the import statement's module that brought it in."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)] if package else []
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:  # `from pkg import mod` imports pkg.mod when that is a module
+                names.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    found: dict[str, str] = {}
+    for name in names:
+        target = _resolve(name, known) if name else None
+        if target is None or target == module:
+            continue
+        found[target] = target
+        parts = target.split(".")
+        if parts[0] != module.split(".")[0]:  # from outside the package, its __init__ runs too
+            for end in range(1, len(parts)):
+                if ".".join(parts[:end]) in known:
+                    found.setdefault(".".join(parts[:end]), target)
+    return found
+
+
+@lru_cache(maxsize=None)
+def import_graph() -> dict[str, dict[str, str]]:
+    known = modules()
+    return {module: imports_of(module, path, known) for module, path in known.items()}
+
+
+def upward_imports() -> dict[tuple[str, str], str]:
+    """(importer, imported) -> the imported module named in the import statement."""
+    found = {}
+    for module, targets in import_graph().items():
+        for target, via in targets.items():
+            here, there = layer(module), layer(target)
+            if here and there and LAYERS.index(there) > LAYERS.index(here):
+                found[(module, target)] = via
+    return found
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in modules() if layer(m) is None)
+    assert not unplaced, f"give these modules' package a layer in HOMES (tests/test_layers.py): {unplaced}"
+
+
+def test_no_import_runs_up_a_layer():
+    upward = upward_imports()
+    new = sorted(pair for pair, via in upward.items() if pair not in KNOWN_UPWARD and (pair[0], via) not in KNOWN_UPWARD)
+    assert not new, "imports that run up the layers (" + " < ".join(LAYERS) + "):\n" + "\n".join(
+        f"  {m} ({layer(m)}) imports {t} ({layer(t)})" + (f" through {upward[m, t]}" if upward[m, t] != t else "")
+        for m, t in new)
+
+
+def test_known_violations_are_still_current():
+    """So the lists only shrink: an entry whose file moved or whose import went must be deleted."""
+    graph = import_graph()
+    moved = sorted(m for m in MOVING if m not in graph)
+    assert not moved, f"these modules moved: delete their MOVING entries: {moved}"
+    fixed = sorted(pair for pair in KNOWN_UPWARD if pair[1] not in graph.get(pair[0], ()))
+    assert not fixed, f"these imports are gone: delete their KNOWN_UPWARD entries: {fixed}"
+    assert all(target in LAYERS for target, _ in MOVING.values())
+
+
+def test_the_ranking_core_and_everything_below_it_load_no_flask():
+    """The real import, not only the parsed one: nothing below the services layer loads a web
+    framework (the ranking core, the catalog, the engines, the foundation)."""
+    lower = sorted(m for m in modules() if LAYERS.index(layer(m) or "tools") <= LAYERS.index("engines"))
+    assert any(m.startswith("search.") for m in lower) and "settings" in lower
+    probe = ("import importlib, sys\n"
+             f"for name in {lower!r}: importlib.import_module(name)\n"
+             f"print(sorted({{n.split('.')[0] for n in sys.modules}} & {set(WEB_LIBRARIES)!r}))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"a module below the services layer loads: {result.stdout.strip()}"
