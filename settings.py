@@ -152,7 +152,8 @@ class Settings:
     login_lockout_s: int = 15 * 60
     # roles for the public search API (search/roles.py): empty secret = role tokens refused
     role_token_secret: str = field(default="", repr=False)
-    role_token_max_ttl_s: int = 900
+    role_token_max_ttl_s: int = 900         # the longest a role token may live (its exp - iat)
+    role_token_audience: str = "taskfinder"  # the `aud` claim every role token (a JWT) must carry
     trusted_role_header: str = "X-Taskfinder-Roles"
     trusted_proxies: tuple[str, ...] = ()
     # the demo homepage at / (widget/): a page embedding the search widget over this catalog
@@ -340,6 +341,7 @@ ENVIRONMENT = (
     ("login_lockout_s", "LOGIN_LOCKOUT_S", _int(1, 24 * 3600)),
     ("role_token_secret", "ROLE_TOKEN_SECRET", _secret(32)),
     ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
+    ("role_token_audience", "ROLE_TOKEN_AUDIENCE", _text),
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
     ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),
