@@ -101,7 +101,7 @@ class AdminOnlySessionInterface(SecureCookieSessionInterface):
 
 def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle: LoginThrottle) -> None:
     """Configure sessions and Flask-Login on `app` and register the admin blueprint; `throttle`
-    counts failed logins (admin.throttle.build_throttle: in Redis or in this process)."""
+    counts failed logins (admin.throttle: in Redis or in this process)."""
     # Never a hard-coded key (anyone could forge a session); without SECRET_KEY, a random one.
     app.secret_key = settings.secret_key or secrets.token_urlsafe(48)
     app.config.update(

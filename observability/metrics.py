@@ -33,7 +33,7 @@ BREAKER_STATES = ("closed", "open", "half_open")
 #: Re-rank outcomes known in advance, created at zero so that rate() has a series from the start.
 RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
 EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
-RATE_LIMITS = ("search", "events", "login", "login_lockout")
+RATE_LIMITS = ("search", "events", "login", "login_lockout", "login_account")
 PER_WORKER = "liveall"
 
 
