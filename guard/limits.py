@@ -5,7 +5,7 @@
     events   /api/events (and below)              any       RATE_LIMIT_EVENTS   fail open
     login    /admin/login                         POST      RATE_LIMIT_LOGIN    per-process window
 
-Each rule is one Flask-Limiter limit, shared by its paths (the search API and the knowledge base
+Each rule is a Flask-Limiter limit, shared by its paths (the search API and the knowledge base
 draw on one budget) and matched on the request path, not on a view, so a route added later
 under a limited path (the events API) is limited from its first request. The client is
 `infra.clients.client_address`: the TCP peer, or behind TRUSTED_PROXIES the first untrusted hop
@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from flask_limiter import Limit, Limiter, RequestLimit
 from limits.storage import MemoryStorage, MovingWindowSupport, RedisStorage, Storage, storage_from_string
 
@@ -233,21 +233,37 @@ def retry_after(breached: RequestLimit) -> int:
 
 
 def install_rate_limits(app: Flask, settings, metrics, breaker: CircuitBreaker, outage: OutageReporter) -> Limiter | None:
-    """Check every request against each rule its path and method match, before any view
-    (and before the admin's own login and CSRF checks); None when no limit is in force."""
+    """Check every request against the first rule its path and method match, before any view
+    (and before the admin's own login and CSRF checks); None when no limit is in force.
+
+    One Flask-Limiter limit whose rate and scope are the matched rule's (an empty rate string
+    for an unmatched request: no limit), rather than one exempt-unless-matched limit per rule:
+    Flask-Limiter parses each limit's string on every request, so this costs one parse per
+    limited request and none on the others."""
     rules = rules_from(settings)
     if not rules:
         return None
 
-    def limit_for(rule: Rule) -> Limit:
-        def on_breach(breached: RequestLimit) -> Response:
-            metrics.ratelimited.labels(rule.name).inc()
-            return too_many_requests(rule, retry_after(breached))
+    def matched() -> Rule | None:
+        rule = getattr(g, "rate_limit_rule", False)
+        if rule is False:
+            rule = g.rate_limit_rule = next((r for r in rules if r.matches(request.path, request.method)), None)
+        return rule
 
-        return Limit(rule.rate.limit_string, scope=rule.name, shared=True, on_breach=on_breach,
-                     exempt_when=lambda: not rule.matches(request.path, request.method))
+    def rate() -> str:
+        rule = matched()
+        return rule.rate.limit_string if rule else ""
 
-    limiter = Limiter(lambda: request_client(settings), default_limits=[limit_for(rule) for rule in rules],
+    def scope(_endpoint: str) -> str:
+        return matched().name
+
+    def on_breach(breached: RequestLimit) -> Response:
+        rule = matched()
+        metrics.ratelimited.labels(rule.name).inc()
+        return too_many_requests(rule, retry_after(breached))
+
+    limiter = Limiter(lambda: request_client(settings),
+                      default_limits=[Limit(rate, scope=scope, shared=True, on_breach=on_breach)],
                       strategy="moving-window", storage_uri=storage_uri(settings),
                       storage_options=storage_options(settings, breaker, outage), headers_enabled=False)
     limiter.init_app(app)
