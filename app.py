@@ -27,14 +27,9 @@ from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
 from evaluation.cli import evaluate_command
-from json_provider import OrjsonProvider
-from guard.headers import install_api_headers
-from guard.limits import REDIS_COOLDOWN_S, REDIS_FAILURES, OutageReporter, build_storage, install_rate_limits
 from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
-from observability.http import install_request_metrics
-from observability.metrics import Metrics
 from rerank import Reranker
 from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
@@ -46,6 +41,11 @@ from search.cors import install_cors
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
 from settings import Settings
+from web.headers import install_api_headers
+from web.json_provider import OrjsonProvider
+from web.limits import REDIS_COOLDOWN_S, REDIS_FAILURES, OutageReporter, build_storage, install_rate_limits
+from web.metrics import Metrics
+from web.request_metrics import install_request_metrics
 from widget import widget_bp
 
 
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
     # Redis (REDIS_URL) for the rate limits and the login throttle: connected lazily, so a Redis
-    # that is down at start is an outage like any other (guard.limits), not a failed start
+    # that is down at start is an outage like any other (web.limits), not a failed start
     redis_breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis"))
     outage = OutageReporter("redis (rate limits, login throttle)", metrics.ratelimit_backend_errors.inc)
 

@@ -174,7 +174,7 @@ class Settings:
     web_workers: int = 2           # gunicorn worker processes; each holds its own index and models
     web_threads: int = 4           # threads per gunicorn worker (LLM calls wait on I/O)
     web_timeout_s: int = 120       # a worker silent this long is restarted; covers its index warm-up
-    # Prometheus multiprocess mode (observability.metrics): a directory every worker writes its
+    # Prometheus multiprocess mode (web.metrics): a directory every worker writes its
     # samples to; must be in the environment before start (prometheus_client reads it at import)
     prometheus_multiproc_dir: Path | None = None
     # admin sessions (admin/): empty SECRET_KEY = a random key per process (sessions end on
@@ -202,11 +202,11 @@ class Settings:
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
-    # Redis (guard.limits): rate limits and the login throttle shared by every worker and
+    # Redis (web.limits): rate limits and the login throttle shared by every worker and
     # host; empty = counted in each process (the embedded default, one process)
     redis_url: str = field(default="", repr=False)
     redis_key_prefix: str = "taskfinder:"
-    # per-client rate limits (guard.limits): COUNT/UNIT strings parsed into Rate, None = off
+    # per-client rate limits (web.limits): COUNT/UNIT strings parsed into Rate, None = off
     rate_limits: bool = True
     rate_limit_search: Rate | None = Rate(300, 60)
     rate_limit_events: Rate | None = Rate(600, 60)

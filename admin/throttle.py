@@ -15,7 +15,7 @@ Two windows, both LOGIN_LOCKOUT_S long:
 Unknown names are counted like real ones (the answer never says whether an account exists).
 A window empties as its failures age out of it (the lockout expires), and a successful sign-in
 empties both of its windows. With REDIS_URL the windows are shared by every worker and host;
-when Redis cannot be asked, each process counts alone (guard.limits.ResilientStorage):
+when Redis cannot be asked, each process counts alone (web.limits.ResilientStorage):
 throttled per worker, never unthrottled and never refused outright.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from limits import RateLimitItemPerSecond
 from limits.storage import Storage
 from limits.strategies import MovingWindowRateLimiter
 
-#: The scopes of the two windows (guard.limits counts both in this process while Redis is down)
+#: The scopes of the two windows (web.limits counts both in this process while Redis is down)
 #: and the `limit` label of taskfinder_ratelimited_responses_total when one refuses a sign-in.
 PAIR, ACCOUNT = "login_lockout", "login_account"
 

@@ -15,7 +15,7 @@ from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_task
 from admin.searching import ranked_tasks
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
-from guard.limits import request_client
+from web.limits import request_client
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from typing import Iterable, Mapping
 
 import jwt
 
-from infra.clients import is_trusted_proxy
+from web.clients import is_trusted_proxy
 
 MAX_TOKEN_CHARS = 4096          # refuse to decode anything bigger (cheap DoS guard)
 MAX_ROLES = 64

@@ -1,4 +1,4 @@
-"""Per-client rate limits (guard.limits, Flask-Limiter) and the login throttle (admin.throttle) on
+"""Per-client rate limits (web.limits, Flask-Limiter) and the login throttle (admin.throttle) on
 real Redis (127.0.0.1:6379, or TEST_REDIS_URL), each test under its own key prefix; API security
 headers.
 
@@ -23,9 +23,9 @@ from limits.strategies import MovingWindowRateLimiter
 
 from admin.throttle import ACCOUNT, PAIR, LoginThrottle
 from catalog.records import CaseRecord, TaskRecord
-from guard.limits import OutageReporter, ResilientStorage
+from web.limits import OutageReporter, ResilientStorage
 from infra.breaker import CircuitBreaker
-from infra.clients import client_address
+from web.clients import client_address
 from settings import Rate, Settings, SettingsError, parse_rate
 from tests.conftest import ADMIN_PASSWORD as PASSWORD, FAST_HASHER, admin_login, build_app, make_settings
 
@@ -48,7 +48,7 @@ def prefix():
 
 
 def store(prefix: str, url: str = REDIS_URL) -> ResilientStorage:
-    """The Redis storage one worker would have (guard.limits), with its own breaker and outage log."""
+    """The Redis storage one worker would have (web.limits), with its own breaker and outage log."""
     return ResilientStorage("taskfinder+" + url, key_prefix=prefix)
 
 
@@ -252,7 +252,7 @@ def test_redis_down_search_fails_open_login_falls_back_to_this_process(tmp_path,
     app = make_app(tmp_path, shared_cache_dir, REDIS_URL=DOWN_REDIS_URL, RATE_LIMIT_SEARCH="2/minute",
                    RATE_LIMIT_LOGIN="2/minute")
     client = app.test_client()
-    with caplog.at_level(logging.WARNING, logger="guard.limits"):
+    with caplog.at_level(logging.WARNING, logger="web.limits"):
         assert [search(client).status_code for _ in range(6)] == [200] * 6
         assert [admin_login(client, "eddie", "wrong password!").status_code for _ in range(2)] == [401, 401]
         assert admin_login(client, "eddie").status_code == 429
@@ -364,7 +364,7 @@ def test_api_responses_carry_strict_security_headers_pages_keep_theirs(tmp_path,
 
 
 def test_api_headers_never_replace_a_header_a_response_already_has():
-    from guard.headers import is_api_path, with_api_headers
+    from web.headers import is_api_path, with_api_headers
 
     headers = with_api_headers([("Content-Type", "application/json"), ("content-security-policy", "sandbox")])
     assert [v for n, v in headers if n.lower() == "content-security-policy"] == ["sandbox"]

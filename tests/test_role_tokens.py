@@ -9,7 +9,7 @@ import time
 import jwt
 import pytest
 
-from infra.clients import is_trusted_proxy
+from web.clients import is_trusted_proxy
 from search.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
                           sign_role_token, verify_role_token)
 from settings import Settings

@@ -8,7 +8,7 @@
 Each rule is a Flask-Limiter limit, shared by its paths (the search API and the knowledge base
 draw on one budget) and matched on the request path, not on a view, so a route added later
 under a limited path (the events API) is limited from its first request. The client is
-`infra.clients.client_address`: the TCP peer, or behind TRUSTED_PROXIES the first untrusted hop
+`web.clients.client_address`: the TCP peer, or behind TRUSTED_PROXIES the first untrusted hop
 of X-Forwarded-For. The strategy is the moving window: at most `limit` requests in any
 `window_s` span (a fixed window lets twice that through across a window boundary), and
 Retry-After is exactly when the oldest counted request leaves the window. With REDIS_URL every
@@ -39,7 +39,7 @@ from flask_limiter import Limit, Limiter, RequestLimit
 from limits.storage import MemoryStorage, MovingWindowSupport, RedisStorage, Storage, storage_from_string
 
 from infra.breaker import CircuitBreaker
-from infra.clients import client_address
+from web.clients import client_address
 from settings import Rate
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def rules_from(settings) -> tuple[Rule, ...]:
 
 
 def request_client(settings) -> str:
-    """The client of the current request (see infra.clients.client_address)."""
+    """The client of the current request (see web.clients.client_address)."""
     return client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), settings.trusted_proxies)
 
 
