@@ -27,27 +27,25 @@ from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
 from evaluation.cli import evaluate_command
-from json_provider import OrjsonProvider
-from guard.headers import install_api_headers
-from guard.limits import RateLimiter, install_rate_limits, rules_from
 from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
-from observability.http import install_request_metrics
-from observability.metrics import Metrics
 from rerank import Reranker
 from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
 from infra.cli import llm_group
-from infra.ratelimit import REDIS_COOLDOWN_S, REDIS_FAILURES, MemoryWindow, OutageReporter, RedisStore, RedisWindow, \
-    connect_redis
 from search.api import render_text, search_bp
 from search.cli import fit_command
 from search.cors import install_cors
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
 from settings import Settings
+from web.headers import install_api_headers
+from web.json_provider import OrjsonProvider
+from web.limits import REDIS_COOLDOWN_S, REDIS_FAILURES, OutageReporter, build_storage, install_rate_limits
+from web.metrics import Metrics
+from web.request_metrics import install_request_metrics
 from widget import widget_bp
 
 
@@ -79,18 +77,18 @@ def create_app(settings: Settings | None = None) -> Flask:
     search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings))
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
-    redis_store = shared_store(settings, metrics)
+    # Redis (REDIS_URL) for the rate limits and the login throttle: connected lazily, so a Redis
+    # that is down at start is an outage like any other (web.limits), not a failed start
+    redis_breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis"))
     outage = OutageReporter("redis (rate limits, login throttle)", metrics.ratelimit_backend_errors.inc)
-    limiter = RateLimiter(rules_from(settings), RedisWindow(redis_store) if redis_store else MemoryWindow(),
-                          outage=outage)
 
-    install_rate_limits(app, limiter, settings, metrics)
+    install_rate_limits(app, settings, metrics, redis_breaker, outage)
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     app.register_blueprint(widget_bp)
     init_analytics(app, settings, engine, metrics)
     install_cors(app, settings.cors_origins)
-    init_admin(app, settings, accounts, build_throttle(settings, redis_store, outage))
+    init_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
     install_api_headers(app)                # WSGI middleware around the app...
     install_request_metrics(app, metrics)   # ...and the outermost: its duration covers everything inside
     for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
@@ -105,16 +103,6 @@ def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitB
     """A circuit breaker from settings whose state shows in /metrics under `breaker=name`."""
     return CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s,
                           on_change=metrics.breaker_listener(name))
-
-
-def shared_store(settings: Settings, metrics: Metrics) -> RedisStore | None:
-    """The Redis that rate limits and the login throttle share across workers (REDIS_URL), or
-    None: every process counts alone. Connecting is lazy, so a Redis that is down at start is
-    an outage like any other (infra.ratelimit), not a failed start."""
-    if not settings.redis_url:
-        return None
-    breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis"))
-    return RedisStore(connect_redis(settings.redis_url), settings.redis_key_prefix, breaker)
 
 
 @click.command("search")

@@ -14,9 +14,43 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
 
-from infra.ratelimit import Rate, parse_rate
-
 PROJECT_ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `limit` requests per `window_s` seconds (a RATE_LIMIT_* setting)."""
+
+    limit: int
+    window_s: int
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{self.window_s}s"
+
+    @property
+    def limit_string(self) -> str:
+        """The same rate in the notation of Flask-Limiter and `limits` ("120 per 60 second")."""
+        return f"{self.limit} per {self.window_s} second"
+
+
+_RATE_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
+               "d": 86400, "day": 86400}
+_RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*([a-z]+?)s?\s*$")
+
+
+def parse_rate(text: str) -> Rate | None:
+    """`"120/minute"`, `"10/30s"`, `"1000 per hour"` -> Rate; `"off"`, `"0"` -> None (no limit).
+    ValueError with the accepted forms on anything else."""
+    cleaned = text.strip().lower()
+    if cleaned in ("off", "0", "none", "unlimited"):
+        return None
+    match = _RATE.match(cleaned)
+    if not match or match.group(3) not in _RATE_UNITS or int(match.group(1)) < 1:
+        raise ValueError(f"{text!r}: expected COUNT/UNIT (e.g. 120/minute, 10/30s, 1000/hour) or off")
+    window = int(match.group(2) or 1) * _RATE_UNITS[match.group(3)]
+    if window < 1:
+        raise ValueError(f"{text!r}: the window must be at least one second")
+    return Rate(int(match.group(1)), window)
 
 
 class SettingsError(ValueError):
@@ -141,7 +175,7 @@ class Settings:
     web_workers: int = 2           # gunicorn worker processes; each holds its own index and models
     web_threads: int = 4           # threads per gunicorn worker (LLM calls wait on I/O)
     web_timeout_s: int = 120       # a worker silent this long is restarted; covers its index warm-up
-    # Prometheus multiprocess mode (observability.metrics): a directory every worker writes its
+    # Prometheus multiprocess mode (web.metrics): a directory every worker writes its
     # samples to; must be in the environment before start (prometheus_client reads it at import)
     prometheus_multiproc_dir: Path | None = None
     # admin sessions (admin/): empty SECRET_KEY = a random key per process (sessions end on
@@ -151,9 +185,11 @@ class Settings:
     session_lifetime_s: int = 8 * 3600
     login_max_failures: int = 5
     login_lockout_s: int = 15 * 60
+    login_account_max_failures: int = 20   # failed sign-ins of one account name, from all addresses, per LOGIN_LOCKOUT_S
     # roles for the public search API (search/roles.py): empty secret = role tokens refused
     role_token_secret: str = field(default="", repr=False)
-    role_token_max_ttl_s: int = 900
+    role_token_max_ttl_s: int = 900         # the longest a role token may live (its exp - iat)
+    role_token_audience: str = "taskfinder"  # the `aud` claim every role token (a JWT) must carry
     trusted_role_header: str = "X-Taskfinder-Roles"
     trusted_proxies: tuple[str, ...] = ()
     # the demo homepage at / (widget/): a page embedding the search widget over this catalog
@@ -167,11 +203,11 @@ class Settings:
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
-    # Redis (infra.ratelimit): rate limits and the login throttle shared by every worker and
+    # Redis (web.limits): rate limits and the login throttle shared by every worker and
     # host; empty = counted in each process (the embedded default, one process)
     redis_url: str = field(default="", repr=False)
     redis_key_prefix: str = "taskfinder:"
-    # per-client rate limits (guard.limits): COUNT/UNIT strings parsed into Rate, None = off
+    # per-client rate limits (web.limits): COUNT/UNIT strings parsed into Rate, None = off
     rate_limits: bool = True
     rate_limit_search: Rate | None = Rate(300, 60)
     rate_limit_events: Rate | None = Rate(600, 60)
@@ -339,8 +375,10 @@ ENVIRONMENT = (
     ("session_lifetime_s", "SESSION_LIFETIME_S", _int(60, 7 * 24 * 3600)),
     ("login_max_failures", "LOGIN_MAX_FAILURES", _int(1, 100)),
     ("login_lockout_s", "LOGIN_LOCKOUT_S", _int(1, 24 * 3600)),
+    ("login_account_max_failures", "LOGIN_ACCOUNT_MAX_FAILURES", _int(0, 10_000)),
     ("role_token_secret", "ROLE_TOKEN_SECRET", _secret(32)),
     ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
+    ("role_token_audience", "ROLE_TOKEN_AUDIENCE", _text),
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
     ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),

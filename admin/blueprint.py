@@ -21,15 +21,16 @@ disable or a new password invalidates every open session. The cookie is HttpOnly
 Secure unless SESSION_COOKIE_SECURE=0, limited to /admin, and expires after SESSION_LIFETIME_S
 (itsdangerous checks the signed timestamp, so an old cookie is refused server-side too).
 
-CSRF: our own per-session token (`csrf_token()` in forms, or the X-CSRF-Token header for
-scripts), compared in constant time. Flask-WTF's CSRFProtect would do the same, but it protects
-the whole app (the public API has no forms and uses no cookies) and brings WTForms, which the
-admin does not otherwise need; the check here is a dozen lines, scoped to /admin, and requests
-authenticated by a bearer token are exempt because a browser never sends one on its own.
+CSRF: Flask-WTF's CSRFProtect, with its app-wide check off (WTF_CSRF_CHECK_DEFAULT=False) and
+called here instead (`csrf.protect()`), the pattern its documentation gives for a check that
+depends on the request: the public API (no cookies, no forms) is never checked, and admin
+requests authenticated by a bearer token are exempt because a browser never sends one on its
+own. Forms carry `csrf_token()` (a signed token bound to this session, valid for the session's
+life); scripts send it as the X-CSRF-Token header. Over HTTPS it also requires a same-origin
+Referer (WTF_CSRF_SSL_STRICT).
 """
 from __future__ import annotations
 
-import hmac
 import logging
 import secrets
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Flask, current_app, g, jsonify, redirect, render_template, request, session, url_for
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import LoginManager, current_user
+from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from admin.accounts import Account, AccountStore
 from admin.throttle import LoginThrottle
@@ -57,9 +59,7 @@ PUBLIC_ENDPOINTS = frozenset({"admin.login", "admin.static"})
 VIEWER_WRITES = frozenset({"admin.logout", "admin.case_preview", "admin.task_preview",
                            "admin.start_evaluation"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-CSRF_SESSION_KEY = "_csrf"
-CSRF_FORM_FIELD = "csrf_token"
-CSRF_HEADER = "X-CSRF-Token"
+csrf = CSRFProtect()
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
@@ -101,7 +101,7 @@ class AdminOnlySessionInterface(SecureCookieSessionInterface):
 
 def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle: LoginThrottle) -> None:
     """Configure sessions and Flask-Login on `app` and register the admin blueprint; `throttle`
-    counts failed logins (admin.throttle.build_throttle: in Redis or in this process)."""
+    counts failed logins (admin.throttle: in Redis or in this process)."""
     # Never a hard-coded key (anyone could forge a session); without SECRET_KEY, a random one.
     app.secret_key = settings.secret_key or secrets.token_urlsafe(48)
     app.config.update(
@@ -114,7 +114,10 @@ def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle:
         REMEMBER_COOKIE_SECURE=settings.session_cookie_secure,  # never issued, but never weak either
         REMEMBER_COOKIE_HTTPONLY=True,
         REMEMBER_COOKIE_SAMESITE="Lax",
+        WTF_CSRF_CHECK_DEFAULT=False,                     # enforce_policy calls csrf.protect() itself
+        WTF_CSRF_TIME_LIMIT=settings.session_lifetime_s,  # a page stays usable as long as its session
     )
+    csrf.init_app(app)
     login_manager = LoginManager()
     login_manager.session_protection = "basic"
     login_manager.user_loader(accounts.session_user)
@@ -164,8 +167,11 @@ def enforce_policy():
         return None
     if request.endpoint not in PUBLIC_ENDPOINTS | VIEWER_WRITES and not user.can_write:
         return refuse(403, "this needs the editor role")
-    if how != "token" and not csrf_valid():
-        return refuse(400, "missing or invalid CSRF token; reload the page and try again")
+    if how != "token":
+        try:
+            csrf.protect()
+        except CSRFError as exc:
+            return refuse(400, f"missing or invalid CSRF token ({exc.description}); reload the page and try again")
     return None
 
 
@@ -194,24 +200,9 @@ def security_headers(response):
     return response
 
 
-# -- CSRF ----------------------------------------------------------------------------------
-def csrf_token() -> str:
-    """This session's CSRF token (created on first use; a new one after each login)."""
-    token = session.get(CSRF_SESSION_KEY)
-    if not token:
-        token = session[CSRF_SESSION_KEY] = secrets.token_urlsafe(32)
-    return token
-
-
-def csrf_valid() -> bool:
-    expected = session.get(CSRF_SESSION_KEY)
-    given = request.form.get(CSRF_FORM_FIELD) or request.headers.get(CSRF_HEADER) or ""
-    return bool(expected) and hmac.compare_digest(expected.encode(), given.encode())
-
-
 @admin_bp.context_processor
 def template_helpers() -> dict:
-    return {"csrf_token": csrf_token, "admin_user": g.get("admin_user")}
+    return {"admin_user": g.get("admin_user")}   # csrf_token(): CSRFProtect registers it
 
 
 def safe_next(target: str | None) -> str:

@@ -141,7 +141,7 @@ def tokens_role_token(roles: tuple[str, ...], ttl: int):
         granted = valid_roles(r.strip() for item in roles for r in item.split(",") if r.strip())
     except InvalidRoleToken as exc:
         raise click.BadParameter(str(exc), param_hint="--roles") from exc
-    click.echo(sign_role_token(settings.role_token_secret, granted, ttl))
+    click.echo(sign_role_token(settings.role_token_secret, granted, ttl, audience=settings.role_token_audience))
 
 
 COMMANDS = (users_group, tokens_group)

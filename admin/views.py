@@ -13,10 +13,9 @@ from flask_login import login_user, logout_user
 from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
 from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
 from admin.searching import ranked_tasks
-from admin.throttle import throttle_key
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
-from guard.limits import request_client
+from web.limits import request_client
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +39,18 @@ def login():
             return redirect(safe_next(request.args.get("next")))
         return render_template("admin/login.html", next=request.args.get("next", ""))
     name, password = request.form.get("username", ""), request.form.get("password", "")
-    key, throttle = throttle_key(name, request_client(current_app.config["SETTINGS"])), admin_state().throttle
-    wait = throttle.locked_for(key)
-    if wait:
-        current_app.extensions["taskfinder"].metrics.ratelimited.labels("login_lockout").inc()
-        minutes = max(1, round(wait / 60))
+    address, throttle = request_client(current_app.config["SETTINGS"]), admin_state().throttle
+    lockout = throttle.locked_for(name, address)
+    if lockout.seconds:
+        current_app.extensions["taskfinder"].metrics.ratelimited.labels(lockout.window).inc()
+        minutes = max(1, round(lockout.seconds / 60))
         return _login_form(f"Too many failed sign-ins. Try again in about {minutes} minute(s).", 429)
     user = accounts().authenticate(name, password)
     if user is None:
-        throttle.failed(key)
+        throttle.failed(name, address)
         log.info("admin login failed for %r from %s", name[:64], request.remote_addr)
         return _login_form(LOGIN_FAILED, 401)
-    throttle.succeeded(key)
+    throttle.succeeded(name, address)
     session.clear()  # nothing from before sign-in survives it (a new CSRF token, no fixation)
     login_user(user)
     session.permanent = True  # expires after SESSION_LIFETIME_S

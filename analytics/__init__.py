@@ -20,7 +20,7 @@ from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in 
 from analytics.api import EXTENSION, analytics_recorder, events_bp
 from analytics.recorder import AnalyticsRecorder
 from analytics.store import AnalyticsStore
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from settings import Settings
 
 __all__ = ["analytics_recorder", "init_analytics"]

@@ -26,7 +26,7 @@ from catalog.db import make_engine, upgrade
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore
 from kb.enrich import catalog_enrichment
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from search.fitting import cases_digest
 from search.ranker import RankerParams
 from search.service import SearchService

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from observability import multiprocess  # noqa: E402
+from web import multiprocess  # noqa: E402
 from settings import Settings  # noqa: E402
 
 _settings = Settings.from_env()

@@ -162,7 +162,7 @@ def readyz():
 
 @search_bp.get("/metrics")
 def metrics():
-    """Prometheus text format: all workers' samples in multiprocess mode (observability.metrics)."""
+    """Prometheus text format: all workers' samples in multiprocess mode (web.metrics)."""
     return Response(services().metrics.exposition(), mimetype=CONTENT_TYPE_LATEST)
 
 
@@ -196,7 +196,7 @@ def method_not_allowed(_error):
 def internal_error(_error):
     """Any unhandled exception: a JSON body without the exception or a stack trace (those can
     carry queries, SQL or paths; Flask has already logged them with the traceback). The request
-    metrics (observability.http) count it with status 500, like every other response."""
+    metrics (web.request_metrics) count it with status 500, like every other response."""
     return jsonify({"error": "internal server error"}), 500
 
 

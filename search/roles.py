@@ -3,16 +3,17 @@
 Restricted tasks (a task with `roles`) are shown only to callers whose roles are *verified*,
 by one of two means a host platform chooses between:
 
-1. A signed role token, sent as `Authorization: Bearer <token>` or `?role_token=<token>`:
+1. A signed role token, sent as `Authorization: Bearer <token>` or `?role_token=<token>`: a JSON
+   Web Token (RFC 7519) signed with HS256 (HMAC-SHA256) under ROLE_TOKEN_SECRET, whose claims are
 
-       token   = base64url(payload) + "." + base64url(HMAC-SHA256(ROLE_TOKEN_SECRET, base64url(payload)))
-       payload = JSON object {"roles": ["fiscal", ...], "exp": <unix seconds>}
+       {"roles": ["fiscal", ...], "iat": <unix seconds>, "exp": <unix seconds>, "aud": ROLE_TOKEN_AUDIENCE}
 
-   base64url is RFC 4648 section 5 without "=" padding; the MAC covers the payload *segment*
-   exactly as sent (its ASCII bytes), so no JSON canonicalisation is needed. A token is valid
-   while now <= exp, and only if exp is at most ROLE_TOKEN_MAX_TTL_S in the future: hosts
+   all four required. PyJWT verifies it with the algorithm pinned to HS256 (`alg: none` or any
+   other algorithm is refused), the audience checked and the claims required; we add that the
+   token lives at most ROLE_TOKEN_MAX_TTL_S (exp - iat) and was not issued in the future: hosts
    mint a short-lived token per user session or page load, and a leaked token dies quickly.
-   `sign_role_token` is the reference implementation (and `python app.py tokens role-token`).
+   Any JWT library mints one (docs/role-tokens.md: Python, Node, Java); `sign_role_token` is
+   ours (and `python app.py tokens role-token`).
 
 2. A header set by a trusted reverse proxy (TRUSTED_ROLE_HEADER, e.g. `X-Taskfinder-Roles:
    fiscal,director`), honoured only when the TCP peer (`remote_addr`) is in TRUSTED_PROXIES.
@@ -25,22 +26,22 @@ caller, who gets a generic note; hosts debug with `verify_role_token` on their s
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
-import json
 import re
 import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from infra.clients import is_trusted_proxy
+import jwt
+
+from web.clients import is_trusted_proxy
 
 MAX_TOKEN_CHARS = 4096          # refuse to decode anything bigger (cheap DoS guard)
 MAX_ROLES = 64
 ROLE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 CLOCK_SKEW_S = 30               # tolerated clock difference between the host and us
+ALGORITHMS = ["HS256"]          # pinned: a token naming any other algorithm (or none) is refused
+DEFAULT_AUDIENCE = "taskfinder"  # ROLE_TOKEN_AUDIENCE's default
+REQUIRED_CLAIMS = {"roles": "a roles list", "exp": "an integer exp", "iat": "an integer iat", "aud": "an aud"}
 
 NONE, VERIFIED, REJECTED = "none", "verified", "rejected"
 
@@ -60,23 +61,6 @@ class Access:
 ANONYMOUS = Access()
 
 
-def _b64encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _b64decode(text: str) -> bytes:
-    if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
-        raise InvalidRoleToken("not base64url")
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidRoleToken("not base64url") from exc
-
-
-def _mac(secret: str, payload_segment: str) -> bytes:
-    return hmac.new(secret.encode("utf-8"), payload_segment.encode("ascii"), hashlib.sha256).digest()
-
-
 def valid_roles(roles: Iterable[str]) -> frozenset[str]:
     """The roles as a set, or InvalidRoleToken if any is not a short plain identifier."""
     roles = list(roles)
@@ -85,43 +69,69 @@ def valid_roles(roles: Iterable[str]) -> frozenset[str]:
     return frozenset(roles)
 
 
-def sign_role_token(secret: str, roles: Iterable[str], ttl_s: int, now: float | None = None) -> str:
-    """A token granting `roles` for `ttl_s` seconds (the format is in the module docstring)."""
+def sign_role_token(secret: str, roles: Iterable[str], ttl_s: int, now: float | None = None,
+                    audience: str = DEFAULT_AUDIENCE) -> str:
+    """A JWT (HS256) granting `roles` for `ttl_s` seconds (the claims are in the module docstring)."""
     if not secret:
         raise ValueError("ROLE_TOKEN_SECRET is not set")
-    exp = int((time.time() if now is None else now) + ttl_s)
-    payload = json.dumps({"roles": sorted(valid_roles(roles)), "exp": exp}, separators=(",", ":"))
-    segment = _b64encode(payload.encode("utf-8"))
-    return f"{segment}.{_b64encode(_mac(secret, segment))}"
+    issued = int(time.time() if now is None else now)
+    claims = {"roles": sorted(valid_roles(roles)), "iat": issued, "exp": issued + int(ttl_s), "aud": audience}
+    return jwt.encode(claims, secret, algorithm=ALGORITHMS[0])
 
 
-def verify_role_token(secret: str, token: str, max_ttl_s: int, now: float | None = None) -> frozenset[str]:
+def _claims(secret: str, token: str, audience: str, check_clock: bool) -> dict:
+    """The claims of a token PyJWT accepts (signature, algorithm, audience, required claims, and
+    exp/iat against the clock when `check_clock`), or InvalidRoleToken saying why not."""
+    clock = {"verify_exp": check_clock, "verify_iat": check_clock, "verify_nbf": check_clock}
+    try:
+        return jwt.decode(token, secret, algorithms=ALGORITHMS, audience=audience, leeway=CLOCK_SKEW_S,
+                          options={"require": list(REQUIRED_CLAIMS), **clock})
+    except jwt.MissingRequiredClaimError as exc:
+        raise InvalidRoleToken(f"payload needs {REQUIRED_CLAIMS.get(exc.claim, exc.claim)}") from exc
+    except jwt.InvalidAlgorithmError as exc:
+        raise InvalidRoleToken(f"algorithm not allowed (only {ALGORITHMS})") from exc
+    except jwt.InvalidSignatureError as exc:
+        raise InvalidRoleToken("bad signature") from exc
+    except jwt.InvalidAudienceError as exc:
+        raise InvalidRoleToken(f"wrong audience (expected {audience!r})") from exc
+    except jwt.ExpiredSignatureError as exc:
+        raise InvalidRoleToken("expired") from exc
+    except jwt.ImmatureSignatureError as exc:
+        raise InvalidRoleToken("issued in the future") from exc
+    except jwt.DecodeError as exc:
+        if "payload" in str(exc):
+            raise InvalidRoleToken("payload must be a JSON object with a roles list") from exc
+        raise InvalidRoleToken(f"malformed token (a JWT is three base64url segments): {exc}") from exc
+    except jwt.InvalidTokenError as exc:
+        raise InvalidRoleToken(f"invalid token: {exc}") from exc
+
+
+def verify_role_token(secret: str, token: str, max_ttl_s: int, now: float | None = None,
+                      audience: str = DEFAULT_AUDIENCE) -> frozenset[str]:
     """The roles a token grants, or InvalidRoleToken saying why not.
 
-    Order matters: the MAC is checked (in constant time) before the payload is parsed, so
-    nothing an attacker wrote is interpreted unless it was signed with our secret."""
+    PyJWT checks the signature (before it interprets anything an attacker wrote), the pinned
+    algorithm, the audience and the required claims; then the claims' types, the lifetime
+    (exp - iat <= max_ttl_s) and the times against `now` (the clock, or a given instant)."""
     if not secret:
         raise InvalidRoleToken("role tokens are not configured (ROLE_TOKEN_SECRET)")
-    if len(token) > MAX_TOKEN_CHARS or token.count(".") != 1:
-        raise InvalidRoleToken("malformed token")
-    segment, signature = token.split(".")
-    if not hmac.compare_digest(_b64decode(signature), _mac(secret, segment)):
-        raise InvalidRoleToken("bad signature")
-    try:
-        payload = json.loads(_b64decode(segment))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRoleToken("payload is not JSON") from exc
-    if not isinstance(payload, dict) or not isinstance(payload.get("roles"), list):
+    if len(token) > MAX_TOKEN_CHARS:
+        raise InvalidRoleToken("malformed token (too long)")
+    claims = _claims(secret, token, audience, check_clock=now is None)
+    if not isinstance(claims["roles"], list):
         raise InvalidRoleToken("payload needs a roles list")
-    exp = payload.get("exp")
-    if isinstance(exp, bool) or not isinstance(exp, int):
-        raise InvalidRoleToken("payload needs an integer exp")
+    for name in ("exp", "iat"):
+        if isinstance(claims[name], bool) or not isinstance(claims[name], int):
+            raise InvalidRoleToken(f"payload needs {REQUIRED_CLAIMS[name]}")
+    exp, issued = claims["exp"], claims["iat"]
     now = time.time() if now is None else now
     if now > exp + CLOCK_SKEW_S:
         raise InvalidRoleToken("expired")
-    if exp - now > max_ttl_s + CLOCK_SKEW_S:
-        raise InvalidRoleToken(f"lives longer than ROLE_TOKEN_MAX_TTL_S={max_ttl_s}")
-    return valid_roles(payload["roles"])
+    if issued > now + CLOCK_SKEW_S:
+        raise InvalidRoleToken("issued in the future")
+    if exp - issued > max_ttl_s:
+        raise InvalidRoleToken(f"lives longer than ROLE_TOKEN_MAX_TTL_S={max_ttl_s} (exp - iat = {exp - issued} s)")
+    return valid_roles(claims["roles"])
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -141,12 +151,14 @@ def resolve_access(settings, headers: Mapping[str, str], args: Mapping[str, str]
                    remote_addr: str | None, now: float | None = None) -> Access:
     """The caller's verified roles from a request's headers, query and peer address.
 
-    `settings` provides role_token_secret, role_token_max_ttl_s, trusted_role_header and
+    `settings` provides role_token_secret, role_token_max_ttl_s, role_token_audience,
+    trusted_role_header and
     trusted_proxies. Never raises on bad input: a bad credential is `REJECTED`, no roles."""
     token = bearer_token(headers.get("Authorization")) or (args.get("role_token") or None)
     if token is not None:
         try:
-            roles = verify_role_token(settings.role_token_secret, token, settings.role_token_max_ttl_s, now)
+            roles = verify_role_token(settings.role_token_secret, token, settings.role_token_max_ttl_s, now,
+                                      settings.role_token_audience)
         except InvalidRoleToken:
             return Access(credential=REJECTED)
         return Access(roles, VERIFIED)

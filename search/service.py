@@ -21,7 +21,7 @@ from typing import Callable, Collection, Protocol, Sequence
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import printable, query_problem
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from search.answer import Answer
 from search.answer_cache import AnswerCache

@@ -4,7 +4,11 @@ import logging
 
 import pytest
 
-from admin.throttle import MemoryThrottle, throttle_key
+import time
+
+from limits.storage import MemoryStorage
+
+from admin.throttle import LoginThrottle
 from tests.conftest import XSS_TASK_ID, admin_login, csrf_from, signed_in
 
 
@@ -79,29 +83,31 @@ def test_repeated_failures_lock_out_that_name_from_that_address(admin_app):
 
 
 def test_the_throttle_forgets_after_its_window_and_after_a_success():
-    now = [0.0]
-    throttle = MemoryThrottle(max_failures=3, window_s=60, clock=lambda: now[0])
-    key = throttle_key("Eddie ", "192.0.2.1")
-    assert key == throttle_key("eddie", "192.0.2.1")
+    throttle = LoginThrottle(MemoryStorage(), max_failures=3, window_s=1)
     for _ in range(3):
-        throttle.failed(key)
-    assert throttle.locked_for(key) == 60
-    now[0] = 61
-    assert throttle.locked_for(key) == 0
-    throttle.failed(key)
-    assert throttle.locked_for(key) == 0  # a fresh window
-    throttle.failed(key)
-    throttle.succeeded(key)
-    throttle.failed(key)
-    throttle.failed(key)
-    assert throttle.locked_for(key) == 0
+        throttle.failed("Eddie ", "192.0.2.1")
+    assert throttle.locked_for("eddie", "192.0.2.1").seconds == 1   # the name is normalised
+    time.sleep(1.1)
+    assert throttle.locked_for("eddie", "192.0.2.1").seconds == 0
+    throttle.failed("eddie", "192.0.2.1")
+    assert throttle.locked_for("eddie", "192.0.2.1").seconds == 0  # the old failures left the window
+    throttle.failed("eddie", "192.0.2.1")
+    throttle.succeeded("eddie", "192.0.2.1")
+    throttle.failed("eddie", "192.0.2.1")
+    throttle.failed("eddie", "192.0.2.1")
+    assert throttle.locked_for("eddie", "192.0.2.1").seconds == 0
 
 
-def test_the_throttle_tracks_a_bounded_number_of_keys():
-    throttle = MemoryThrottle(max_failures=3, window_s=60, clock=lambda: 0.0, max_keys=10)
+def test_the_throttle_drops_failures_past_its_window_as_new_ones_arrive():
+    storage = MemoryStorage()
+    throttle = LoginThrottle(storage, max_failures=3, window_s=1)
     for i in range(100):
-        throttle.failed(f"user{i}|addr")
-    assert len(throttle._failures) <= 10
+        throttle.failed(f"user{i}", "addr")
+    assert sum(len(entries) for entries in storage.events.values()) == 100
+    time.sleep(1.1)
+    throttle.failed("someone", "addr")
+    time.sleep(0.1)   # limits' MemoryStorage expires entries on a timer started by each new one
+    assert sum(len(entries) for entries in storage.events.values()) == 1
 
 
 def test_logout_needs_csrf_and_ends_the_session(admin_app):

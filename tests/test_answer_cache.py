@@ -6,7 +6,7 @@ import pytest
 
 import search.service
 from catalog.records import TaskRecord
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from search.answer_cache import AnswerCache
 from search.embeddings import EmbeddingUnavailable
 from search.service import SearchService

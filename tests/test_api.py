@@ -5,7 +5,7 @@ import os
 import pytest
 
 from catalog.records import CaseRecord
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from search.service import SearchService
 from tests.conftest import build_app, make_settings
 

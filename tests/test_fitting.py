@@ -10,7 +10,7 @@ import pytest
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon, pin_key
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from search import prototypes
 from search.confidence import AbstentionModel, assess, skip_rerank
 from search.exemplars import build_exemplars

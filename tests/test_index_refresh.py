@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from catalog.records import TaskRecord
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from search.service import SearchService
 
 TASKS = [

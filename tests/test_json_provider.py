@@ -1,4 +1,4 @@
-"""The app's JSON encoder (json_provider.OrjsonProvider): the same documents as Flask's
+"""The app's JSON encoder (web.json_provider.OrjsonProvider): the same documents as Flask's
 standard-library encoder, faster; what orjson cannot encode falls back instead of failing."""
 import dataclasses
 import datetime
@@ -9,7 +9,7 @@ from decimal import Decimal
 import numpy as np
 from flask import Flask, jsonify
 
-from json_provider import OrjsonProvider
+from web.json_provider import OrjsonProvider
 
 
 def app_with_provider(sort_keys: bool = False) -> Flask:

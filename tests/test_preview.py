@@ -13,7 +13,7 @@ from flask import render_template
 from catalog.records import CaseRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import stem, words
-from observability.metrics import Metrics
+from web.metrics import Metrics
 from search.index import analyse_tasks, build_index
 from search.preview import preview_change
 from search.service import SearchService

@@ -1,8 +1,10 @@
-"""Per-client rate limits (guard.limits) and the login throttle (admin.throttle) on real Redis
-(127.0.0.1:6379, or TEST_REDIS_URL), each test under its own key prefix; API security headers.
+"""Per-client rate limits (web.limits, Flask-Limiter) and the login throttle (admin.throttle) on
+real Redis (127.0.0.1:6379, or TEST_REDIS_URL), each test under its own key prefix; API security
+headers.
 
 "Two workers" are two apps built from the same settings: separate processes' worth of state
-(their own MemoryWindow, throttle, Redis connection), sharing only Redis, as gunicorn workers do.
+(their own in-process counters, throttle, Redis connection), sharing only Redis, as gunicorn
+workers do.
 """
 from __future__ import annotations
 
@@ -15,11 +17,16 @@ import uuid
 import pytest
 import redis as redis_lib
 
-from admin.throttle import MemoryThrottle, RedisThrottle, throttle_key
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+
+from admin.throttle import ACCOUNT, PAIR, LoginThrottle
 from catalog.records import CaseRecord, TaskRecord
-from infra.clients import client_address
-from infra.ratelimit import BackendUnavailable, MemoryWindow, Rate, RedisStore, RedisWindow, connect_redis, parse_rate
-from settings import Settings, SettingsError
+from web.limits import OutageReporter, ResilientStorage
+from infra.breaker import CircuitBreaker
+from web.clients import client_address
+from settings import Rate, Settings, SettingsError, parse_rate
 from tests.conftest import ADMIN_PASSWORD as PASSWORD, FAST_HASHER, admin_login, build_app, make_settings
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -40,8 +47,17 @@ def prefix():
         client.delete(*keys)
 
 
-def store(prefix: str) -> RedisStore:
-    return RedisStore(connect_redis(REDIS_URL), prefix)
+def store(prefix: str, url: str = REDIS_URL) -> ResilientStorage:
+    """The Redis storage one worker would have (web.limits), with its own breaker and outage log."""
+    return ResilientStorage("taskfinder+" + url, key_prefix=prefix)
+
+
+def window(storage) -> MovingWindowRateLimiter:
+    return MovingWindowRateLimiter(storage)
+
+
+def per_s(rate: Rate):
+    return RateLimitItemPerSecond(rate.limit, rate.window_s)
 
 
 def make_app(tmp_path, shared_cache_dir, **env):
@@ -110,42 +126,55 @@ def test_the_client_is_the_first_untrusted_hop(peer, forwarded, client):
 
 # -- the counters ----------------------------------------------------------------------------
 def test_a_redis_window_is_shared_by_every_client_of_the_same_redis(prefix):
-    worker_a, worker_b = RedisWindow(store(prefix)), RedisWindow(store(prefix))
-    rate = Rate(3, 60)
-    decisions = [worker.hit("search:x", rate) for worker in (worker_a, worker_b, worker_a, worker_b)]
-    assert [d.allowed for d in decisions] == [True, True, True, False]
-    assert [d.remaining for d in decisions[:3]] == [2, 1, 0]
-    assert 55 <= decisions[3].retry_after_s <= 60
-    assert worker_b.hit("search:y", rate).allowed  # another client has its own count
+    worker_a, worker_b = window(store(prefix)), window(store(prefix))
+    rate = per_s(Rate(3, 60))
+    decisions = [worker.hit(rate, "x", "search") for worker in (worker_a, worker_b, worker_a, worker_b)]
+    assert decisions == [True, True, True, False]
+    stats = worker_a.get_window_stats(rate, "x", "search")
+    assert stats.remaining == 0 and 55 <= stats.reset_time - time.time() <= 60
+    assert worker_b.hit(rate, "y", "search")  # another client has its own count
 
 
 def test_a_refused_hit_is_not_counted_and_the_window_reopens(prefix):
-    window = RedisWindow(store(prefix))
-    rate = Rate(2, 1)
-    assert [window.hit("k", rate).allowed for _ in range(5)] == [True, True, False, False, False]
+    limiter = window(store(prefix))
+    rate = per_s(Rate(2, 1))
+    assert [limiter.hit(rate, "k", "search") for _ in range(5)] == [True, True, False, False, False]
     time.sleep(1.1)
-    assert [window.hit("k", rate).allowed for _ in range(3)] == [True, True, False]
+    assert [limiter.hit(rate, "k", "search") for _ in range(3)] == [True, True, False]
 
 
 def test_the_memory_window_follows_the_same_rule():
-    now = [0.0]
-    window = MemoryWindow(clock=lambda: now[0])
-    rate = Rate(2, 10)
-    assert [window.hit("k", rate).allowed for _ in range(3)] == [True, True, False]
-    now[0] = 4.2
-    assert window.hit("k", rate).retry_after_s == 6
-    now[0] = 10.0
-    assert window.hit("k", rate).allowed
+    limiter = window(MemoryStorage())
+    rate = per_s(Rate(2, 10))
+    assert [limiter.hit(rate, "k", "search") for _ in range(3)] == [True, True, False]
+    assert 9 <= limiter.get_window_stats(rate, "k", "search").reset_time - time.time() <= 10
 
 
-def test_a_redis_that_is_down_raises_then_is_not_asked_for_a_while():
-    down = RedisStore(connect_redis(DOWN_REDIS_URL), "x:")
-    window = RedisWindow(down)
-    for _ in range(3):
-        with pytest.raises(BackendUnavailable, match="ConnectionError"):
-            window.hit("k", Rate(1, 60))
-    with pytest.raises(BackendUnavailable, match="circuit open"):
-        window.hit("k", Rate(1, 60))
+def test_the_window_moves_a_fixed_window_would_let_twice_the_limit_through(prefix):
+    """2 per second, hits at 0 s and 0.9 s: at 1.1 s a fixed window (opened at 0 s) has reopened
+    and lets two more through (four within 0.2 s); the moving window still holds the 0.9 s hit
+    and lets one through."""
+    limiter = window(store(prefix))
+    rate = per_s(Rate(2, 1))
+    assert limiter.hit(rate, "k", "search")
+    time.sleep(0.9)
+    assert limiter.hit(rate, "k", "search")
+    time.sleep(0.2)
+    assert [limiter.hit(rate, "k", "search") for _ in range(2)] == [True, False]
+
+
+def test_a_redis_that_is_down_fails_open_or_counts_here_then_is_not_asked_for_a_while():
+    errors = []
+    breaker = CircuitBreaker(3, 60)
+    down = ResilientStorage("taskfinder+" + DOWN_REDIS_URL, breaker=breaker,
+                            outage=OutageReporter("redis", lambda: errors.append(1)))
+    limiter, rate = window(down), per_s(Rate(1, 60))
+    assert [limiter.hit(rate, "k", "search") for _ in range(3)] == [True] * 3   # fail open
+    assert breaker.state == "open" and len(errors) == 3
+    started = time.perf_counter()
+    assert [limiter.hit(rate, "k", "login") for _ in range(2)] == [True, False]  # counted in this process
+    assert time.perf_counter() - started < 0.1   # the open breaker does not wait for Redis
+    assert len(errors) == 5
 
 
 # -- the HTTP API ----------------------------------------------------------------------------
@@ -224,7 +253,7 @@ def test_redis_down_search_fails_open_login_falls_back_to_this_process(tmp_path,
     app = make_app(tmp_path, shared_cache_dir, REDIS_URL=DOWN_REDIS_URL, RATE_LIMIT_SEARCH="2/minute",
                    RATE_LIMIT_LOGIN="2/minute")
     client = app.test_client()
-    with caplog.at_level(logging.WARNING, logger="infra.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="web.limits"):
         assert [search(client).status_code for _ in range(6)] == [200] * 6
         assert [admin_login(client, "eddie", "wrong password!").status_code for _ in range(2)] == [401, 401]
         assert admin_login(client, "eddie").status_code == 429
@@ -236,36 +265,50 @@ def test_redis_down_search_fails_open_login_falls_back_to_this_process(tmp_path,
 
 # -- the login throttle ----------------------------------------------------------------------
 def test_the_redis_throttle_locks_a_key_for_every_worker(prefix):
-    worker_a = RedisThrottle(store(prefix), 3, 60, MemoryThrottle(3, 60))
-    worker_b = RedisThrottle(store(prefix), 3, 60, MemoryThrottle(3, 60))
-    key = throttle_key("eddie", "192.0.2.7")
-    worker_a.failed(key)
-    worker_b.failed(key)
-    assert worker_a.locked_for(key) == 0
-    worker_a.failed(key)
-    assert 59 < worker_b.locked_for(key) <= 60
-    assert worker_a.locked_for(throttle_key("eddie", "192.0.2.8")) == 0
-    worker_b.succeeded(key)
-    assert worker_a.locked_for(key) == 0
+    worker_a, worker_b = LoginThrottle(store(prefix), 3, 60), LoginThrottle(store(prefix), 3, 60)
+    worker_a.failed("eddie", "192.0.2.7")
+    worker_b.failed("eddie", "192.0.2.7")
+    assert worker_a.locked_for("eddie", "192.0.2.7").seconds == 0
+    worker_a.failed("eddie", "192.0.2.7")
+    lockout = worker_b.locked_for("eddie", "192.0.2.7")
+    assert 59 <= lockout.seconds <= 60 and lockout.window == PAIR
+    assert worker_a.locked_for("eddie", "192.0.2.8").seconds == 0
+    worker_b.succeeded("eddie", "192.0.2.7")
+    assert worker_a.locked_for("eddie", "192.0.2.7").seconds == 0
 
 
 def test_the_redis_throttle_forgets_after_its_window(prefix):
-    throttle = RedisThrottle(store(prefix), 2, 0.5, MemoryThrottle(2, 0.5))
-    throttle.failed("k")
-    time.sleep(0.6)
-    throttle.failed("k")  # the first failure has expired: a fresh window
-    assert throttle.locked_for("k") == 0
-    throttle.failed("k")
-    assert throttle.locked_for("k") > 0
-    time.sleep(0.6)
-    assert throttle.locked_for("k") == 0
+    throttle = LoginThrottle(store(prefix), 2, 1)
+    throttle.failed("k", "a")
+    time.sleep(1.1)
+    throttle.failed("k", "a")  # the first failure has left the window
+    assert throttle.locked_for("k", "a").seconds == 0
+    throttle.failed("k", "a")
+    assert throttle.locked_for("k", "a").seconds > 0
+    time.sleep(1.1)
+    assert throttle.locked_for("k", "a").seconds == 0
 
 
 def test_the_redis_throttle_falls_back_to_this_process_when_redis_is_down():
-    throttle = RedisThrottle(RedisStore(connect_redis(DOWN_REDIS_URL), "x:"), 2, 60, MemoryThrottle(2, 60))
-    throttle.failed("k")
-    throttle.failed("k")
-    assert 59 < throttle.locked_for("k") <= 60  # never unthrottled, never refused outright
+    throttle = LoginThrottle(store("x:", DOWN_REDIS_URL), 2, 60)
+    throttle.failed("k", "a")
+    throttle.failed("k", "a")
+    assert 59 <= throttle.locked_for("k", "a").seconds <= 60  # never unthrottled, never refused outright
+
+
+def test_one_account_guessed_from_many_addresses_is_slowed(prefix):
+    """LOGIN_ACCOUNT_MAX_FAILURES failures of one name, each from another address, lock that
+    name everywhere (also the right password from a fresh address); other names are free;
+    a success empties the window."""
+    worker_a, worker_b = LoginThrottle(store(prefix), 5, 60, 3), LoginThrottle(store(prefix), 5, 60, 3)
+    for i, worker in enumerate((worker_a, worker_b, worker_a)):
+        assert worker.locked_for("Eddie", f"198.51.100.{i}").seconds == 0
+        worker.failed("Eddie", f"198.51.100.{i}")
+    lockout = worker_b.locked_for("eddie ", "203.0.113.50")
+    assert lockout.window == ACCOUNT and 59 <= lockout.seconds <= 60
+    assert worker_a.locked_for("vera", "198.51.100.1").seconds == 0
+    worker_a.succeeded("eddie", "198.51.100.9")
+    assert worker_b.locked_for("eddie", "203.0.113.50").seconds == 0
 
 
 def test_failed_logins_on_two_workers_lock_the_user_out_of_both(tmp_path, shared_cache_dir, prefix):
@@ -278,6 +321,24 @@ def test_failed_logins_on_two_workers_lock_the_user_out_of_both(tmp_path, shared
         locked = admin_login(client, "eddie", address="192.0.2.7")
         assert locked.status_code == 429 and "Too many failed sign-ins" in locked.get_data(as_text=True)
     assert admin_login(a, "eddie", address="192.0.2.8").status_code == 302
+
+
+def test_guessing_one_account_from_many_addresses_locks_that_account(tmp_path, shared_cache_dir, prefix):
+    """Issue 17 item 8: the per-(name, address) lockout alone lets a guesser with many addresses
+    try forever; LOGIN_ACCOUNT_MAX_FAILURES failures of one name lock it on every worker."""
+    env = {"REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix, "LOGIN_MAX_FAILURES": "5",
+           "LOGIN_ACCOUNT_MAX_FAILURES": "3", "RATE_LIMIT_LOGIN": "off"}
+    app_a = make_app(tmp_path / "a", shared_cache_dir, **env)
+    a, b = app_a.test_client(), make_app(tmp_path / "b", shared_cache_dir, **env).test_client()
+    for i, client in enumerate((a, b, a)):
+        assert admin_login(client, "eddie", "wrong password!", address=f"198.51.100.{i}").status_code == 401
+    for client in (a, b):   # the right password, from an address that never failed
+        locked = admin_login(client, "eddie", address="203.0.113.77")
+        assert locked.status_code == 429 and "Too many failed sign-ins" in locked.get_data(as_text=True)
+    assert metric(app_a, "taskfinder_ratelimited_responses_total", limit="login_account") == 1
+    accounts = app_a.extensions["taskfinder"].accounts
+    accounts.create_user("vera", PASSWORD, "viewer", actor="cli:test")
+    assert admin_login(a, "vera", address="203.0.113.77").status_code == 302   # another account is free
 
 
 # -- security headers ------------------------------------------------------------------------
@@ -304,7 +365,7 @@ def test_api_responses_carry_strict_security_headers_pages_keep_theirs(tmp_path,
 
 
 def test_api_headers_never_replace_a_header_a_response_already_has():
-    from guard.headers import is_api_path, with_api_headers
+    from web.headers import is_api_path, with_api_headers
 
     headers = with_api_headers([("Content-Type", "application/json"), ("content-security-policy", "sandbox")])
     assert [v for n, v in headers if n.lower() == "content-security-policy"] == ["sandbox"]

@@ -1,14 +1,15 @@
-"""Verified roles for /api/search (search/roles.py): the signed token format, the trusted proxy
-header, and what the API shows with a valid, forged, expired or malformed credential."""
+"""Verified roles for /api/search (search/roles.py): the signed token format (a JWT, HS256), the
+trusted proxy header, and what the API shows with a valid, forged, expired or malformed credential."""
 import base64
 import hashlib
 import hmac
 import json
 import time
 
+import jwt
 import pytest
 
-from infra.clients import is_trusted_proxy
+from web.clients import is_trusted_proxy
 from search.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
                           sign_role_token, verify_role_token)
 from settings import Settings
@@ -23,18 +24,31 @@ def b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def handmade(payload, secret=SECRET) -> str:
-    """A token built from the documented format alone, as a host platform would."""
-    segment = b64(json.dumps(payload).encode())
-    return f"{segment}.{b64(hmac.new(secret.encode(), segment.encode(), hashlib.sha256).digest())}"
+AUD = "taskfinder"
+HEADER = {"alg": "HS256", "typ": "JWT"}
+
+
+def signed(header: dict, payload_segment: str, secret=SECRET) -> str:
+    """header.payload.signature, the signature an HMAC-SHA256 over the first two segments (RFC 7515)."""
+    signing_input = f"{b64(json.dumps(header).encode())}.{payload_segment}"
+    return f"{signing_input}.{b64(hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest())}"
+
+
+def handmade(payload, secret=SECRET, header=HEADER) -> str:
+    """A JWT built from the documented format alone with the standard library, as a host platform
+    without a JWT library would; `aud` and `iat` are filled in when the payload (a dict) lacks them."""
+    if isinstance(payload, dict):
+        payload = {"aud": AUD, "iat": NOW, **payload}
+    return signed(header, b64(json.dumps(payload).encode()), secret)
 
 
 # -- the format ------------------------------------------------------------------------------
 def test_a_signed_token_round_trips_and_matches_the_documented_format():
     token = sign_role_token(SECRET, ["fiscal", "director"], ttl_s=300, now=NOW)
     assert verify_role_token(SECRET, token, max_ttl_s=900, now=NOW) == {"fiscal", "director"}
-    segment = token.split(".")[0]
-    assert json.loads(base64.urlsafe_b64decode(segment + "==")) == {"roles": ["director", "fiscal"], "exp": NOW + 300}
+    segment = token.split(".")[1]
+    assert json.loads(base64.urlsafe_b64decode(segment + "==")) == \
+        {"roles": ["director", "fiscal"], "iat": NOW, "exp": NOW + 300, "aud": AUD}
     assert verify_role_token(SECRET, handmade({"roles": ["fiscal"], "exp": NOW + 60}), 900, now=NOW) == {"fiscal"}
 
 
@@ -52,7 +66,7 @@ def test_a_signed_token_round_trips_and_matches_the_documented_format():
     ("", "malformed"),
     ("no-dot-at-all", "malformed"),
     ("a.b.c", "malformed"),
-    ("e30.!!!", "base64url"),
+    ("e30.e30.!!!", "base64url"),
     ("x" * 5000 + ".y", "malformed"),
 ])
 def test_bad_tokens_are_refused_with_a_reason_for_logs(token, why):
@@ -61,15 +75,64 @@ def test_bad_tokens_are_refused_with_a_reason_for_logs(token, why):
 
 
 def test_a_tampered_payload_fails_the_signature():
-    token = sign_role_token(SECRET, ["teacher"], ttl_s=300, now=NOW)
-    forged = b64(json.dumps({"roles": ["fiscal"], "exp": NOW + 300}).encode()) + "." + token.split(".")[1]
+    header, _payload, signature = sign_role_token(SECRET, ["teacher"], ttl_s=300, now=NOW).split(".")
+    claims = {"roles": ["fiscal"], "iat": NOW, "exp": NOW + 300, "aud": AUD}
+    forged = f"{header}.{b64(json.dumps(claims).encode())}.{signature}"
     with pytest.raises(InvalidRoleToken, match="signature"):
         verify_role_token(SECRET, forged, 900, now=NOW)
 
 
+def minted(secret=SECRET, algorithm="HS256", **claims) -> str:
+    """A token minted by PyJWT, as a Python host would (docs/role-tokens.md)."""
+    return jwt.encode({"roles": ["fiscal"], "iat": NOW, "exp": NOW + 300, "aud": AUD, **claims}, secret,
+                      algorithm=algorithm)
+
+
+def test_a_jwt_minted_by_pyjwt_with_the_shared_secret_is_accepted():
+    assert verify_role_token(SECRET, minted(), 900, now=NOW) == {"fiscal"}
+    assert verify_role_token(SECRET, minted(aud=["other", AUD]), 900, now=NOW) == {"fiscal"}  # RFC 7519: a list
+    assert verify_role_token(SECRET, minted(aud="portal"), 900, now=NOW, audience="portal") == {"fiscal"}
+    live = jwt.encode({"roles": ["fiscal"], "iat": int(time.time()), "exp": int(time.time()) + 60, "aud": AUD},
+                      SECRET, algorithm="HS256")
+    assert verify_role_token(SECRET, live, 900) == {"fiscal"}   # against the real clock, as the API does
+
+
+def unsigned(claims: dict) -> str:
+    """`alg: none`: a header, the claims and an empty signature."""
+    return f"{b64(json.dumps({'alg': 'none', 'typ': 'JWT'}).encode())}.{b64(json.dumps(claims).encode())}."
+
+
+@pytest.mark.parametrize("token, why", [
+    (unsigned({"roles": ["fiscal"], "iat": NOW, "exp": NOW + 60, "aud": AUD}), "algorithm"),
+    (handmade({"roles": ["fiscal"], "exp": NOW + 60}, header={"alg": "None", "typ": "JWT"}), "algorithm"),
+    (minted(algorithm="HS512"), "algorithm"),
+    (minted(aud="another-product"), "audience"),
+    (minted(iat=NOW - 700, exp=NOW - 400), "expired"),
+    (minted(exp=NOW + 901), "longer than"),
+    (minted(iat=NOW - 600, exp=NOW + 400), "longer than"),     # still valid now, but minted to live 1000 s
+    (minted(iat=NOW + 600, exp=NOW + 700), "in the future"),
+    (minted(secret="the-wrong-key-of-enough-length-00000000"), "signature"),
+    (jwt.encode({"roles": ["fiscal"], "iat": NOW, "exp": NOW + 60}, SECRET), "aud"),
+    (jwt.encode({"roles": ["fiscal"], "exp": NOW + 60, "aud": AUD}, SECRET), "integer iat"),
+    (jwt.encode({"roles": ["fiscal"], "iat": NOW, "aud": AUD}, SECRET), "integer exp"),
+    (jwt.encode({"iat": NOW, "exp": NOW + 60, "aud": AUD}, SECRET), "roles list"),
+])
+def test_pyjwt_tokens_that_break_a_rule_are_refused(token, why):
+    with pytest.raises(InvalidRoleToken, match=why):
+        verify_role_token(SECRET, token, max_ttl_s=900, now=NOW)
+
+
+def test_against_the_real_clock_an_expired_or_wrong_audience_jwt_is_refused():
+    now = int(time.time())
+    expired = jwt.encode({"roles": ["fiscal"], "iat": now - 200, "exp": now - 100, "aud": AUD}, SECRET)
+    with pytest.raises(InvalidRoleToken, match="expired"):
+        verify_role_token(SECRET, expired, 900)
+    with pytest.raises(InvalidRoleToken, match="audience"):
+        verify_role_token(SECRET, jwt.encode({"roles": ["fiscal"], "iat": now, "exp": now + 60, "aud": "x"}, SECRET), 900)
+
+
 def test_a_signed_payload_that_is_not_json_is_refused_not_a_crash():
-    segment = b64(b"\xff\xfe not json")
-    token = f"{segment}.{b64(hmac.new(SECRET.encode(), segment.encode(), hashlib.sha256).digest())}"
+    token = signed(HEADER, b64(b"\xff\xfe not json"))
     with pytest.raises(InvalidRoleToken, match="JSON"):
         verify_role_token(SECRET, token, 900, now=NOW)
 
@@ -155,9 +218,10 @@ def test_several_roles_see_every_task_sharing_one_and_role_narrows_to_one_of_the
 
 
 @pytest.mark.parametrize("credential", [
-    handmade({"roles": ["fiscal"], "exp": int(time.time()) + 60}, secret="a-different-secret-000000000000000000"),
-    handmade({"roles": ["fiscal"], "exp": int(time.time()) - 3600}),
-    handmade({"roles": ["fiscal"], "exp": int(time.time()) + 86400}),
+    handmade({"roles": ["fiscal"], "iat": int(time.time()), "exp": int(time.time()) + 60},
+             secret="a-different-secret-000000000000000000"),
+    handmade({"roles": ["fiscal"], "iat": int(time.time()) - 3660, "exp": int(time.time()) - 3600}),
+    handmade({"roles": ["fiscal"], "iat": int(time.time()), "exp": int(time.time()) + 86400}),
     "garbage", "a.b", "%%%.%%%", "x" * 10000,
 ])
 def test_forged_expired_or_malformed_tokens_see_unrestricted_tasks_only(client, credential):

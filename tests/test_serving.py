@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from observability import multiprocess
+from web import multiprocess
 from ops.servers import free_port
 
 pytestmark = pytest.mark.serving

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from observability.multiprocess import drop_dead_processes
+from web.multiprocess import drop_dead_processes
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ BREAKER_STATES = ("closed", "open", "half_open")
 #: Re-rank outcomes known in advance, created at zero so that rate() has a series from the start.
 RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
 EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
-RATE_LIMITS = ("search", "events", "login", "login_lockout")
+RATE_LIMITS = ("search", "events", "login", "login_lockout", "login_account")
 PER_WORKER = "liveall"
 
 
@@ -48,7 +48,7 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         self.multiprocess_dir = self._checked_multiprocess_dir(multiprocess_dir)  # before any metric exists
         r = self.registry
-        # RED, for every endpoint (observability.http records them around each request)
+        # RED, for every endpoint (web.request_metrics records them around each request)
         self.requests = Counter("taskfinder_http_requests", "HTTP requests by route template and status",
                                 ["endpoint", "status"], registry=r)
         self.request_seconds = Histogram("taskfinder_http_request_duration_seconds",
@@ -80,7 +80,7 @@ class Metrics:
         self.embedding_cache = Counter("taskfinder_embedding_cache_lookups",
                                        "Embedding cache lookups per text, by result (hit, miss)",
                                        ["result"], registry=r)
-        # abuse protection (guard.limits, admin.throttle)
+        # abuse protection (web.limits, admin.throttle)
         self.ratelimited = Counter("taskfinder_ratelimited_responses",
                                    "Requests refused with 429 by a per-client rate limit or the login lockout, by limit",
                                    ["limit"], registry=r)

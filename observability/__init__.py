@@ -1,1 +1,0 @@
-"""Runtime observability: the Prometheus metrics the serving process exports."""
