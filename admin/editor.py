@@ -25,7 +25,7 @@ from admin.views import case_json, store, task_json
 from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import NotFound, StaleEdit, StoreConflict
-from search.preview import preview_change
+from search.preview import ANONYMOUS, EVERY_ROLE, preview_change
 from search.service import SearchService
 
 PICKER_RESULTS = 10
@@ -237,13 +237,22 @@ def preview_queries(proposal: Proposal, before_cases: list[CaseRecord]) -> list[
     return [c.query for c in cases_naming(proposal.record.id, before_cases)]
 
 
+def view_as_of(form, tasks: list[TaskRecord]) -> str:
+    """The preview's viewer from the form's `view_as`: anonymous (the default: what the public
+    sees), EVERY_ROLE, or a role some task has; anything else is anonymous."""
+    wanted = form.get("view_as", ANONYMOUS)
+    known = {r for t in tasks for r in t.roles}
+    return wanted if wanted == EVERY_ROLE or wanted in known else ANONYMOUS
+
+
 def render_preview(proposal: Proposal):
     all_tasks, before_cases = store().tasks(include_inactive=True), store().cases()
     after_tasks, after_cases = apply_proposal(all_tasks, before_cases, proposal)
     # before = what the search indexes now (active tasks, every case); after = the same with the
     # change applied (a pure function of the two), so the preview ranks what publishing would.
     report = preview_change(service(), active(all_tasks), before_cases, active(after_tasks), after_cases,
-                            preview_queries(proposal, before_cases)).as_dict()
+                            preview_queries(proposal, before_cases),
+                            view_as=view_as_of(request.form, [*all_tasks, *after_tasks])).as_dict()
     current = None
     if not proposal.is_new:
         current = next((c for c in before_cases if c.id == proposal.record.id), None) if proposal.kind == CASE \
