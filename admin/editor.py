@@ -75,11 +75,16 @@ def case_new():
 
 @admin_bp.get("/cases/<int:case_id>/edit")
 def case_edit(case_id: int):
+    """The edit form; `?rationale=...&message=...` pre-fill the rationale and the change note
+    (the evaluation page's "fix its rationale" links here; nothing is saved until published)."""
     try:
         case = store().case(case_id)
     except NotFound:
         return refuse(404, "no such test case")
-    return render_case_form(case, case.version)
+    suggested = request.args.get("rationale", "").strip()[:5000]
+    if suggested and suggested not in case.rationale:
+        case = replace(case, rationale=f"{case.rationale} {suggested}".strip()[:5000])
+    return render_case_form(case, case.version, message=request.args.get("message", "")[:300])
 
 
 def render_case_form(case: CaseRecord, base_version: int | None, errors: list[str] = (), status: int = 200,

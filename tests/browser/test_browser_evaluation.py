@@ -22,7 +22,11 @@ def test_a_viewer_runs_the_evaluation_from_the_page(tmp_path, shared_cache_dir, 
     page.click("nav >> text=Evaluation")
     assert page.locator("h1").inner_text() == "Offline evaluation"
     page.click("text=Run the evaluation now")
-    page.wait_for_selector("svg.ev-chart", timeout=240_000)    # the poller reloads the page when the run ends
+    page.wait_for_selector("section.ev-lead", timeout=240_000)  # the poller reloads the page when the run ends
+    assert "test queries the right task comes first" in page.inner_text("section.ev-lead")
+    assert not page.is_visible("svg.ev-chart")                   # the ablations start collapsed
+    page.click("details.ev-ablations > summary")
+    page.wait_for_selector("svg.ev-chart")
     assert page.locator("table.ev-table tbody tr").count() >= 8
     assert "done" in page.locator("table.ev-runs tbody tr").first.inner_text()
     # every request of the page answered (the browser's own favicon request aside: a 404 in the
