@@ -41,6 +41,7 @@ def wait_for_first(page, base: str, wanted: str) -> str:
 
 
 def test_an_editor_adds_a_case_previews_publishes_and_rolls_it_back(editor_app, live_server, page):
+    page.set_default_timeout(120_000)   # a preview ranks the whole suite: seconds, more on a busy machine
     base = live_server(editor_app)
     before = first_result(page, base)
     assert before != GOLD
