@@ -79,7 +79,7 @@ def test_an_editor_adds_a_case_previews_publishes_and_rolls_it_back(editor_app, 
     assert "what an anonymous user (the public) would see" in page.inner_text("section.preview")
     edited = page.locator("table.pv-compare").first
     assert GOLD not in edited.locator("td").first.inner_text() and GOLD in edited.locator("td").nth(1).inner_text()
-    page.locator("#preview-title").evaluate("title => title.scrollIntoView()")
+    page.locator("form.pv-view").evaluate("choice => choice.scrollIntoView()")   # the viewer, then the preview
     page.evaluate("window.scrollBy(0, -12)")
     screenshot(page, "admin-preview.png")
 
