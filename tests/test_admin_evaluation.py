@@ -222,7 +222,7 @@ STORED_REPORT = {
     "configs": {"bm25": summary(0.4, 0.7), "centroid": summary(0.3, 0.6), "prefilter": summary(0.6, 0.9),
                 "prefilter_sparse": summary(0.5, 0.8)},
     "data": {"n_tasks": 5, "n_train": 12, "n_test": 12, "n_test_in_scope": 10, "n_test_out_of_scope": 2,
-             "split": "hash holdout", "embedding_model": "e5"},
+             "split": "hash holdout", "embedding_model": "e5", "depth": 20},
     "fit": {"status": "fitted"},
     "error_analysis": {"prefilter": {"n_misses": 2, "misses": [
         {"query": "who was absent today", "gold": ["t.attend"], "cls": "missing_rationale", "reason": "x",
@@ -250,6 +250,7 @@ def test_the_page_leads_with_what_users_get_then_the_failing_queries_with_a_fix(
     assert lead < failing < ablations < page.index(">bm25<") and page.index(">centroid<") > ablations
     assert "a similar task" not in page and "no word of it points at the right task yet" in page
     assert "it uses words the catalog does not know (zzyzx)" in page and "Bus Route Planner" in page
+    assert "<small>rank 7</small>" in page and "<small>not in the top 20</small>" in page
 
     absent = next(c for c in eval_app.extensions["taskfinder"].store.cases() if c.query == "who was absent today")
     fix = re.search(r'href="(/admin/cases/%d/edit\?[^"]+)">Fix its rationale' % absent.id, page).group(1)
