@@ -208,6 +208,23 @@ def test_deleting_a_case_goes_through_a_preview(admin_app):
     assert services(admin_app).store.versions(limit=1)[0].kind == "case.delete"
 
 
+def test_the_preview_page_views_as_the_public_by_default_and_as_a_chosen_role(admin_app):
+    """Issue 19 item 2 over HTTP: the view is the public's unless the form picks a role some
+    task has (anything else is the public's), and a restricted gold is warned about."""
+    client, csrf = signed_in(admin_app, "vera")   # viewers may preview
+    case = case_by_query(admin_app, "background checks")
+    form = case_form(case, csrf)
+    public = text(client.post("/admin/cases/preview", data=form))
+    assert "what an anonymous user (the public) would see" in public
+    assert "will not see this gold task" in public and '<option value="" selected>' in public
+    for bogus in ("nobody", "*x"):
+        assert "will not see this gold task" in text(client.post("/admin/cases/preview", data={**form, "view_as": bogus}))
+    hr = text(client.post("/admin/cases/preview", data={**form, "view_as": "hr"}))
+    assert "what a user with the role &#39;hr&#39; would see" in hr and "will not see" not in hr
+    assert '<option value="hr" selected>' in hr
+    assert 'name="view_as"' in hr and 'name="publish"' not in hr   # a viewer: the switch, no publish
+
+
 # -- rollback ---------------------------------------------------------------------------------------------
 QUERIES = ["Waitlist", "eligibility", "developmental screening", "bus", "parent involvement", "meal count"]
 
