@@ -24,8 +24,8 @@ from admin.searching import ranked_tasks, tasks_by_id
 from admin.views import case_json, store, task_json
 from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
 from catalog.records import CaseRecord, TaskRecord
-from catalog.store import NotFound, StaleEdit, StoreConflict
-from search.preview import preview_change
+from catalog.store import NotFound, StaleEdit, StaleRollback, StoreConflict
+from search.preview import ANONYMOUS, EVERY_ROLE, preview_change
 from search.service import SearchService
 
 PICKER_RESULTS = 10
@@ -75,11 +75,16 @@ def case_new():
 
 @admin_bp.get("/cases/<int:case_id>/edit")
 def case_edit(case_id: int):
+    """The edit form; `?rationale=...&message=...` pre-fill the rationale and the change note
+    (the evaluation page's "fix its rationale" links here; nothing is saved until published)."""
     try:
         case = store().case(case_id)
     except NotFound:
         return refuse(404, "no such test case")
-    return render_case_form(case, case.version)
+    suggested = request.args.get("rationale", "").strip()[:5000]
+    if suggested and suggested not in case.rationale:
+        case = replace(case, rationale=f"{case.rationale} {suggested}".strip()[:5000])
+    return render_case_form(case, case.version, message=request.args.get("message", "")[:300])
 
 
 def render_case_form(case: CaseRecord, base_version: int | None, errors: list[str] = (), status: int = 200,
@@ -237,13 +242,22 @@ def preview_queries(proposal: Proposal, before_cases: list[CaseRecord]) -> list[
     return [c.query for c in cases_naming(proposal.record.id, before_cases)]
 
 
+def view_as_of(form, tasks: list[TaskRecord]) -> str:
+    """The preview's viewer from the form's `view_as`: anonymous (the default: what the public
+    sees), EVERY_ROLE, or a role some task has; anything else is anonymous."""
+    wanted = form.get("view_as", ANONYMOUS)
+    known = {r for t in tasks for r in t.roles}
+    return wanted if wanted == EVERY_ROLE or wanted in known else ANONYMOUS
+
+
 def render_preview(proposal: Proposal):
     all_tasks, before_cases = store().tasks(include_inactive=True), store().cases()
     after_tasks, after_cases = apply_proposal(all_tasks, before_cases, proposal)
     # before = what the search indexes now (active tasks, every case); after = the same with the
     # change applied (a pure function of the two), so the preview ranks what publishing would.
     report = preview_change(service(), active(all_tasks), before_cases, active(after_tasks), after_cases,
-                            preview_queries(proposal, before_cases)).as_dict()
+                            preview_queries(proposal, before_cases),
+                            view_as=view_as_of(request.form, [*all_tasks, *after_tasks])).as_dict()
     current = None
     if not proposal.is_new:
         current = next((c for c in before_cases if c.id == proposal.record.id), None) if proposal.kind == CASE \
@@ -299,21 +313,34 @@ def versions_page():
 
 @admin_bp.get("/versions/<int:version_id>")
 def version_page(version_id: int):
+    """One version: its own changes, and how the catalog now differs from right after it
+    (what rolling back to it would undo)."""
     try:
         version = store().version(version_id)
+        plan = store().rollback_plan(version_id)
     except NotFound:
         return refuse(404, "no such version")
-    latest = store().versions(limit=1)
-    return render_template("admin/version.html", version=version,
-                           is_latest=bool(latest) and latest[0].id == version.id)
+    return render_template("admin/version.html", version=version, plan=plan,
+                           is_latest=plan.latest == version.id)
 
 
-@admin_bp.post("/versions/<int:version_id>/rollback")
+@admin_bp.route("/versions/<int:version_id>/rollback", methods=["GET", "POST"])
 def version_rollback(version_id: int):
+    """GET (or a POST without `confirm`): the confirmation page, with what the rollback would
+    undo and its ranking preview. POST with `confirm` and `based_on` (the newest version the
+    page was computed at) rolls back; a version published in between gets the page again (409)."""
+    if request.method == "GET" or not request.form.get("confirm"):
+        return render_rollback(version_id)
+    raw = request.form.get("based_on", "")
+    based_on = int(raw) if raw.isdigit() and len(raw) < 19 else None
+    if based_on is None:
+        return render_rollback(version_id, "The confirmation is missing what it was based on: review it again.", 400)
     try:
-        new_id = store().rollback(version_id, actor(), request.form.get("message", "").strip()[:300])
+        new_id = store().rollback(version_id, actor(), request.form.get("message", "").strip()[:300], based_on)
     except NotFound:
         return refuse(404, "no such version")
+    except StaleRollback as exc:
+        return render_rollback(version_id, str(exc), 409)
     except StoreConflict as exc:
         return refuse(409, str(exc))
     if new_id is None:
@@ -321,6 +348,23 @@ def version_rollback(version_id: int):
         return redirect(url_for("admin.version_page", version_id=version_id))
     flash(f"Rolled back to version {version_id}, published as version {new_id}.")
     return redirect(url_for("admin.version_page", version_id=new_id))
+
+
+def render_rollback(version_id: int, error: str | None = None, status: int = 200):
+    """The confirmation page of a rollback to `version_id`: every record it would change (now
+    -> then) and the ranking preview of that change (search.preview), as for any edit."""
+    try:
+        version = store().version(version_id)
+        plan = store().rollback_plan(version_id)
+    except NotFound:
+        return refuse(404, "no such version")
+    report = None
+    if plan.changes:
+        all_tasks, now_cases = store().tasks(include_inactive=True), store().cases()
+        queries = [side["query"] for c in plan.changes if c.kind == CASE for side in (c.before, c.after) if side]
+        report = preview_change(service(), active(all_tasks), now_cases, active(list(plan.tasks)), list(plan.cases),
+                                queries, view_as=view_as_of(request.values, [*all_tasks, *plan.tasks])).as_dict()
+    return render_template("admin/rollback.html", version=version, plan=plan, preview=report, error=error), status
 
 
 # -- import and export ---------------------------------------------------------------------------------

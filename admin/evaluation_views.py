@@ -8,10 +8,18 @@ background, follow its progress from any worker, read its report and chart, see 
 
 The run itself is evaluation.runs (one at a time across processes, a thread of this process).
 The chart is an SVG drawn by the template from `bar_chart`'s geometry: no script, no image file.
+
+The page speaks to the catalog's admin first: what users get (the product's own held-out Hit@1
+and Hit@5, and how many off-topic queries it answered, in plain words: `headline`), then the
+queries it gets wrong, each with its fix one click away (`failing_queries`: the test case's
+edit form pre-filled with the error analysis's suggested rationale, which links the query's
+words to the gold task, previewed before anything is published). The comparison with simpler
+methods and the ablations (bm25, centroid, hybrid_rationale, ...) follow, collapsed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from flask import current_app, g, jsonify, redirect, render_template, url_for
 
@@ -74,13 +82,85 @@ def bar_chart(configs: dict, width: int = 680, label_width: int = 170, bar_heigh
                        for i, (_key, label) in enumerate(CHART_METRICS)]}
 
 
+# -- what users get, and what to fix (pure) -----------------------------------------------------------
+PRODUCT_CONFIGS = ("prefilter", "prefilter_sparse")   # the product, then its degraded mode
+MAX_FAILING = 25
+# evaluation.errors' classes, for people
+PLAIN_REASONS = {
+    "ambiguous": "a similar task ranks above the right one (the two are easy to confuse)",
+    "lexical_gap": "it uses words the catalog does not know",
+    "missing_rationale": "no word of it points at the right task yet",
+    "embedding_failure": "neither its words nor its meaning lead to the right task",
+    "fusion": "the right task has some evidence but ranks below the top five",
+}
+
+
+@dataclass(frozen=True)
+class Headline:
+    config: str              # the configuration that is the product (PRODUCT_CONFIGS)
+    degraded: bool           # embeddings were off: the degraded mode is what users get
+    n: int                   # held-out in-scope queries
+    hit_at_1: float
+    hit_at_5: float
+    first: int               # queries whose right task came first / in the top five
+    top5: int
+    n_oos: int               # held-out out-of-scope queries
+    oos_answered: float | None   # share of them answered anyway (the product's operating point)
+
+
+def headline(configs: Mapping[str, dict]) -> Headline | None:
+    """The product's own held-out figures: the first of PRODUCT_CONFIGS that ran."""
+    for name in PRODUCT_CONFIGS:
+        c = configs.get(name)
+        if c and not c.get("skipped") and c.get("n"):
+            n = int(c["n"])
+            return Headline(name, name != PRODUCT_CONFIGS[0], n, c["hit@1"], c["hit@5"], round(c["hit@1"] * n),
+                            round(c["hit@5"] * n), int(c.get("n_oos") or 0), c.get("oos_fpr"))
+    return None
+
+
+@dataclass(frozen=True)
+class FailingQuery:
+    query: str
+    gold: tuple[tuple[str, str], ...]    # (id, name) of the right tasks
+    shown: tuple[str, str] | None        # (id, name) of what users got first instead
+    gold_rank: int | None
+    reason: str                          # in plain words (PLAIN_REASONS)
+    unknown_words: tuple[str, ...]
+    case_id: int | None                  # its test case now (None: deleted since the run)
+    rationale: str                       # the suggested rationale (evaluation.errors.suggest_case)
+
+
+def failing_queries(report: Mapping, names: Mapping[str, str], case_ids: Mapping[str, int],
+                    limit: int = MAX_FAILING) -> list[FailingQuery]:
+    """The product's held-out misses (gold not in the top five), worst first, each with what
+    its fix needs: the test case it is now and the suggested rationale."""
+    analysis = (report.get("error_analysis") or {}).get(PRODUCT_CONFIGS[0]) or {}
+    out = []
+    for miss in analysis.get("misses", [])[:limit]:
+        top = miss.get("top") or []
+        out.append(FailingQuery(
+            miss["query"], tuple((g, names.get(g, g)) for g in miss.get("gold", ())),
+            (top[0], names.get(top[0], top[0])) if top else None, miss.get("gold_rank"),
+            PLAIN_REASONS.get(miss.get("cls"), miss.get("reason", "")), tuple(miss.get("unknown_words") or ()),
+            case_ids.get(miss["query"]), (miss.get("suggestion") or {}).get("rationale", "")))
+    return out
+
+
 # -- pages ------------------------------------------------------------------------------------------
 def render_page(run: RunRecord | None, status: int = 200, error: str | None = None):
     runs = evaluation_runs().recent()
-    specs = config_specs(current_app.extensions["taskfinder"].settings.weights)
+    services = current_app.extensions["taskfinder"]
+    specs = config_specs(services.settings.weights)
     report = run.report if run is not None and run.status == "done" else None
+    failing, lead = [], None
+    if report:
+        lead = headline(report["configs"])
+        names = {t.id: t.name for t in services.store.tasks(include_inactive=True)}
+        failing = failing_queries(report, names, {c.query: c.id for c in services.store.cases()})
     return render_template(
-        "admin/evaluation.html", run=run, runs=runs, report=report, error=error,
+        "admin/evaluation.html", run=run, runs=runs, report=report, error=error, lead=lead, failing=failing,
+        n_failing=len(((report or {}).get("error_analysis") or {}).get(PRODUCT_CONFIGS[0], {}).get("misses", [])),
         chart=bar_chart(report["configs"]) if report else None,
         descriptions={name: spec.description for name, spec in specs.items()},
         metrics=TABLE_METRICS, running=any(r.active and not r.stalled() for r in runs)), status

@@ -22,8 +22,8 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from catalog.models import CatalogVersion, RankerFit, StoreRevision, Task, TestCase
 from catalog.records import CaseRecord, TaskRecord
-from catalog.versions import (CASE, TASK, Change, VersionRecord, case_from, case_snapshot, content, diff,
-                              last_versions, records_of, state_at, state_of, task_from, task_snapshot)
+from catalog.versions import (CASE, TASK, Change, RollbackPlan, VersionRecord, case_from, case_snapshot, changes_between,
+                              content, diff, last_versions, records_of, state_at, state_of, task_from, task_snapshot)
 
 REVISION_ROW = "catalog"
 SYSTEM_ACTOR = "system"
@@ -53,6 +53,10 @@ class StaleEdit(StoreConflict):
     def __init__(self, message: str, current: TaskRecord | CaseRecord | None):
         super().__init__(message)
         self.current = current
+
+
+class StaleRollback(StoreConflict):
+    """A rollback confirmed on a plan computed before the newest version was published."""
 
 
 class NotFound(KeyError):
@@ -422,22 +426,42 @@ class CatalogStore:
             return records_of(self._state_at(session, version_id)[0])
 
     def _state_at(self, session: Session, version_id: int) -> tuple[dict, list[VersionRecord]]:
-        current = state_of((_task_record(r) for r in session.scalars(select(Task))),
-                           (_case_record(r) for r in session.scalars(select(TestCase))))
         later = [_version_record(r) for r in
                  session.scalars(select(CatalogVersion).where(CatalogVersion.id > version_id))]
-        return state_at(current, later), later
+        return state_at(self._current_state(session), later), later
 
-    def rollback(self, version_id: int, actor: str = SYSTEM_ACTOR, message: str = "") -> int | None:
+    @staticmethod
+    def _current_state(session: Session) -> dict:
+        return state_of((_task_record(r) for r in session.scalars(select(Task))),
+                        (_case_record(r) for r in session.scalars(select(TestCase))))
+
+    def rollback_plan(self, version_id: int) -> RollbackPlan:
+        """What `rollback(version_id)` would publish now (catalog.versions.RollbackPlan); also
+        the version page's "compared with the current catalog"."""
+        with self._sessions() as session:
+            if session.get(CatalogVersion, version_id) is None:
+                raise NotFound(f"version {version_id} not found")
+            latest = session.scalar(select(func.max(CatalogVersion.id)))
+            target, _later = self._state_at(session, version_id)
+            tasks, cases = records_of(target)
+            return RollbackPlan(version_id, latest, tuple(changes_between(self._current_state(session), target)),
+                                tuple(tasks), tuple(cases))
+
+    def rollback(self, version_id: int, actor: str = SYSTEM_ACTOR, message: str = "",
+                 based_on: int | None = None) -> int | None:
         """Publish, as a new version, the changes that bring every task and test case back to
         their content right after version `version_id`. Returns the new version's id (None when
-        the catalog is already in that state)."""
+        the catalog is already in that state). `based_on`: the newest version when the plan
+        was shown (RollbackPlan.latest); StaleRollback if a version was published since."""
         with self._sessions.begin() as session:
             self._begin_publish(session)
             if session.get(CatalogVersion, version_id) is None:
                 raise NotFound(f"version {version_id} not found")
-            current = state_of((_task_record(r) for r in session.scalars(select(Task))),
-                               (_case_record(r) for r in session.scalars(select(TestCase))))
+            latest = session.scalar(select(func.max(CatalogVersion.id)))
+            if based_on is not None and latest != based_on:
+                raise StaleRollback(f"version {latest} was published after the rollback was previewed "
+                                    f"(at version {based_on}): review what it undoes again")
+            current = self._current_state(session)
             target, later = self._state_at(session, version_id)
             counters = {key: value + 1 for key, value in last_versions(later).items() if key not in current}
             changes = self._write(session, diff(current, target), recreate_versions=counters)

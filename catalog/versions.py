@@ -15,7 +15,10 @@ every store write records its changeset in its own transaction, serialised by th
 revision row lock, so version ids follow the order in which changes were committed.
 
 A rollback to N publishes the diff current -> state at N as a new version (kind "rollback"):
-history only grows, and a rollback can itself be rolled back. The lexicon (term -> task links,
+history only grows, and a rollback can itself be rolled back. Before it does, the admin sees
+that same diff (`changes_between`, a RollbackPlan): what rolling back would undo, record by
+record, and which newest version the plan was computed at, so that a rollback confirmed on a
+plan that has gone stale (somebody published meanwhile) is refused, never applied blindly. The lexicon (term -> task links,
 pins) is derived from the test cases, so versioning the cases versions the lexicon.
 
 Record versions (the optimistic-locking counters) travel in the snapshots but are not part of
@@ -176,6 +179,25 @@ def diff(current: State, target: State) -> list[tuple[str, str, dict | None]]:
         if now != then:
             out.append((kind, key[1], then))
     return out
+
+
+def changes_between(current: State, target: State) -> list[Change]:
+    """What turns `current` into `target`, as Changes (before: the record now; after: the
+    record in `target`; None where it does not exist), in `diff`'s order."""
+    return [Change(kind, key, current.get((kind, key)), target.get((kind, key)))
+            for kind, key, _then in diff(current, target)]
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """What a rollback to `version_id` would publish, computed when the newest version was
+    `latest`: `changes` (now -> then) and the records as they were then."""
+
+    version_id: int
+    latest: int | None
+    changes: tuple[Change, ...]
+    tasks: tuple[TaskRecord, ...]
+    cases: tuple[CaseRecord, ...]
 
 
 def last_versions(versions: Iterable[VersionRecord]) -> dict[Key, int]:

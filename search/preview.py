@@ -13,12 +13,23 @@ weights of the newest fit, its prototypes and abstention model; nothing is refit
   that newly fail or pass under cross-validation.
 
 What the rankings show. The top 5 of an edited query and of a test case is what a user would
-see for that exact text: every active task (a user holding every role), a test case's exact
-query pinned to its gold tasks first (lexicon.rationale.pin_key), and the abstention model
-applied ("no confident match"), as `SearchService.search` does without the LLM. A pinned case
+see for that exact text, as `SearchService.search` does without the LLM: the active tasks the
+chosen viewer may see (`view_as`: ANONYMOUS, the default, is what the public sees, unrestricted
+tasks only; a role name sees those and the tasks of that role; EVERY_ROLE sees every active
+task), a test case's exact query pinned to its gold tasks first (lexicon.rationale.pin_key),
+and search.confidence.assess applied ("no confident match"). Gold tasks the viewer cannot see
+are listed in `hidden_gold`: the page warns that this viewer will never be shown them. A pinned case
 therefore stays right as long as its gold tasks exist; what it can lose is the rest of its top
 5. A test case is judged by the gold it will have once the change is published (its old gold
 when the change deletes it). Out-of-scope cases (no gold) are listed when their answer changes.
+
+Out-of-scope test cases (no gold) do not rank anything: they teach the "no confident match"
+decision. `abstention` (an AbstentionNote) says what the preview can show of that: whether the
+ranker now holds a fitted abstention model for this mode, how many out-of-scope cases the
+catalog has before and after, and how many the fit needs. The edited query's `abstained` before
+and after is the outcome: publishing adds the query to the out-of-scope memory at once (its
+similarity to the nearest out-of-scope case is one of the model's features), while the model
+itself is refitted by the next fit (nothing is refitted here).
 
 Cross-validation is what says whether the change generalises, or breaks paraphrases of other
 cases: the cases are split into 5 folds by a hash of their query (catalog.splits.k_folds, seed
@@ -51,7 +62,7 @@ from lexicon.rationale import RationaleLexicon, build_lexicon, pin_key
 from lexicon.text import stem, words
 from search.confidence import assess
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
-from search.fitting import FOLDS, attach_vectors
+from search.fitting import FOLDS, MIN_OOS_CASES, attach_vectors
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
 from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
 from search.prototypes import INIT_SCALE
@@ -61,6 +72,22 @@ from settings import Settings
 TOP_K = 5            # the rankings shown and compared
 CV_SEED = 42         # the ranker fit's folds (search.fitting.fit_ranker's default seed)
 CV_DEPTH = 50        # MRR counts a gold task within the top 50 (the fit's CV depth)
+ANONYMOUS = ""       # view_as: a caller without a role token (what the public sees)
+EVERY_ROLE = "*"     # view_as: a caller holding every role (the evaluation's convention)
+
+
+def visibility(view_as: str | None) -> tuple[frozenset[str] | None, bool]:
+    """(roles, restrict) for SearchIndex.visible of a viewer (see the module docstring)."""
+    if view_as == EVERY_ROLE:
+        return None, False
+    return (frozenset({view_as}) if view_as else None), True
+
+
+def viewer_label(view_as: str | None) -> str:
+    """How the page names a viewer."""
+    if view_as == EVERY_ROLE:
+        return "a user with every role"
+    return f"a user with the role {view_as!r}" if view_as else "an anonymous user (the public)"
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -128,6 +155,30 @@ class CVChange:
 
 
 @dataclass(frozen=True)
+class HiddenGold:
+    task_id: str
+    task_name: str
+    roles: tuple[str, ...]       # the roles that may see it (the viewer holds none of them)
+    queries: tuple[str, ...]     # the shown queries (edited, or changed cases) it is the gold of
+
+
+@dataclass(frozen=True)
+class AbstentionNote:
+    """What the preview can say about "no confident match" (module docstring)."""
+
+    model: bool                  # the live ranker holds a fitted abstention model for this mode
+    fitted_oos: int | None       # out-of-scope cases that model was fitted on (None: unknown / no model)
+    oos_before: int              # out-of-scope test cases in the catalog, before and after
+    oos_after: int
+    min_oos: int                 # out-of-scope cases the fit needs for a model (search.fitting)
+    enabled: bool                # settings.abstain
+
+    @property
+    def too_few(self) -> bool:
+        return self.oos_after < self.min_oos
+
+
+@dataclass(frozen=True)
 class PreviewReport:
     queries: tuple[QueryComparison, ...]
     links_added: tuple[LexiconLink, ...]
@@ -141,10 +192,17 @@ class PreviewReport:
     mode: str                    # "full" (embeddings) or "sparse" (embeddings unavailable)
     ranker: dict                 # which parameters ranked (source, fit id)
     elapsed_ms: float
+    view_as: str = ANONYMOUS     # whose rankings these are (ANONYMOUS, a role, EVERY_ROLE)
+    roles: tuple[str, ...] = ()  # the roles of the catalog's tasks (the viewers one may pick)
+    hidden_gold: tuple[HiddenGold, ...] = ()
+    abstention: AbstentionNote | None = None
 
     def as_dict(self) -> dict:
         """JSON-safe (plain dicts, lists, strings, numbers, booleans and None)."""
         out = asdict(self)
+        out["viewer"] = viewer_label(self.view_as)
+        if self.abstention is not None:
+            out["abstention"]["too_few"] = self.abstention.too_few
         for key in ("queries", "changed_cases"):
             for row, comparison in zip(out[key], getattr(self, key)):
                 row["changed"] = comparison.changed
@@ -189,8 +247,9 @@ class _Workbench:
 
     def __init__(self, settings: Settings, params: RankerParams, embedder, abstain: bool,
                  enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None,
-                 live_index: SearchIndex | None = None):
+                 live_index: SearchIndex | None = None, view_as: str | None = ANONYMOUS):
         self.settings = settings
+        self.view_as = view_as
         self.params = params
         self.embedder = MemoEmbedder(embedder) if embedder is not None else None
         self.abstain = abstain
@@ -249,24 +308,26 @@ class _Workbench:
 
     def _rank(self, side: _Indexed, query: str, gold: tuple[str, ...], as_user: bool) -> Ranking:
         index = side.index
+        # a user sees what the viewer may see; cross-validation ranks every active task
+        rows, visible = index.visible(*visibility(self.view_as)) if as_user else (side.rows, side.visible)
         analysed = analyse_query(index, query, self.settings.typo_min_similarity)
-        if not side.visible or not analysed.words:
+        if not visible or not analysed.words:
             return Ranking((), None, abstained=as_user)
         vector = self._query_vector(index, analysed)
-        values = signal_values(index, analysed, side.rows, vector)
+        values = signal_values(index, analysed, rows, vector)
         mode = mode_of(values)
         pins = index.lexicon.pinned_for(query) if as_user else ()
         fused, _ = fuse(values, self.params.weights.for_mode(mode))
-        order = rank_order(side.visible, fused, pins, CV_DEPTH)
-        ids = [side.visible[i].id for i in order]
+        order = rank_order(visible, fused, pins, CV_DEPTH)
+        ids = [visible[i].id for i in order]
         mean = float(fused.mean())
-        top = tuple(RankedTask(side.visible[i].id, side.visible[i].name, round(float(fused[i]) - mean, 4),
-                               side.visible[i].id in pins) for i in order[:TOP_K])
+        top = tuple(RankedTask(visible[i].id, visible[i].name, round(float(fused[i]) - mean, 4),
+                               visible[i].id in pins) for i in order[:TOP_K])
         abstained = False
-        model = self.params.abstention_for(mode) if (as_user and self.abstain) else None
-        if model is not None and not (top and top[0].pinned):
+        if as_user:   # search.confidence decides, as for SearchService.search
+            model = self.params.abstention_for(mode) if self.abstain else None
             oos = index.exemplars.nearest_out_of_scope(vector) if mode == "full" else None
-            abstained = not assess(rank_values(side.visible, values, self.params.weights, 2, pins, oos), model).answer
+            abstained = not assess(rank_values(visible, values, self.params.weights, 2, pins, oos), model).answer
         return Ranking(top, gold_rank(ids, set(gold)) if gold else None, abstained)
 
     def _query_vector(self, index: SearchIndex, analysed: AnalysedQuery) -> np.ndarray | None:
@@ -398,9 +459,10 @@ def _figures(ranks: Mapping[str, tuple[tuple[str, ...], int | None]]) -> CVFigur
 # -- the whole preview ------------------------------------------------------------------------------
 def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Sequence[CaseRecord],
                    after_tasks: Sequence[TaskRecord], after_cases: Sequence[CaseRecord],
-                   queries: Sequence[str]) -> PreviewReport:
+                   queries: Sequence[str], view_as: str | None = ANONYMOUS) -> PreviewReport:
     """The preview of changing (before_tasks, before_cases) into (after_tasks, after_cases);
-    `queries`: the edited query or queries. `service`: a SearchService (its settings, embedder
+    `queries`: the edited query or queries; `view_as`: whose rankings (ANONYMOUS, a role name,
+    EVERY_ROLE; see the module docstring). `service`: a SearchService (its settings, embedder
     and current ranker parameters are used; it is not changed). Embeddings that cannot be had
     make the whole preview rank in the degraded (sparse) mode, as the service would."""
     started = time.perf_counter()
@@ -409,13 +471,13 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     embedder = service.embedder if live.vectors_ok else None
     settings = service.settings
     try:
-        bench = _Workbench(settings, live.params, embedder, settings.abstain, service.enrichment, live.index)
+        bench = _Workbench(settings, live.params, embedder, settings.abstain, service.enrichment, live.index, view_as)
         if embedder is not None and _content(live.cases) == before_cases and \
                 live.index.tasks == tuple(t for t in before_tasks if t.active):
             bench.adopt(live.index, before_cases)
         return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries)
     except EmbeddingUnavailable:
-        bench = _Workbench(settings, live.params, None, settings.abstain, service.enrichment)
+        bench = _Workbench(settings, live.params, None, settings.abstain, service.enrichment, view_as=view_as)
         return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries)
 
 
@@ -432,13 +494,43 @@ def _preview(bench: _Workbench, started: float, before_tasks, before_cases, afte
     added, removed, recounted = lexicon_changes(before, after, one_side, names)
     cases = changed_cases(bench, before, after, before_cases, after_cases)
     cv_before, cv_after, failing, passing = cross_validate(bench, before_tasks, before_cases, after_tasks, after_cases)
+    mode = "full" if bench.embedder is not None and after.index.has_vectors else "sparse"
     return PreviewReport(
         queries=tuple(edited), links_added=tuple(added), links_removed=tuple(removed), links_changed=tuple(recounted),
         changed_cases=tuple(cases), cv_before=cv_before, cv_after=cv_after,
         newly_failing=tuple(failing), newly_passing=tuple(passing),
-        mode="full" if bench.embedder is not None and after.index.has_vectors else "sparse",
+        mode=mode,
         ranker={"source": params.source, "fit_id": params.fit_id},
-        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 1))
+        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 1),
+        view_as=bench.view_as or ANONYMOUS,
+        roles=tuple(sorted({r for t in [*before_tasks, *after_tasks] if t.active for r in t.roles})),
+        hidden_gold=hidden_gold(after_tasks, [*edited, *cases], bench.view_as),
+        abstention=abstention_note(params, mode, bench.abstain, before_cases, after_cases))
+
+
+def hidden_gold(tasks: Sequence[TaskRecord], shown: Sequence[QueryComparison], view_as: str | None
+                ) -> tuple[HiddenGold, ...]:
+    """The gold tasks of the shown queries that `view_as` may not see (active ones: a retired
+    gold is flagged elsewhere), each with the queries naming it."""
+    roles, restrict = visibility(view_as)
+    by_id = {t.id: t for t in tasks if t.active}
+    naming: dict[str, list[str]] = {}
+    for comparison in shown:
+        for task_id in comparison.gold:
+            task = by_id.get(task_id)
+            if task is not None and restrict and not task.visible_to(roles):
+                naming.setdefault(task_id, []).append(comparison.query)
+    return tuple(HiddenGold(t, by_id[t].name, tuple(by_id[t].roles), tuple(dict.fromkeys(q)))
+                 for t, q in sorted(naming.items()))
+
+
+def abstention_note(params: RankerParams, mode: str, enabled: bool, before_cases: Sequence[CaseRecord],
+                    after_cases: Sequence[CaseRecord]) -> AbstentionNote:
+    model = params.abstention_for(mode)
+    fitted = model.cv.get("n_oos") if model is not None else None
+    return AbstentionNote(model is not None, int(fitted) if fitted is not None else None,
+                          sum(1 for c in before_cases if not c.gold), sum(1 for c in after_cases if not c.gold),
+                          MIN_OOS_CASES, enabled)
 
 
 def _content(cases: Sequence[CaseRecord]) -> list[CaseRecord]:

@@ -208,6 +208,23 @@ def test_deleting_a_case_goes_through_a_preview(admin_app):
     assert services(admin_app).store.versions(limit=1)[0].kind == "case.delete"
 
 
+def test_the_preview_page_views_as_the_public_by_default_and_as_a_chosen_role(admin_app):
+    """Issue 19 item 2 over HTTP: the view is the public's unless the form picks a role some
+    task has (anything else is the public's), and a restricted gold is warned about."""
+    client, csrf = signed_in(admin_app, "vera")   # viewers may preview
+    case = case_by_query(admin_app, "background checks")
+    form = case_form(case, csrf)
+    public = text(client.post("/admin/cases/preview", data=form))
+    assert "what an anonymous user (the public) would see" in public
+    assert "will not see this gold task" in public and '<option value="" selected>' in public
+    for bogus in ("nobody", "*x"):
+        assert "will not see this gold task" in text(client.post("/admin/cases/preview", data={**form, "view_as": bogus}))
+    hr = text(client.post("/admin/cases/preview", data={**form, "view_as": "hr"}))
+    assert "what a user with the role &#39;hr&#39; would see" in hr and "will not see" not in hr
+    assert '<option value="hr" selected>' in hr
+    assert 'name="view_as"' in hr and 'name="publish"' not in hr   # a viewer: the switch, no publish
+
+
 # -- rollback ---------------------------------------------------------------------------------------------
 QUERIES = ["Waitlist", "eligibility", "developmental screening", "bus", "parent involvement", "meal count"]
 
@@ -237,6 +254,10 @@ def test_rollback_restores_the_exact_rankings_and_the_fit_of_that_data(admin_app
     assert search.live().params.fit_id == fit_b and edited != before
 
     response = client.post(f"/admin/versions/{mark}/rollback", data={"csrf_token": csrf})
+    assert response.status_code == 200 and "Roll back to version" in text(response), "a click only asks"
+    assert {q: top(client, q) for q in QUERIES} == edited
+    response = client.post(f"/admin/versions/{mark}/rollback",
+                           data={"csrf_token": csrf, "confirm": "1", "based_on": rollback_base(text(response))})
     assert response.status_code == 302
     rollback = store.versions(limit=1)[0]
     assert (rollback.kind, rollback.rollback_of, rollback.actor) == ("rollback", mark, "user:eddie")
@@ -244,6 +265,55 @@ def test_rollback_restores_the_exact_rankings_and_the_fit_of_that_data(admin_app
     assert search.live().params.fit_id == fit_a, "the fit made on the restored data ranks again"
     assert after == before
     assert entries(store.engine, limit=1)[0].action == "catalog.rollback"
+
+
+def rollback_base(html: str) -> str:
+    """The `based_on` a rollback confirmation page carries."""
+    return re.search(r'name="based_on" value="(\d+)"', html).group(1)
+
+
+MEALS, VOLUNTEER = "meal counts and monthly reimbursement claim", "family.volunteer-hours"
+
+
+def test_a_rollback_is_confirmed_on_a_page_showing_what_it_undoes(admin_app):
+    """The version page shows how the catalog differs from that version now; rolling back asks
+    first, listing every change it would undo with its ranking preview; a confirmation made
+    before somebody else published is refused and shown again."""
+    client, csrf = signed_in(admin_app, "eddie")
+    store = services(admin_app).store
+    mark = store.versions(limit=1)[0].id
+    case = case_by_query(admin_app, MEALS)
+    assert client.post("/admin/cases/publish", data=case_form(case, csrf, rationale="meals served per day, "
+                                                              "rollback test")).status_code == 302
+    original = store.task(VOLUNTEER)
+    assert client.post("/admin/tasks/publish", data=task_form(original, csrf, name="Volunteer log (rollback test)")).status_code == 302
+
+    version = text(client.get(f"/admin/versions/{mark}"))
+    assert "Compared with the current catalog (2 records differ)" in version
+    assert "Volunteer log (rollback test)" in version and "rollback test" in version
+    assert "Review a rollback to version" in version
+
+    page = client.get(f"/admin/versions/{mark}/rollback")
+    html = text(page)
+    assert page.status_code == 200 and "Nothing is changed yet" in html
+    assert "these 2 record(s)" in html and "Volunteer log (rollback test)" in html and "<q>meal counts and monthly reimbursement claim</q>" in html
+    assert "Preview of this change" in html and "what an anonymous user (the public) would see" in html
+    assert store.versions(limit=1)[0].id > mark and store.task(VOLUNTEER).name == "Volunteer log (rollback test)"
+
+    based_on = rollback_base(html)
+    task = store.task(VOLUNTEER)
+    assert client.post("/admin/tasks/publish", data=task_form(task, csrf, help="edited meanwhile")).status_code == 302
+    stale = client.post(f"/admin/versions/{mark}/rollback", data={"csrf_token": csrf, "confirm": "1", "based_on": based_on})
+    assert stale.status_code == 409 and "review what it undoes again" in text(stale)
+    assert store.task(VOLUNTEER).help == "edited meanwhile", "a stale confirmation changes nothing"
+
+    fresh = rollback_base(text(stale))
+    done = client.post(f"/admin/versions/{mark}/rollback", data={"csrf_token": csrf, "confirm": "1", "based_on": fresh})
+    assert done.status_code == 302
+    restored = store.task(VOLUNTEER)
+    assert (restored.name, restored.help) == (original.name, original.help)
+    assert case_by_query(admin_app, MEALS).rationale == case.rationale
+    assert "This is the current version." in text(client.get(done.headers["Location"]))
 
 
 def scaled(params: dict, factor: float) -> dict:

@@ -3,6 +3,8 @@ any worker, one run at a time across processes, reports with a chart, failures w
 On SQLite and PostgreSQL, over the tiny evaluation fixtures (tests/fixtures/eval)."""
 from __future__ import annotations
 
+import html
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -95,6 +97,10 @@ def test_a_viewer_starts_a_run_that_goes_queued_running_done(eval_app):
 
     page = client.get(f"/admin/evaluation/{run_id}").get_data(as_text=True)
     assert "<svg" in page and "Held-out results" in page
+    product = run.report["configs"]["prefilter"]
+    first = round(product["hit@1"] * product["n"])
+    assert f"For <strong>{first} of {product['n']}</strong> test queries the right task comes" in page
+    assert page.index("What users get") < page.index("Queries it gets wrong") < page.index('<details class="ev-ablations">')
     assert all(f">{name}<" in page for name in run.report["configs"])
     assert 'method="post" action="/admin/evaluation"' in page          # no run in progress: can start another
     assert f'href="/admin/evaluation/{run_id}"' in client.get("/admin/evaluation").get_data(as_text=True)
@@ -204,3 +210,52 @@ def test_the_chart_draws_each_metric_to_scale():
     assert [b.width for b in a.bars] == [full * 0.5, full, full * 0.75]
     assert [b.metric for b in c.bars] == list(range(len(CHART_METRICS)))
     assert all(b.y >= a.bars[-1].y + a.bars[-1].height for b in c.bars)   # groups do not overlap
+
+
+# -- the page as the catalog's admin reads it (issue 19 item 9) ------------------------------------------
+def summary(hit1: float, hit5: float, n: int = 10, n_oos: int = 2, oos: float | None = 0.5) -> dict:
+    return {"n": n, "n_oos": n_oos, "hit@1": hit1, "hit@3": hit5, "hit@5": hit5, "mrr": hit1, "ndcg@10": hit1,
+            "oos_fpr": oos, "skipped": None}
+
+
+STORED_REPORT = {
+    "configs": {"bm25": summary(0.4, 0.7), "centroid": summary(0.3, 0.6), "prefilter": summary(0.6, 0.9),
+                "prefilter_sparse": summary(0.5, 0.8)},
+    "data": {"n_tasks": 5, "n_train": 12, "n_test": 12, "n_test_in_scope": 10, "n_test_out_of_scope": 2,
+             "split": "hash holdout", "embedding_model": "e5", "depth": 20},
+    "fit": {"status": "fitted"},
+    "error_analysis": {"prefilter": {"n_misses": 2, "misses": [
+        {"query": "who was absent today", "gold": ["t.attend"], "cls": "missing_rationale", "reason": "x",
+         "top": ["t.bus", "t.meal"], "gold_rank": 7, "unknown_words": [],
+         "suggestion": {"query": "who was absent today", "gold": ["t.attend"],
+                        "rationale": "Daily Attendance: Mark children present or absent by classroom."}},
+        {"query": "lunch zzyzx", "gold": ["t.meal"], "cls": "lexical_gap", "reason": "y", "top": [],
+         "gold_rank": None, "unknown_words": ["zzyzx"], "suggestion": {"rationale": "Meal Counts."}}]}},
+}
+
+
+def test_the_page_leads_with_what_users_get_then_the_failing_queries_with_a_fix(eval_app):
+    runs = runs_of(eval_app)
+    run = runs.create("user:vera")
+    runs.finish(run.id, STORED_REPORT)
+    client, _csrf = signed_in(eval_app, "vera")
+    page = client.get(f"/admin/evaluation/{run.id}").get_data(as_text=True)
+
+    lead = page.index("What users get")
+    assert "For <strong>6 of 10</strong> test queries the right task comes <strong>first</strong>" in page
+    assert "for <strong>9 of 10</strong> it is in the\n      <strong>top five</strong> (90%)" in page
+    assert "Of 2 off-topic test queries (no right task), the search answered\n      50%" in page
+    failing = page.index("Queries it gets wrong (2)")
+    ablations = page.index('<details class="ev-ablations">')
+    assert lead < failing < ablations < page.index(">bm25<") and page.index(">centroid<") > ablations
+    assert "a similar task" not in page and "no word of it points at the right task yet" in page
+    assert "it uses words the catalog does not know (zzyzx)" in page and "Bus Route Planner" in page
+    assert "<small>rank 7</small>" in page and "<small>not in the top 20</small>" in page
+
+    absent = next(c for c in eval_app.extensions["taskfinder"].store.cases() if c.query == "who was absent today")
+    fix = re.search(r'href="(/admin/cases/%d/edit\?[^"]+)">Fix its rationale' % absent.id, page).group(1)
+    assert "/admin/cases/new?query=lunch+zzyzx&amp;gold=t.meal" in page   # no test case has it: add one
+    form = client.get(html.unescape(fix)).get_data(as_text=True)
+    assert "Absences are marked in daily attendance. Daily Attendance: Mark children present or absent" in form
+    assert f'name="message" value="from evaluation run {run.id}"' in form
+    assert absent.rationale == "Absences are marked in daily attendance.", "a link saves nothing"

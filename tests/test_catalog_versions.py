@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from catalog.records import CaseRecord, TaskRecord
-from catalog.store import CatalogStore, NotFound, StaleEdit, StoreConflict
+from catalog.store import CatalogStore, NotFound, StaleEdit, StaleRollback, StoreConflict
 from catalog.versions import case_snapshot, content, records_of, state_of, task_snapshot
 
 TASKS = [TaskRecord("a.one", "Enrollment form", "Enroll a child", "enrollment", ("intake",)),
@@ -114,6 +114,40 @@ def test_rollback_restores_the_content_as_a_new_version_and_can_be_undone(loaded
     assert store.rollback(new_id) is None, "already in that state: nothing to publish"
     store.rollback(new_id - 1)   # the rollback itself rolled back
     assert now(store) == edited
+
+
+def test_a_rollback_plan_is_the_diff_to_now_and_a_stale_one_is_refused(loaded):
+    """What a rollback would undo is the difference between the catalog now and right after the
+    version, not that version's own changes; confirming a plan made before a later publish is
+    refused (nothing silently undone that the admin did not see)."""
+    store = loaded
+    target = store.versions(limit=1)[0].id
+    before = now(store)
+    first = store.cases()[0]
+    store.update_case(first.id, first.version, replace(first, gold=("b.two",)))
+    store.update_task("b.two", 1, replace(store.task("b.two"), name="Attendance log"))
+
+    plan = store.rollback_plan(target)
+    assert plan.latest == store.versions(limit=1)[0].id and plan.version_id == target
+    assert [(c.kind, c.key, c.action) for c in plan.changes] == [("task", "b.two", "updated"),
+                                                                 ("case", str(first.id), "updated")]
+    assert plan.changes[0].fields() == [("name", "Attendance log", "Attendance")]
+    assert plan.changes[1].fields() == [("gold", ["b.two"], ["a.one"])]
+    assert contents(plan.tasks, plan.cases) == before
+    assert store.version(target).changes != plan.changes
+    assert store.rollback_plan(plan.latest).changes == ()
+
+    store.update_task("a.one", 1, replace(store.task("a.one"), help="Enroll a child (edited later)"))
+    edited = now(store)
+    with pytest.raises(StaleRollback):
+        store.rollback(target, based_on=plan.latest)
+    assert now(store) == edited, "a stale confirmation changes nothing"
+    fresh = store.rollback_plan(target)
+    assert len(fresh.changes) == 3
+    store.rollback(target, based_on=fresh.latest)
+    assert now(store) == before
+    with pytest.raises(NotFound):
+        store.rollback_plan(10_000)
 
 
 def test_rollback_copes_with_two_cases_swapping_queries(loaded):

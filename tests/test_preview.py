@@ -15,7 +15,7 @@ from lexicon.rationale import build_lexicon
 from lexicon.text import stem, words
 from web.metrics import Metrics
 from search.index import analyse_tasks, build_index
-from search.preview import preview_change
+from search.preview import EVERY_ROLE, preview_change
 from search.service import SearchService
 
 ASQ = "health.asq3-screening"
@@ -150,3 +150,67 @@ def test_remembered_words_are_not_shared_lists():
     first = words("Developmental screening")
     first.append("mutated")
     assert words("Developmental screening") == ["developmental", "screening"]
+
+
+# -- whose ranking, and what an out-of-scope case does (issue 19 items 2 and 3) ----------------------
+CHECKS = "hr.background-checks"   # roles hr, director: the public never sees it
+
+
+def test_the_preview_ranks_as_the_public_by_default_and_warns_of_a_restricted_gold(service, demo_app):
+    tasks, cases = demo(service)
+    assert next(t for t in tasks if t.id == CHECKS).roles
+    query = case_named(cases, "background checks").query
+
+    public = preview_change(service, tasks, cases, tasks, cases, [query])
+    (edited,) = public.queries
+    assert public.view_as == "" and CHECKS not in [t.id for t in edited.after.tasks]
+    assert all(not next(t for t in tasks if t.id == r.id).roles for r in edited.after.tasks)
+    assert [(h.task_id, h.queries) for h in public.hidden_gold] == [(CHECKS, (query,))]
+
+    for viewer in ("hr", EVERY_ROLE):
+        seen = preview_change(service, tasks, cases, tasks, cases, [query], view_as=viewer)
+        (edited,) = seen.queries
+        assert edited.after.tasks[0].id == CHECKS and edited.after.tasks[0].pinned
+        assert not seen.hidden_gold
+    assert "hr" in public.roles and "director" in public.roles
+
+    with demo_app.test_request_context("/admin/"):
+        html = render_template("admin/_preview.html", preview=public.as_dict())
+    assert "what an anonymous user (the public) would see" in html
+    assert "will not see this gold task" in html and f"<code>{CHECKS}</code> (roles: hr, director)" in html
+
+
+def test_an_out_of_scope_case_says_what_it_does_and_that_there_are_too_few(service, demo_app):
+    tasks, cases = demo(service)
+    weather = CaseRecord(query="what is the weather", gold=())
+    oos = sum(1 for c in cases if not c.gold)
+    assert service.live().params.abstention_for("full") is None   # the demo ships too few to fit one
+    report = preview_change(service, tasks, cases, tasks, [*cases, weather], [weather.query])
+
+    (edited,) = report.queries
+    assert edited.status == "out_of_scope"
+    note = report.abstention
+    assert (note.oos_before, note.oos_after, note.model) == (oos, oos + 1, False)
+    assert note.too_few == (oos + 1 < note.min_oos)
+    assert edited.before.abstained == edited.after.abstained   # nothing refitted: the same answer
+
+    with demo_app.test_request_context("/admin/"):
+        html = render_template("admin/_preview.html", preview=report.as_dict())
+    assert "no confident match" in html and "trains the model that decides when to refuse" in html
+    assert f"{oos} out-of-scope test case(s) now, {oos + 1} after this change" in html
+    assert "<q>what is the weather</q> the search" in html
+    if note.too_few:
+        assert f"add {note.min_oos - oos - 1} more" in html
+
+
+def test_with_a_fitted_model_the_note_names_what_it_was_fitted_on():
+    from search.confidence import AbstentionModel
+    from search.preview import abstention_note
+    from search.ranker import RankerParams
+
+    model = AbstentionModel(("margin",), (1.0,), 0.0, 0.0, {"n_oos": 31})
+    params = RankerParams(None, 10, {"full": model, "sparse": None}, "fit", 7)
+    cases = [CaseRecord("a", ("t",)), CaseRecord("b", ())]
+    note = abstention_note(params, "full", True, cases, cases[:1])
+    assert (note.model, note.fitted_oos, note.oos_before, note.oos_after) == (True, 31, 1, 0)
+    assert not abstention_note(params, "sparse", True, cases, cases).model
