@@ -426,6 +426,14 @@ WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedW
 # (`python ops/gen_config_doc.py > docs/configuration.md`; tests/test_docs.py fails when a
 # variable has no line here or the file is stale).
 DESCRIPTIONS = {
+    "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
+    "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
+    "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
+    "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
+    "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
+    "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",
+    "LEARNING_SETTLE_S": "events younger than this wait for the next aggregation",
+    "LEARNING_SESSIONS_PER_ADDRESS": "distinct voting sessions per client address per hour (held in memory only, never stored)",
     "DATABASE_URL": "SQLAlchemy URL; empty = `sqlite:///$TASKFINDER_DATA_DIR/taskfinder.db`; PostgreSQL in production: `postgresql+psycopg://user@host/db`",
     "TASKFINDER_DATA_DIR": "SQLite file, caches, corpora",
     "CACHE_DIR": "diskcache of embeddings, LLM answers, enrichment; empty = `$TASKFINDER_DATA_DIR/cache`",
@@ -495,6 +503,7 @@ DESCRIPTIONS = {
     "centroid": "cosine to the mean of the task's exemplars",
     "neighbour": "cosine to the task's nearest exemplar",
     "prototype": "logit of the per-catalog softmax regression over the exemplars (exists only with a fit)",
+    "learned": "cosine to the task's nearest learned exemplar (queries staff found it with; exists only with a fit that has learned evidence, full mode only; see docs/learning-from-use.md)",
     "name": "the task's name",
     "aliases": "its aliases",
     "category": "its category",

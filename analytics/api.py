@@ -22,7 +22,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from analytics.recorder import AnalyticsRecorder
 from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
 from analytics.sources import AddressSessions
-from guard.limits import request_client
+from web.limits import request_client
 from catalog.models import utcnow
 
 events_bp = Blueprint("events", __name__)

@@ -10,7 +10,7 @@ session are stored without their session id, which binds them to no search
 
 The table lives in this process's memory (per gunicorn worker: a bot reaching N workers gets N
 times the cap; documented), keyed by the address as the rate limiter sees it
-(guard.limits.request_client), forgotten when the window turns; at most MAX_ADDRESSES addresses
+(web.limits.request_client), forgotten when the window turns; at most MAX_ADDRESSES addresses
 are tracked (past that, the window is cleared early: the cap errs towards counting).
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ The layers, lowest first (a module may import its own layer and any layer below 
 
     foundation    settings, the text pipeline (lexicon.text), generic infrastructure with no product
                   knowledge (infra: circuit breaker, disk cache, chat client, local llama.cpp;
-                  observability: the Prometheus registry)
+                  and the Flask-free web.metrics: the Prometheus registry)
     catalog       records, storage, formats, splits, versions
     ranking core  search/: text -> signals -> fit -> ranked shortlist (and lexicon.rationale, the
                   lexicon built from the catalog's cases); imports no Flask

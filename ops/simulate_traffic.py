@@ -1,8 +1,8 @@
 """Traffic simulator: does the product learn from use? (issue 16 item 5; docs/learning-from-use.md)
 
-    python -m evaluation.simulate --clinc150 /work/shared/data/clinc150 --max-per-intent 2 \\
+    python ops/simulate_traffic.py --clinc150 /work/shared/data/clinc150 --max-per-intent 2 \\
         --checkpoints 0,500,1000,2000,4000
-    python -m evaluation.simulate --clinc150 /work/shared/data/clinc150 --flood 300
+    python ops/simulate_traffic.py --clinc150 /work/shared/data/clinc150 --flood 300
 
 What it does, with real parts only:
 
@@ -260,7 +260,7 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.simulate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python ops/simulate_traffic.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clinc150", required=True, help="CLINC150 directory (train/val jsonl, domains.json)")
     parser.add_argument("--max-per-intent", type=int, default=2, help="written cases per intent")
     parser.add_argument("--pool-per-intent", type=int, default=5, help="traffic phrasings per intent")
