@@ -6,7 +6,8 @@ sends a request per keystroke pause).
   When it is full the new item is dropped and counted, never waited for.
 * The thread flushes every ANALYTICS_FLUSH_INTERVAL_S: everything queued, in one transaction. A
   batch that fails (database down or locked) is kept and tried again at the next flush, up to
-  MAX_WRITE_ATTEMPTS times, then dropped and counted.
+  MAX_WRITE_ATTEMPTS times, then dropped and counted. A batch the database refuses for its
+  content is written again item by item, so a bad row is dropped (counted `rejected`) alone.
 * Once an hour (PURGE_INTERVAL_S) the thread purges rows older than ANALYTICS_RETENTION_DAYS.
 * At interpreter exit (also a gunicorn worker's graceful exit) the queue is flushed.
 
@@ -26,6 +27,8 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+
 from analytics.records import EventRecord, SearchRecord
 from analytics.store import AnalyticsStore
 from catalog.models import utcnow
@@ -36,6 +39,13 @@ PURGE_INTERVAL_S = 3600.0
 MAX_WRITE_ATTEMPTS = 3
 SEARCH, EVENTS = "search", "events"
 QUEUED, WRITTEN, DROPPED_FULL, WRITE_FAILED = "queued", "written", "dropped_full", "write_failed"
+REJECTED = "rejected"   # one item the database refused for its content, written alone and dropped
+
+
+def is_outage(exc: BaseException) -> bool:
+    """The database is unreachable, locked or gone (retry the batch later), as opposed to a row
+    it refuses (isolate it): SQLAlchemy's OperationalError/InterfaceError/DisconnectionError."""
+    return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError))
 
 
 class AnalyticsRecorder:
@@ -128,11 +138,35 @@ class AnalyticsRecorder:
             try:
                 self.store.write(searches, events)
             except Exception as exc:
-                self._keep_for_retry(batch, exc)
-                return 0
+                if is_outage(exc) or len(batch) == 1:
+                    self._keep_for_retry(batch, exc)
+                    return 0
+                return self._write_alone(batch)
             self._count(SEARCH, WRITTEN, len(searches))
             self._count(EVENTS, WRITTEN, len(events))
             return len(searches) + len(events)
+
+    def _write_alone(self, batch: list[tuple[str, tuple, int]]) -> int:
+        """A batch the database refused for its content (not an outage): write each item (one
+        search, or one request's events) in its own transaction, so that one bad row costs only
+        its own item (issue 17: a lone surrogate used to drop every search queued beside it).
+        A refused item is dropped and counted as `rejected`; if the database goes away meanwhile,
+        the rest is kept for a retry."""
+        written = 0
+        for position, (kind, records, attempts) in enumerate(batch):
+            try:
+                self.store.write(records if kind == SEARCH else (), records if kind == EVENTS else ())
+            except Exception as exc:
+                if is_outage(exc):
+                    self._keep_for_retry(batch[position:], exc)
+                    break
+                self._count(kind, REJECTED, len(records))
+                log.warning("analytics writer: dropped one %s item the database refused (%s: %s)",
+                            kind, type(exc).__name__, str(exc)[:200])
+                continue
+            self._count(kind, WRITTEN, len(records))
+            written += len(records)
+        return written
 
     def _keep_for_retry(self, batch: list[tuple[str, tuple, int]], exc: Exception) -> None:
         for kind, records, attempts in batch:
