@@ -148,7 +148,6 @@ def serve_command(host: str | None, port: int | None, threads: int):
     host, port = host or settings.host, port or settings.port
     services = current_app.extensions["taskfinder"]
     services.search.live()  # build the index (and task embeddings) before the first request
-    current_app.extensions["taskfinder_admin"].warn_about_ephemeral_key()
     click.echo(f"Taskfinder serving on http://{host}:{port}  (database: "
                f"{services.store.engine.url.render_as_string(hide_password=True)})")
     serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder")

@@ -175,6 +175,9 @@ class Settings:
     rate_limit_search: Rate | None = Rate(300, 60)
     rate_limit_events: Rate | None = Rate(600, 60)
     rate_limit_login: Rate | None = Rate(20, 60)
+    # /metrics (search/api.py): empty = answered to loopback clients only; set = a bearer token
+    # every scrape must send (Prometheus `authorization: {credentials_file: ...}`)
+    metrics_token: str = field(default="", repr=False)
 
     @property
     def database(self) -> str:
@@ -354,4 +357,5 @@ ENVIRONMENT = (
     ("rate_limit_search", "RATE_LIMIT_SEARCH", _rate),
     ("rate_limit_events", "RATE_LIMIT_EVENTS", _rate),
     ("rate_limit_login", "RATE_LIMIT_LOGIN", _rate),
+    ("metrics_token", "METRICS_TOKEN", _secret(32)),
 )

@@ -117,10 +117,6 @@ def parse_batch(payload, received_at: datetime) -> EventBatch:
     bad event index and field (`events[3].position: 0 is less than the minimum of 1`). Every
     string is first checked by catalog.validation (no lone surrogate, no control character)."""
     found = validators()
-    bad_text = json_problem(payload)   # a lone surrogate or NUL would reach the writer (issue 17)
-    if bad_text is not None:
-        field, problem = bad_text
-        raise EventError(f"{field}: {problem}" if field else f"the body {problem}")
     error = _first_error(found.envelope, payload)
     if error is not None:
         field, problem = _field_and_problem(error, [], None)
@@ -133,6 +129,9 @@ def parse_batch(payload, received_at: datetime) -> EventBatch:
         if error is not None:
             field, problem = _field_and_problem(error, ["events", index], kind)
             raise EventError(f"{field}: {problem}")
+        bad_text = json_problem(event, path=("events", index))   # a lone surrogate would reach the writer
+        if bad_text is not None:
+            raise EventError("{}: {}".format(*bad_text))
         events.append(to_record(event, session_id, received_at))
     return EventBatch(session_id, tuple(events))
 

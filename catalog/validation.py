@@ -67,10 +67,12 @@ def render_path(parts: tuple) -> str:
     return text
 
 
-def json_problem(value: object, multiline_fields: frozenset[str] = frozenset()) -> tuple[str, str] | None:
-    """The first (field path, problem) of a parsed JSON value: too deeply nested, or a string
-    with a lone surrogate or a control character (line breaks allowed in `multiline_fields`)."""
-    for path, item in walk_strings(value):
+def json_problem(value: object, multiline_fields: frozenset[str] = frozenset(),
+                 path: tuple = ()) -> tuple[str, str] | None:
+    """The first (field path, problem) of a parsed JSON value found at `path`: too deeply nested,
+    or a string with a lone surrogate or a control character (line breaks allowed in
+    `multiline_fields`)."""
+    for path, item in walk_strings(value, path):
         if item is DeepNesting:
             return render_path(path), f"is nested deeper than {MAX_JSON_DEPTH} levels"
         last = path[-1] if path else None
