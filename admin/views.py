@@ -17,6 +17,7 @@ from admin.searching import ranked_tasks
 from admin.throttle import throttle_key
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
+from catalog.validation import bounded_int
 from guard.limits import request_client
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ def store() -> CatalogStore:
 
 def _page_number() -> int:
     raw = request.args.get("page", "1")
-    return int(raw) if raw.isdigit() else 1
+    return bounded_int(raw) or 1
 
 
 # -- sign in and out -----------------------------------------------------------------------

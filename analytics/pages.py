@@ -15,6 +15,7 @@ from analytics.api import analytics_recorder
 from analytics.charts import line_chart, number, percent
 from analytics.report import Report, load_report, new_case_url
 from catalog.models import utcnow
+from catalog.validation import bounded_int
 
 analytics_pages_bp = Blueprint("analytics", __name__, url_prefix="/analytics", template_folder="templates",
                                static_folder="static")
@@ -26,7 +27,7 @@ DEFAULT_SPAN = 30
 
 def span_days() -> int:
     raw = request.args.get("days", "")
-    return int(raw) if raw.isdigit() and int(raw) in SPANS else DEFAULT_SPAN
+    return days if (days := bounded_int(raw)) in SPANS else DEFAULT_SPAN
 
 
 def charts(report: Report) -> list:
