@@ -163,6 +163,11 @@ class Settings:
     analytics_retention_days: int = 90      # searches and events older than this are purged
     analytics_queue_size: int = 10_000      # pending writes (one per search or events request); full = dropped, counted
     analytics_flush_interval_s: float = 2.0 # how often the writer thread flushes the queue
+    analytics_rollup_interval_s: float = 300.0  # today's daily roll-up is refreshed this often (the page's lag)
+    # flood caps of POST /api/events (analytics.budget), per process: events per minute from one
+    # session, and from everyone; over a cap: 429 with Retry-After, nothing stored
+    analytics_session_events_per_minute: int = 120
+    analytics_events_per_minute: int = 6000
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
@@ -350,6 +355,9 @@ ENVIRONMENT = (
     ("analytics_retention_days", "ANALYTICS_RETENTION_DAYS", _int(1, 36500)),
     ("analytics_queue_size", "ANALYTICS_QUEUE_SIZE", _int(1, 1_000_000)),
     ("analytics_flush_interval_s", "ANALYTICS_FLUSH_INTERVAL_S", _float(0.01)),
+    ("analytics_rollup_interval_s", "ANALYTICS_ROLLUP_INTERVAL_S", _float(1.0)),
+    ("analytics_session_events_per_minute", "ANALYTICS_SESSION_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
+    ("analytics_events_per_minute", "ANALYTICS_EVENTS_PER_MINUTE", _int(1, 100_000_000)),
     ("cors_origins", "CORS_ORIGINS", _origins),
     ("redis_url", "REDIS_URL", _text),
     ("redis_key_prefix", "REDIS_KEY_PREFIX", _text),

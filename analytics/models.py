@@ -8,9 +8,9 @@ purged; such events are kept and simply not counted (see analytics.formulas).
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
-from sqlalchemy import JSON, BigInteger, Boolean, CheckConstraint, DateTime, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, CheckConstraint, Date, DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from catalog.models import Base
@@ -52,3 +52,57 @@ class SearchEvent(Base):
     dwell_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)    # dwell
     query: Mapped[str | None] = mapped_column(Text, nullable=True)          # impression, normalised
     task_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)      # impression: what was shown
+
+
+# -- daily roll-ups (migration 0007): what the analytics page reads ------------------------------
+def _measure() -> Mapped[int]:
+    return mapped_column(Integer, nullable=False, default=0)
+
+
+class RollupDay(Base):
+    """One UTC day's totals (analytics.rollup). `final` once no late click can change it."""
+
+    __tablename__ = "analytics_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    requests: Mapped[int] = _measure()
+    sessionless_requests: Mapped[int] = _measure()
+    unmatched_events: Mapped[int] = _measure()
+    searches: Mapped[int] = _measure()
+    no_result: Mapped[int] = _measure()
+    clicked: Mapped[int] = _measure()
+    clicks: Mapped[int] = _measure()
+    click_position_sum: Mapped[int] = _measure()
+    abandoned: Mapped[int] = _measure()
+    reformulated: Mapped[int] = _measure()
+    rolled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    final: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+
+
+class RollupQueryDay(Base):
+    """One query's measures on one day."""
+
+    __tablename__ = "analytics_query_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    query: Mapped[str] = mapped_column(Text, primary_key=True)
+    searches: Mapped[int] = _measure()
+    no_result: Mapped[int] = _measure()
+    clicked: Mapped[int] = _measure()
+    clicks: Mapped[int] = _measure()
+    click_position_sum: Mapped[int] = _measure()
+    abandoned: Mapped[int] = _measure()
+    reformulated: Mapped[int] = _measure()
+
+
+class RollupTaskDay(Base):
+    """Per day, query and task: clicks on the task from searches for the query, and how often the
+    task ended a reformulation chain that started from the query (its suggested-gold votes)."""
+
+    __tablename__ = "analytics_task_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    query: Mapped[str] = mapped_column(Text, primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    clicks: Mapped[int] = _measure()
+    followups: Mapped[int] = _measure()

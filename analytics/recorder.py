@@ -9,6 +9,8 @@ sends a request per keystroke pause).
   MAX_WRITE_ATTEMPTS times, then dropped and counted. A batch the database refuses for its
   content is written again item by item, so a bad row is dropped (counted `rejected`) alone.
 * Once an hour (PURGE_INTERVAL_S) the thread purges rows older than ANALYTICS_RETENTION_DAYS.
+* Every ROLLUP_CHECK_S it rolls up at most one due day (analytics.rollup): today every
+  ANALYTICS_ROLLUP_INTERVAL_S, then the days not final or not rolled up yet.
 * At interpreter exit (also a gunicorn worker's graceful exit) the queue is flushed.
 
 Each process has its own writer (a gunicorn worker is a process); the thread starts with the
@@ -30,12 +32,14 @@ from typing import Callable, Sequence
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 
 from analytics.records import EventRecord, SearchRecord
+from analytics.rollup import due_days, final_after, rollup_day, window
 from analytics.store import AnalyticsStore
 from catalog.models import utcnow
 
 log = logging.getLogger(__name__)
 
 PURGE_INTERVAL_S = 3600.0
+ROLLUP_CHECK_S = 10.0   # how often the thread looks for a day to roll up (analytics.rollup)
 MAX_WRITE_ATTEMPTS = 3
 SEARCH, EVENTS = "search", "events"
 QUEUED, WRITTEN, DROPPED_FULL, WRITE_FAILED = "queued", "written", "dropped_full", "write_failed"
@@ -51,8 +55,10 @@ def is_outage(exc: BaseException) -> bool:
 class AnalyticsRecorder:
     def __init__(self, store: AnalyticsStore, queue_size: int, flush_interval_s: float, retention_days: int,
                  enabled: bool = True, on_count: Callable[[str, str, int], None] | None = None,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, rollup_interval_s: float = 300.0):
         self.store = store
+        self.rollup_interval = timedelta(seconds=rollup_interval_s)
+        self._last_rollup_check: float | None = None
         self.enabled = enabled
         self.flush_interval_s = flush_interval_s
         self.retention = timedelta(days=retention_days)
@@ -115,6 +121,9 @@ class AnalyticsRecorder:
                 if self._last_purge is None or time.monotonic() - self._last_purge >= PURGE_INTERVAL_S:
                     self._last_purge = time.monotonic()
                     self.purge()
+                if self._last_rollup_check is None or time.monotonic() - self._last_rollup_check >= ROLLUP_CHECK_S:
+                    self._last_rollup_check = time.monotonic()
+                    self.rollup(max_days=1)
             except Exception:  # the writer must outlive any one failure; it is logged with its traceback
                 log.exception("analytics writer: flush or purge failed")
 
@@ -183,6 +192,30 @@ class AnalyticsRecorder:
         if any(deleted):
             log.info("analytics: purged %d searches and %d events older than %d days", *deleted, self.retention.days)
         return deleted
+
+    def rollup(self, now: datetime | None = None, max_days: int | None = None, force: bool = False,
+               days: Sequence | None = None) -> int:
+        """Roll up the due days (analytics.rollup.due_days; with `force`, every day not final
+        yet, whatever the interval; or just `days`), at most `max_days` of them; returns how many
+        were rolled up. A day another process has claimed is skipped."""
+        now = now or self.clock()
+        today = now.date()
+        interval = timedelta(0) if force or days is not None else self.rollup_interval
+        if days is None:
+            first = today - timedelta(days=self.retention.days)
+            days = due_days(self.store.rollup_state(first, today), today, first, now, interval)
+        done = 0
+        for day in days:
+            if max_days is not None and done >= max_days:
+                break
+            if not self.store.claim_day(day, now, now - interval):
+                continue
+            (searches_from, searches_to), (events_from, events_to) = window(day)
+            rolled = rollup_day(self.store.searches(searches_from, searches_to),
+                                self.store.events(events_from, events_to), day)
+            self.store.write_rollup(rolled, now, final=now >= final_after(day))
+            done += 1
+        return done
 
     def pending(self) -> int:
         """Items waiting to be written (queued or kept for a retry)."""
