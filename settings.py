@@ -167,7 +167,7 @@ class Settings:
     # flood caps of POST /api/events (analytics.budget), per process: events per minute from one
     # session, and from everyone; over a cap: 429 with Retry-After, nothing stored
     analytics_session_events_per_minute: int = 120
-    analytics_events_per_minute: int = 6000
+    analytics_events_per_minute: int = 20_000
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()

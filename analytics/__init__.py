@@ -19,7 +19,8 @@ from flask import Flask
 from sqlalchemy import Engine
 
 from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in admin_bp)
-from analytics.api import EXTENSION, analytics_recorder, events_bp
+from analytics.api import BUDGET_EXTENSION, EXTENSION, analytics_recorder, events_bp
+from analytics.budget import EventBudget
 from analytics.recorder import AnalyticsRecorder
 from analytics.store import AnalyticsStore
 from observability.metrics import Metrics
@@ -36,6 +37,8 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
                                  enabled=settings.analytics_enabled, on_count=metrics.analytics_listener(),
                                  rollup_interval_s=settings.analytics_rollup_interval_s)
     app.extensions[EXTENSION] = recorder
+    app.extensions[BUDGET_EXTENSION] = EventBudget(settings.analytics_session_events_per_minute,
+                                                   settings.analytics_events_per_minute)
     app.register_blueprint(events_bp)
     return recorder
 

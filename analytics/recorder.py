@@ -43,6 +43,7 @@ ROLLUP_CHECK_S = 10.0   # how often the thread looks for a day to roll up (analy
 MAX_WRITE_ATTEMPTS = 3
 SEARCH, EVENTS = "search", "events"
 QUEUED, WRITTEN, DROPPED_FULL, WRITE_FAILED = "queued", "written", "dropped_full", "write_failed"
+OVER_CAP = "over_cap"   # events refused by the flood caps (analytics.budget)
 REJECTED = "rejected"   # one item the database refused for its content, written alone and dropped
 
 
@@ -82,6 +83,10 @@ class AnalyticsRecorder:
     def record_events(self, records: Sequence[EventRecord]) -> bool:
         """Queue one request's events, all or none; False when off or the queue is full."""
         return self._offer(EVENTS, tuple(records))
+
+    def refused(self, n: int) -> None:
+        """Count events refused by the flood caps (analytics.budget), never queued."""
+        self._count(EVENTS, OVER_CAP, n)
 
     def _offer(self, kind: str, records: tuple) -> bool:
         if not self.enabled:
