@@ -4,10 +4,10 @@ item 6: at 10 million logged searches the raw report read every row; ops/bench_a
 
 A day's roll-up (`rollup_day`, pure) is the measures of analytics.formulas over the searches
 that STARTED that UTC day, computed from the raw rows around it (`window`): the searches from
-EVENT_GRACE before the day (a burst of typing or a reformulation chain that crosses midnight)
-to ROLLUP_MARGIN after it (the next search of a session decides whether the last one of the day
-was reformulated), and the events received from the day's start to EVENT_GRACE after its end
-(a click may come a while after its search). A day is rolled up again, replacing its rows, until
+SEARCH_LOOKBACK before the day (a burst of typing that crosses midnight) to ROLLUP_MARGIN after
+it (the next search of a session decides whether the last one of the day was reformulated), and
+the events received from the day's start to EVENT_GRACE after its end (a click may come a while
+after its search). A day is rolled up again, replacing its rows, until
 it is `final`: rolled up after its window closed, when no late event can change it any more.
 
 Who rolls up: every process's analytics writer thread (analytics.recorder), after a flush, at
@@ -33,6 +33,9 @@ from analytics.records import EventRecord, SearchRecord
 
 #: Events are read this long past a day's end: a click can come a while after its search.
 EVENT_GRACE = timedelta(days=1)
+#: Searches are read from this long before a day's start: a burst of typing that crosses
+#: midnight, and the searches that a click received just after midnight is about.
+SEARCH_LOOKBACK = timedelta(hours=1)
 #: Searches are read this long past a day's end (a reformulation follows within
 #: REFORMULATION_WINDOW_S of the previous search's last keystroke).
 ROLLUP_MARGIN = timedelta(seconds=formulas.REFORMULATION_WINDOW_S + 2 * formulas.KEYSTROKE_GAP_S)
@@ -45,7 +48,7 @@ def day_start(day: date) -> datetime:
 def window(day: date) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime]]:
     """((searches from, to), (events from, to)): the raw rows a roll-up of `day` reads."""
     start, end = day_start(day), day_start(day + timedelta(days=1))
-    return (start - EVENT_GRACE, end + ROLLUP_MARGIN), (start, end + EVENT_GRACE)
+    return (start - SEARCH_LOOKBACK, end + ROLLUP_MARGIN), (start, end + EVENT_GRACE)
 
 
 def final_after(day: date) -> datetime:
