@@ -55,44 +55,38 @@ class SearchEvent(Base):
 
 
 # -- daily roll-ups (migration 0007): what the analytics page reads ------------------------------
-def _measure() -> Mapped[int]:
-    return mapped_column(Integer, nullable=False, default=0)
+class MeasureColumns:
+    """The counts of analytics.formulas.Measures, one column each (a mixin of the roll-up tables)."""
+
+    searches: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    no_result: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    clicked: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    clicks: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    click_position_sum: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    abandoned: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    reformulated: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
 
 
-class RollupDay(Base):
+class RollupDay(MeasureColumns, Base):
     """One UTC day's totals (analytics.rollup). `final` once no late click can change it."""
 
     __tablename__ = "analytics_days"
 
     day: Mapped[date] = mapped_column(Date, primary_key=True)
-    requests: Mapped[int] = _measure()
-    sessionless_requests: Mapped[int] = _measure()
-    unmatched_events: Mapped[int] = _measure()
-    searches: Mapped[int] = _measure()
-    no_result: Mapped[int] = _measure()
-    clicked: Mapped[int] = _measure()
-    clicks: Mapped[int] = _measure()
-    click_position_sum: Mapped[int] = _measure()
-    abandoned: Mapped[int] = _measure()
-    reformulated: Mapped[int] = _measure()
+    requests: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    sessionless_requests: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    unmatched_events: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     rolled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     final: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
 
 
-class RollupQueryDay(Base):
+class RollupQueryDay(MeasureColumns, Base):
     """One query's measures on one day."""
 
     __tablename__ = "analytics_query_days"
 
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     query: Mapped[str] = mapped_column(Text, primary_key=True)
-    searches: Mapped[int] = _measure()
-    no_result: Mapped[int] = _measure()
-    clicked: Mapped[int] = _measure()
-    clicks: Mapped[int] = _measure()
-    click_position_sum: Mapped[int] = _measure()
-    abandoned: Mapped[int] = _measure()
-    reformulated: Mapped[int] = _measure()
 
 
 class RollupTaskDay(Base):
@@ -104,5 +98,5 @@ class RollupTaskDay(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     query: Mapped[str] = mapped_column(Text, primary_key=True)
     task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    clicks: Mapped[int] = _measure()
-    followups: Mapped[int] = _measure()
+    clicks: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    followups: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
