@@ -7,7 +7,7 @@ pure: records in, Report out; the reference the roll-ups are tested against, and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from urllib.parse import urlencode
 
@@ -86,18 +86,18 @@ def load_rollup_report(store: AnalyticsStore, first: date, last: date, limit: in
     per_day = [(day, Measures(*(getattr(stored[day], name) for name in _MEASURES)) if day in stored else Measures())
                for day in days]
     total = Measures(*(sum(getattr(m, name) for _day, m in per_day) for name in _MEASURES))
-    lists = {order: store.rollup_queries(first, last, order, limit, formulas.MIN_SEARCHES_FOR_LOW_CTR)
-             for order in ("searches", "no_result", "low_ctr")}
-    gold = store.rollup_suggested_gold(first, last, [q for found in lists.values() for q, _m in found])
-
-    def reports(order: str) -> list[QueryReport]:
-        return [QueryReport(q, m, gold.get(q)) for q, m in lists[order]]
-
+    # the same orderings as the raw report (analytics.formulas), over the summed per-query rows
+    queries = sorted((QueryReport(q, m, None) for q, m in store.rollup_queries(first, last)),
+                     key=lambda r: (-r.measures.searches, r.query))
+    lists = {"top": queries[:limit], "no_result": formulas.top_no_result_queries(queries, limit),
+             "low_ctr": formulas.low_ctr_queries(queries, limit)}
+    gold = store.rollup_suggested_gold(first, last, [r.query for found in lists.values() for r in found])
+    lists = {name: [replace(r, suggested_gold=gold.get(r.query)) for r in found] for name, found in lists.items()}
     return Report(first=first, last=last, requests=sum(r.requests for r in stored.values()), total=total,
-                  days=per_day, no_result_queries=reports("no_result"), low_ctr_queries=reports("low_ctr"),
+                  days=per_day, no_result_queries=lists["no_result"], low_ctr_queries=lists["low_ctr"],
                   unmatched_events=sum(r.unmatched_events for r in stored.values()),
                   sessionless_requests=sum(r.sessionless_requests for r in stored.values()),
-                  top_queries=reports("searches"), top_results=store.rollup_top_results(first, last, limit),
+                  top_queries=lists["top"], top_results=store.rollup_top_results(first, last, limit),
                   as_of=max((formulas.as_utc(r.rolled_at) for r in stored.values()), default=None))
 
 
