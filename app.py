@@ -27,7 +27,6 @@ from analytics.cli import analytics_group
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
-from catalog.validation import MAX_INT64
 from evaluation.cli import evaluate_command
 from json_provider import OrjsonProvider
 from guard.headers import install_api_headers
@@ -105,12 +104,12 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 
 class Int64Converter(IntegerConverter):
-    """Werkzeug's `<int:...>` bounded to what a database id column holds: an id past 64 bits
-    matches no route (404) instead of reaching the database (OverflowError, a 500)."""
+    """Werkzeug's `<int:...>` for database ids: at most 18 digits (below 2**63, what an id column
+    holds), so a longer number matches no route (404) instead of reaching the database
+    (OverflowError, a 500). A regex bound rather than werkzeug's `max=`: a value refused by the
+    converter made the matcher answer 405 with another rule's methods."""
 
-    def __init__(self, map, fixed_digits: int = 0, min: int | None = None, max: int | None = MAX_INT64,
-                 signed: bool = False) -> None:
-        super().__init__(map, fixed_digits=fixed_digits, min=min, max=max, signed=signed)
+    regex = r"\d{1,18}"
 
 
 def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitBreaker:
