@@ -2,7 +2,10 @@
 #   make run    set up, migrate the embedded SQLite database, load the demo catalog, serve on localhost
 #   make test   set up (with the local LLM) and run the whole test suite
 #   make serve-prod   production serving: migrate, then gunicorn with WEB_CONCURRENCY workers
-#                     (ops/gunicorn.conf.py) and Prometheus metrics aggregated over the workers
+#                     (ops/gunicorn.conf.py) and Prometheus metrics aggregated over the workers.
+#                     Admin sessions: SECRET_KEY, or else ONE key for every worker, generated once
+#                     in TASKFINDER_DATA_DIR/secret_key (mode 0600) by the gunicorn master; never a
+#                     random key per worker. Several hosts: set SECRET_KEY (docs/security.md).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import click
 from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
+from werkzeug.routing import IntegerConverter
 
 from admin import audit, init_admin
 from admin.accounts import AccountStore
@@ -63,6 +64,7 @@ class Services:
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     app = Flask(__name__)
+    app.url_map.converters["int"] = Int64Converter   # before any route: <int:...> past 64 bits is a 404
     app.config["SETTINGS"] = settings
     app.json = OrjsonProvider(app)  # the standard library's encoder costs a third of a cached answer
     app.json.sort_keys = False
@@ -99,6 +101,15 @@ def create_app(settings: Settings | None = None) -> Flask:
                     serve_command):
         app.cli.add_command(command)
     return app
+
+
+class Int64Converter(IntegerConverter):
+    """Werkzeug's `<int:...>` for database ids: at most 18 digits (below 2**63, what an id column
+    holds), so a longer number matches no route (404) instead of reaching the database
+    (OverflowError, a 500). A regex bound rather than werkzeug's `max=`: a value refused by the
+    converter made the matcher answer 405 with another rule's methods."""
+
+    regex = r"\d{1,18}"
 
 
 def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitBreaker:
@@ -138,7 +149,6 @@ def serve_command(host: str | None, port: int | None, threads: int):
     host, port = host or settings.host, port or settings.port
     services = current_app.extensions["taskfinder"]
     services.search.live()  # build the index (and task embeddings) before the first request
-    current_app.extensions["taskfinder_admin"].warn_about_ephemeral_key()
     click.echo(f"Taskfinder serving on http://{host}:{port}  (database: "
                f"{services.store.engine.url.render_as_string(hide_password=True)})")
     serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder")

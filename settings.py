@@ -214,6 +214,11 @@ class Settings:
     learning_max_votes_per_session: int = 20  # per aggregation window; beyond, a session's votes weigh less
     learning_settle_s: float = 600.0        # events younger than this wait for the next aggregation
     learning_sessions_per_address: int = 30 # distinct sessions one address may vote with per hour (held in memory only)
+    analytics_rollup_interval_s: float = 300.0  # today's daily roll-up is refreshed this often (the page's lag)
+    # flood caps of POST /api/events (analytics.budget), per process: events per minute from one
+    # session, and from everyone; over a cap: 429 with Retry-After, nothing stored
+    analytics_session_events_per_minute: int = 120
+    analytics_events_per_minute: int = 20_000
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
@@ -226,6 +231,9 @@ class Settings:
     rate_limit_search: Rate | None = Rate(300, 60)
     rate_limit_events: Rate | None = Rate(600, 60)
     rate_limit_login: Rate | None = Rate(20, 60)
+    # /metrics (search/api.py): empty = answered to loopback clients only; set = a bearer token
+    # every scrape must send (Prometheus `authorization: {credentials_file: ...}`)
+    metrics_token: str = field(default="", repr=False)
 
     @property
     def database(self) -> str:
@@ -408,6 +416,9 @@ ENVIRONMENT = (
     ("learning_max_votes_per_session", "LEARNING_MAX_VOTES_PER_SESSION", _int(1, 1_000_000)),
     ("learning_settle_s", "LEARNING_SETTLE_S", _float(0.0)),
     ("learning_sessions_per_address", "LEARNING_SESSIONS_PER_ADDRESS", _int(1, 1_000_000)),
+    ("analytics_rollup_interval_s", "ANALYTICS_ROLLUP_INTERVAL_S", _float(1.0)),
+    ("analytics_session_events_per_minute", "ANALYTICS_SESSION_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
+    ("analytics_events_per_minute", "ANALYTICS_EVENTS_PER_MINUTE", _int(1, 100_000_000)),
     ("cors_origins", "CORS_ORIGINS", _origins),
     ("redis_url", "REDIS_URL", _text),
     ("redis_key_prefix", "REDIS_KEY_PREFIX", _text),
@@ -415,6 +426,7 @@ ENVIRONMENT = (
     ("rate_limit_search", "RATE_LIMIT_SEARCH", _rate),
     ("rate_limit_events", "RATE_LIMIT_EVENTS", _rate),
     ("rate_limit_login", "RATE_LIMIT_LOGIN", _rate),
+    ("metrics_token", "METRICS_TOKEN", _secret(32)),
 )
 
 # (Settings attribute, group, prefix): one variable per field, e.g. WEIGHT_EMBEDDING, FIELD_WEIGHT_NAME.
@@ -426,6 +438,10 @@ WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedW
 # (`python ops/gen_config_doc.py > docs/configuration.md`; tests/test_docs.py fails when a
 # variable has no line here or the file is stale).
 DESCRIPTIONS = {
+    "METRICS_TOKEN": "bearer token `/metrics` requires (at least 32 characters; Prometheus `authorization.credentials_file`); empty = only clients on this host may read it",
+    "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, per process (over it: 429, nothing stored)",
+    "ANALYTICS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from everyone per minute, per process",
+    "ANALYTICS_ROLLUP_INTERVAL_S": "how often today's analytics roll-up is refreshed (the analytics page's lag)",
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
@@ -469,7 +485,7 @@ DESCRIPTIONS = {
     "WEB_THREADS": "threads per gunicorn worker (a request waiting on the LLM holds one)",
     "WEB_TIMEOUT_S": "a gunicorn worker silent this long is restarted; covers its index build at start",
     "PROMETHEUS_MULTIPROC_DIR": "prometheus_client's multiprocess mode: every worker writes its samples here and `/metrics` reports their sum; set it in the server command's environment (read when prometheus_client is imported); emptied of its `*.db` files at each gunicorn start; `make serve-prod` sets `instance/prometheus-multiproc`",
-    "SECRET_KEY": "signs admin session cookies (at least 32 characters); empty = a random key per process, with a warning: set it, the same on every worker, in production",
+    "SECRET_KEY": "signs admin session cookies (at least 32 characters); empty = a key generated once into `$TASKFINDER_DATA_DIR/secret_key` (mode 0600) and shared by every process using that directory; set it explicitly when several hosts serve",
     "SESSION_COOKIE_SECURE": "Secure flag on the admin cookie (`0` for local http)",
     "SESSION_LIFETIME_S": "admin session lifetime",
     "LOGIN_MAX_FAILURES": "failed logins per user name and address before a lockout",

@@ -158,6 +158,11 @@ class AccountStore:
         password_hash = self.hasher.hash(check_password(password))
         return self._change(name, actor, "user.set_password", lambda row: setattr(row, "password_hash", password_hash))
 
+    def end_sessions(self, name: str, actor: str) -> Account:
+        """Sign a user out everywhere (logout): a new auth epoch, so every session cookie issued
+        before, a copied one included, is refused from now on (session_user)."""
+        return self._change(name, actor, "user.sign_out", lambda row: None)
+
     def _row(self, session: Session, name: str) -> User:
         row = session.scalar(select(User).where(User.name == normalise_name(name)))
         if row is None:

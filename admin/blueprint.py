@@ -32,7 +32,6 @@ Referer (WTF_CSRF_SSL_STRICT).
 from __future__ import annotations
 
 import logging
-import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -43,6 +42,7 @@ from flask_login import LoginManager, current_user
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from admin.accounts import Account, AccountStore
+from admin.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
 from search.roles import bearer_token
 from settings import Settings
@@ -71,18 +71,9 @@ SECURITY_HEADERS = {
 
 @dataclass
 class AdminState:
-    """What the admin views need beyond `Services`: the login throttle, and whether the
-    session key is a random per-process one (warned about once, when the admin is first used)."""
+    """What the admin views need beyond `Services`: the login throttle."""
 
     throttle: LoginThrottle
-    ephemeral_key: bool = False
-    warned: bool = False
-
-    def warn_about_ephemeral_key(self) -> None:
-        if self.ephemeral_key and not self.warned:
-            self.warned = True
-            log.warning("SECRET_KEY is not set: admin sessions use a random key of this process; they end "
-                        "at restart and do not work across several processes. Set SECRET_KEY in production.")
 
 
 # -- setup ---------------------------------------------------------------------------------
@@ -101,9 +92,10 @@ class AdminOnlySessionInterface(SecureCookieSessionInterface):
 
 def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle: LoginThrottle) -> None:
     """Configure sessions and Flask-Login on `app` and register the admin blueprint; `throttle`
-    counts failed logins (admin.throttle: in Redis or in this process)."""
-    # Never a hard-coded key (anyone could forge a session); without SECRET_KEY, a random one.
-    app.secret_key = settings.secret_key or secrets.token_urlsafe(48)
+    counts failed logins (admin.throttle.build_throttle: in Redis or in this process)."""
+    # Never a hard-coded key (anyone could forge a session), never one per process (gunicorn's
+    # workers would refuse each other's sessions): SECRET_KEY, else the data directory's shared key.
+    app.secret_key = settings.secret_key or shared_secret_key(settings.data_dir)
     app.config.update(
         SESSION_COOKIE_NAME="taskfinder_admin",
         SESSION_COOKIE_PATH="/admin",
@@ -123,9 +115,7 @@ def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle:
     login_manager.user_loader(accounts.session_user)
     login_manager.init_app(app)
     app.session_interface = AdminOnlySessionInterface()
-    app.extensions["taskfinder_admin"] = AdminState(
-        throttle=throttle,
-        ephemeral_key=not settings.secret_key)
+    app.extensions["taskfinder_admin"] = AdminState(throttle=throttle)
     app.register_blueprint(admin_bp)
 
 
@@ -158,7 +148,6 @@ def authenticate() -> tuple[Account | None, str | None]:
 def enforce_policy():
     """Runs before every admin view (nested api blueprint included); returning a response
     refuses the request."""
-    admin_state().warn_about_ephemeral_key()
     user, how = authenticate()
     g.admin_user, g.admin_auth = user, how
     if request.endpoint not in PUBLIC_ENDPOINTS and user is None:

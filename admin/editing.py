@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 
 from catalog.formats import ImportRejected, validate_cases, validate_tasks
 from catalog.records import CaseRecord, TaskRecord
+from catalog.validation import bounded_int
 
 CASE, TASK = "case", "task"
 CASE_ACTIONS = ("save", "delete")
@@ -81,9 +82,10 @@ def _number(raw: object, field: str, required: bool) -> tuple[int | None, list[s
     """A whole number from a form field or a JSON value (None when absent and not required)."""
     if raw in (None, ""):
         return None, [f"field '{field}': required (the version your edit is based on)"] if required else []
-    if isinstance(raw, bool) or not str(raw).strip().isdigit():
-        return None, [f"field '{field}': must be a whole number, not {str(raw)[:40]!r}"]
-    return int(str(raw).strip()), []
+    value = bounded_int(raw)
+    if value is None:
+        return None, [f"field '{field}': must be a whole number below 2**63, not {str(raw)[:40]!r}"]
+    return value, []
 
 
 def _version(raw: object, required: bool, field: str = "version") -> tuple[int | None, list[str]]:

@@ -25,6 +25,7 @@ from admin.views import case_json, store, task_json
 from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import NotFound, StaleEdit, StaleRollback, StoreConflict
+from catalog.validation import bounded_int, json_problem, text_problem
 from search.preview import ANONYMOUS, EVERY_ROLE, preview_change
 from search.service import SearchService
 
@@ -47,6 +48,40 @@ def task_search():
     found = ranked_tasks(request.args.get("q", ""), PICKER_RESULTS)
     return jsonify({"tasks": [{"id": t.id, "name": t.name, "category": t.category, "roles": list(t.roles)}
                               for t in found]})
+
+
+# -- every write's text, at the edge -------------------------------------------------------------------
+#: Form and JSON fields whose text may span lines (the rest are one line).
+MULTILINE_FIELDS = frozenset({"help", "rationale", "message", "aliases"})
+
+
+@admin_bp.before_request
+def refuse_malformed_text():
+    """A write whose form field or JSON body holds a lone surrogate, a control character (NUL:
+    PostgreSQL refuses it, SQLite would store it) or nesting deeper than catalog.validation
+    allows is a 400 naming the field, on every admin route (runs after the access policy)."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return None
+    found = None
+    if request.is_json:
+        body = request.get_json(silent=True)
+        if body is None and request.get_data(cache=True):
+            found = ("", "is not valid JSON (or is nested too deeply)")
+        else:
+            found = json_problem(body, MULTILINE_FIELDS) if body is not None else None
+    else:
+        for name, value in request.form.items(multi=True):
+            problem = text_problem(value, multiline=name in MULTILINE_FIELDS)
+            if problem:
+                found = (name, problem)
+                break
+    if found is None:
+        return None
+    field, problem = found
+    message = f"field '{field}': {problem}" if field else f"the body {problem}"
+    if request.blueprint == "admin.api":
+        return api_error(400, message)
+    return refuse(400, message)
 
 
 # -- one test case -----------------------------------------------------------------------------------
@@ -100,8 +135,8 @@ def _case_form_retry(errors: list[str], status: int):
     form = request.form
     raw_id, raw_base = form.get("case_id", ""), form.get("base_version", "")
     draft = CaseRecord(query=form.get("query", ""), gold=tuple(form.getlist("gold")), rationale=form.get("rationale", ""),
-                       category=form.get("category") or None, id=int(raw_id) if raw_id.isdigit() else None)
-    return render_case_form(draft, int(raw_base) if raw_base.isdigit() else None, errors, status,
+                       category=form.get("category") or None, id=bounded_int(raw_id))
+    return render_case_form(draft, bounded_int(raw_base), errors, status,
                             form.get("message", ""))
 
 
@@ -171,7 +206,7 @@ def _task_form_retry(errors: list[str], status: int):
                        aliases=tuple(a.strip() for a in form.get("aliases", "").splitlines() if a.strip()),
                        url=form.get("url") or None,
                        roles=tuple(r.strip() for r in form.get("roles", "").split(",") if r.strip()))
-    return render_task_form(draft, int(raw_base) if raw_base.isdigit() else None, errors, status,
+    return render_task_form(draft, bounded_int(raw_base), errors, status,
                             form.get("message", ""))
 
 
@@ -306,7 +341,7 @@ def render_conflict(proposal: Proposal, current: CaseRecord | TaskRecord | None)
 def versions_page():
     total = store().version_count()
     pages = max(1, -(-total // VERSIONS_PER_PAGE))
-    page = min(max(int(request.args.get("page", "1")) if request.args.get("page", "1").isdigit() else 1, 1), pages)
+    page = min(max(bounded_int(request.args.get("page", "1")) or 1, 1), pages)
     versions = store().versions(limit=VERSIONS_PER_PAGE, offset=(page - 1) * VERSIONS_PER_PAGE)
     return render_template("admin/versions.html", versions=versions, page=page, pages=pages, total=total)
 
@@ -469,20 +504,20 @@ def api_case_update(case_id: int):
 
 @api_bp.delete("/cases/<int:case_id>", endpoint="case_delete")
 def api_case_delete(case_id: int):
-    raw = request.args.get("version", "")
-    if not raw.isdigit():
-        return api_error(400, "query parameter 'version' (the version you are deleting) is required")
+    version = bounded_int(request.args.get("version", ""))
+    if version is None:
+        return api_error(400, "query parameter 'version' (the version you are deleting) is required: a whole number")
     try:
         case = store().case(case_id)
     except NotFound:
         return api_error(404, f"test case {case_id} not found")
-    proposal = Proposal(CASE, "delete", case, int(raw), request.args.get("message", "")[:300])
+    proposal = Proposal(CASE, "delete", case, version, request.args.get("message", "")[:300])
     try:
         publish(proposal)
     except StaleEdit as exc:
         return api_error(409, "stale version: somebody else changed this test case",
                          theirs=None if exc.current is None else case_json(exc.current),
-                         yours={**case_json(case), "version": int(raw)})
+                         yours={**case_json(case), "version": version})
     except NotFound:
         return api_error(404, f"test case {case_id} not found")
     return jsonify({"deleted": case_id})
@@ -514,8 +549,8 @@ def api_task_update(task_id: str):
 def api_task_retire(task_id: str):
     body = request.get_json(silent=True) or {}
     version = body.get("version") if isinstance(body, dict) else None
-    if isinstance(version, bool) or not isinstance(version, int):
-        return api_error(400, "field 'version' (the version you are retiring) is required")
+    if not isinstance(version, int) or bounded_int(version) is None:
+        return api_error(400, "field 'version' (the version you are retiring) is required: a whole number")
     try:
         existing = store().task(task_id)
     except NotFound:
@@ -527,11 +562,11 @@ def api_task_retire(task_id: str):
 
 @api_bp.get("/versions", endpoint="versions")
 def api_versions():
-    limit = request.args.get("limit", "50")
-    offset = request.args.get("offset", "0")
-    if not (limit.isdigit() and offset.isdigit()) or not 1 <= int(limit) <= 500:
-        return api_error(400, "limit must be 1-500 and offset a whole number")
-    versions = store().versions(limit=int(limit), offset=int(offset))
+    limit = bounded_int(request.args.get("limit", "50"), 1, 500)
+    offset = bounded_int(request.args.get("offset", "0"))
+    if limit is None or offset is None:
+        return api_error(400, "limit must be 1-500 and offset a whole number below 2**63")
+    versions = store().versions(limit=limit, offset=offset)
     return jsonify({"total": store().version_count(), "versions": [v.as_dict(with_changes=False) for v in versions]})
 
 

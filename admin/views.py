@@ -10,12 +10,14 @@ import logging
 from flask import current_app, g, jsonify, redirect, render_template, request, session, url_for
 from flask_login import login_user, logout_user
 
+from admin.audit import user_actor
 from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
 from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
 from admin.searching import ranked_tasks
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
 from web.limits import request_client
+from catalog.validation import bounded_int
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ def store() -> CatalogStore:
 
 def _page_number() -> int:
     raw = request.args.get("page", "1")
-    return int(raw) if raw.isdigit() else 1
+    return bounded_int(raw) or 1
 
 
 # -- sign in and out -----------------------------------------------------------------------
@@ -65,6 +67,11 @@ def _login_form(error: str, status: int):
 
 @admin_bp.post("/logout")
 def logout():
+    """End the session server-side, not only in this browser: a copy of the cookie taken before
+    stops working too (admin.accounts.AccountStore.end_sessions)."""
+    user = g.get("admin_user")
+    if user is not None and g.get("admin_auth") == "session":
+        accounts().end_sessions(user.name, actor=user_actor(user.name))
     logout_user()
     session.clear()
     return redirect(url_for("admin.login"))

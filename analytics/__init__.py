@@ -4,7 +4,9 @@ the results, and the admin sees the measures and the queries to turn into test c
     analytics.records   the plain records (a logged search, an event), search ids, query normalisation
     analytics.formulas  the measures as pure functions over those records (definitions in its docstring)
     analytics.models    the tables (migration 0005); analytics.store reads and writes them
-    analytics.recorder  the background writer: bounded queue, batched flushes, retention purge
+    analytics.recorder  the background writer: bounded queue, batched flushes, retention purge, roll-ups
+    analytics.rollup    daily roll-ups (pure): what the admin page reads instead of the raw log
+    analytics.budget    flood caps of POST /api/events (per session, per process)
     analytics.schema    validation of POST /api/events against openapi.json
     analytics.api       POST /api/events (blueprint `events`)
     analytics.pages     the admin pages under /admin/analytics (a blueprint nested in admin_bp)
@@ -17,7 +19,8 @@ from flask import Flask
 from sqlalchemy import Engine
 
 from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in admin_bp)
-from analytics.api import EXTENSION, SOURCES_EXTENSION, analytics_recorder, events_bp
+from analytics.api import BUDGET_EXTENSION, EXTENSION, SOURCES_EXTENSION, analytics_recorder, events_bp
+from analytics.budget import EventBudget
 from analytics.recorder import AnalyticsRecorder
 from analytics.sources import AddressSessions
 from analytics.store import AnalyticsStore
@@ -32,9 +35,12 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
     recorder = AnalyticsRecorder(AnalyticsStore(engine), queue_size=settings.analytics_queue_size,
                                  flush_interval_s=settings.analytics_flush_interval_s,
                                  retention_days=settings.analytics_retention_days,
-                                 enabled=settings.analytics_enabled, on_count=metrics.analytics_listener())
+                                 enabled=settings.analytics_enabled, on_count=metrics.analytics_listener(),
+                                 rollup_interval_s=settings.analytics_rollup_interval_s)
     app.extensions[EXTENSION] = recorder
     app.extensions[SOURCES_EXTENSION] = AddressSessions(settings.learning_sessions_per_address)
+    app.extensions[BUDGET_EXTENSION] = EventBudget(settings.analytics_session_events_per_minute,
+                                                   settings.analytics_events_per_minute)
     app.register_blueprint(events_bp)
     return recorder
 

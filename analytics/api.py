@@ -2,7 +2,8 @@
 
 Body: `{"session_id": "<opaque>", "events": [{"type": "impression" | "click" | "dwell" | "return",
 "search_id": ..., ...}]}`, at most MAX_BODY_BYTES and 50 events, validated against openapi.json
-(analytics.schema); 202 `{"accepted": n}`. The body is JSON sent as application/json or as
+(analytics.schema); 202 `{"accepted": n}` (n: events stored; a repeated impression is not);
+429 over a flood cap (analytics.budget). The body is JSON sent as application/json or as
 text/plain, the type navigator.sendBeacon uses for a string (a "simple" request: no CORS
 preflight, and it survives the page being closed).
 
@@ -28,6 +29,7 @@ from catalog.models import utcnow
 events_bp = Blueprint("events", __name__)
 EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
 SOURCES_EXTENSION = "taskfinder_sessions_per_address"   # analytics.sources.AddressSessions
+BUDGET_EXTENSION = "taskfinder_event_budget"   # ... and of its analytics.budget.EventBudget
 
 ACCEPTED_TYPES = ("application/json", "text/plain")
 RETRY_AFTER_S = 5
@@ -81,8 +83,15 @@ def post_events():
     rec = analytics_recorder()
     if not rec.enabled:
         return jsonify({"accepted": 0}), 202
-    if not rec.record_events(batch.events):
+    events, wait = current_app.extensions[BUDGET_EXTENSION].admit(batch.session_id, batch.events)
+    if wait is not None:   # a flood (analytics.budget): refused whole, nothing stored
+        rec.refused(len(batch.events))
+        response, status = error(429, "too many events from this session or from everyone this minute; "
+                                      "nothing was stored")
+        response.headers["Retry-After"] = str(wait)
+        return response, status
+    if events and not rec.record_events(events):
         response, status = error(503, "the analytics buffer is full; retry later")
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response, status
-    return jsonify({"accepted": len(batch.events)}), 202
+    return jsonify({"accepted": len(events)}), 202

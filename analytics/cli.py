@@ -1,4 +1,4 @@
-"""`python app.py analytics purge` and `python app.py analytics report`."""
+"""`python app.py analytics purge`, `analytics rollup` and `analytics report`."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from flask.cli import AppGroup
 
 from analytics.api import EXTENSION
 from analytics.recorder import AnalyticsRecorder
-from analytics.report import load_report
+from analytics.report import load_report, load_rollup_report
 from catalog.models import utcnow
 
 analytics_group = AppGroup("analytics", help="Search analytics: the search log and the widget's events.")
@@ -31,14 +31,28 @@ def purge_command(days: int | None):
     click.echo(f"purged {searches} searches and {events} events older than {keep.days} days")
 
 
+@analytics_group.command("rollup")
+def rollup_command():
+    """Roll up every day not final yet (the writer threads do this one day at a time)."""
+    done = _recorder().rollup(force=True)
+    click.echo(f"rolled up {done} day(s)")
+
+
 @analytics_group.command("report")
 @click.option("--days", type=click.IntRange(min=1, max=3660), default=7, show_default=True,
               help="How many days, ending today (UTC).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def report_command(days: int, as_json: bool):
+@click.option("--exact", is_flag=True,
+              help="Compute from the raw log (every row) instead of rolling up the due days and reading the roll-ups.")
+def report_command(days: int, as_json: bool, exact: bool):
     """Searches, no-result rate, CTR, average click position, abandonment and reformulation, per day."""
     last = utcnow().date()
-    report = load_report(_recorder().store, last - timedelta(days=days - 1), last)
+    first = last - timedelta(days=days - 1)
+    if exact:
+        report = load_report(_recorder().store, first, last)
+    else:
+        _recorder().rollup(force=True)
+        report = load_rollup_report(_recorder().store, first, last)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
         return

@@ -8,9 +8,9 @@ purged; such events are kept and simply not counted (see analytics.formulas).
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
-from sqlalchemy import JSON, BigInteger, Boolean, CheckConstraint, DateTime, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, CheckConstraint, Date, DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from catalog.models import Base
@@ -52,3 +52,51 @@ class SearchEvent(Base):
     dwell_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)    # dwell
     query: Mapped[str | None] = mapped_column(Text, nullable=True)          # impression, normalised
     task_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)      # impression: what was shown
+
+
+# -- daily roll-ups (migration 0007): what the analytics page reads ------------------------------
+class MeasureColumns:
+    """The counts of analytics.formulas.Measures, one column each (a mixin of the roll-up tables)."""
+
+    searches: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    no_result: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    clicked: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    clicks: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    click_position_sum: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    abandoned: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    reformulated: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+
+
+class RollupDay(MeasureColumns, Base):
+    """One UTC day's totals (analytics.rollup). `final` once no late click can change it."""
+
+    __tablename__ = "analytics_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    requests: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    sessionless_requests: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    unmatched_events: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    rolled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    final: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+
+
+class RollupQueryDay(MeasureColumns, Base):
+    """One query's measures on one day."""
+
+    __tablename__ = "analytics_query_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    query: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class RollupTaskDay(Base):
+    """Per day, query and task: clicks on the task from searches for the query, and how often the
+    task ended a reformulation chain that started from the query (its suggested-gold votes)."""
+
+    __tablename__ = "analytics_task_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    query: Mapped[str] = mapped_column(Text, primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    clicks: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    followups: Mapped[int] = mapped_column(Integer, nullable=False, default=0)

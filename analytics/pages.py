@@ -1,5 +1,6 @@
 """The admin analytics page, /admin/analytics/: the measures over time as server-rendered SVG
-charts, the top no-result and low-CTR queries, each with a link that turns it into a test case.
+charts, the top searches and results, the top no-result and low-CTR queries, each with a link
+that turns it into a test case. It reads the daily roll-ups (analytics.rollup).
 
 The blueprint is nested in admin_bp, so every request passes admin.blueprint.enforce_policy
 (login, and CSRF plus the editor role for writes) before a view runs; its pages are read-only.
@@ -13,8 +14,9 @@ from flask import Blueprint, render_template, request, url_for
 from admin.blueprint import admin_bp
 from analytics.api import analytics_recorder
 from analytics.charts import line_chart, number, percent
-from analytics.report import Report, load_report, new_case_url
+from analytics.report import Report, load_rollup_report, new_case_url
 from catalog.models import utcnow
+from catalog.validation import bounded_int
 
 analytics_pages_bp = Blueprint("analytics", __name__, url_prefix="/analytics", template_folder="templates",
                                static_folder="static")
@@ -26,7 +28,7 @@ DEFAULT_SPAN = 30
 
 def span_days() -> int:
     raw = request.args.get("days", "")
-    return int(raw) if raw.isdigit() and int(raw) in SPANS else DEFAULT_SPAN
+    return days if (days := bounded_int(raw)) in SPANS else DEFAULT_SPAN
 
 
 def charts(report: Report) -> list:
@@ -52,7 +54,7 @@ def case_editor_url(query: str, gold: str | None) -> str:
 def overview():
     days = span_days()
     last = utcnow().date()
-    report = load_report(analytics_recorder().store, last - timedelta(days=days - 1), last)
+    # the daily roll-ups (analytics.rollup), never the raw log: a page view reads days, not rows
+    report = load_rollup_report(analytics_recorder().store, last - timedelta(days=days - 1), last)
     return render_template("analytics/overview.html", report=report, charts=charts(report), days=days,
-                           spans=SPANS, case_url=case_editor_url, percent=percent, number=number,
-                           recorder=analytics_recorder())
+                           spans=SPANS, case_url=case_editor_url, percent=percent, number=number)

@@ -6,8 +6,11 @@ sends a request per keystroke pause).
   When it is full the new item is dropped and counted, never waited for.
 * The thread flushes every ANALYTICS_FLUSH_INTERVAL_S: everything queued, in one transaction. A
   batch that fails (database down or locked) is kept and tried again at the next flush, up to
-  MAX_WRITE_ATTEMPTS times, then dropped and counted.
+  MAX_WRITE_ATTEMPTS times, then dropped and counted. A batch the database refuses for its
+  content is written again item by item, so a bad row is dropped (counted `rejected`) alone.
 * Once an hour (PURGE_INTERVAL_S) the thread purges rows older than ANALYTICS_RETENTION_DAYS.
+* Every ROLLUP_CHECK_S it rolls up at most one due day (analytics.rollup): today every
+  ANALYTICS_ROLLUP_INTERVAL_S, then the days not final or not rolled up yet.
 * At interpreter exit (also a gunicorn worker's graceful exit) the queue is flushed.
 
 Each process has its own writer (a gunicorn worker is a process); the thread starts with the
@@ -26,23 +29,37 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+
 from analytics.records import EventRecord, SearchRecord
+from analytics.rollup import due_days, final_after, rollup_day, window
 from analytics.store import AnalyticsStore
 from catalog.models import utcnow
 
 log = logging.getLogger(__name__)
 
 PURGE_INTERVAL_S = 3600.0
+ROLLUP_CHECK_S = 10.0   # how often the thread looks for a day to roll up (analytics.rollup)
 MAX_WRITE_ATTEMPTS = 3
 SEARCH, EVENTS = "search", "events"
 QUEUED, WRITTEN, DROPPED_FULL, WRITE_FAILED = "queued", "written", "dropped_full", "write_failed"
+OVER_CAP = "over_cap"   # events refused by the flood caps (analytics.budget)
+REJECTED = "rejected"   # one item the database refused for its content, written alone and dropped
+
+
+def is_outage(exc: BaseException) -> bool:
+    """The database is unreachable, locked or gone (retry the batch later), as opposed to a row
+    it refuses (isolate it): SQLAlchemy's OperationalError/InterfaceError/DisconnectionError."""
+    return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError))
 
 
 class AnalyticsRecorder:
     def __init__(self, store: AnalyticsStore, queue_size: int, flush_interval_s: float, retention_days: int,
                  enabled: bool = True, on_count: Callable[[str, str, int], None] | None = None,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, rollup_interval_s: float = 300.0):
         self.store = store
+        self.rollup_interval = timedelta(seconds=rollup_interval_s)
+        self._last_rollup_check: float | None = None
         self.enabled = enabled
         self.flush_interval_s = flush_interval_s
         self.retention = timedelta(days=retention_days)
@@ -66,6 +83,10 @@ class AnalyticsRecorder:
     def record_events(self, records: Sequence[EventRecord]) -> bool:
         """Queue one request's events, all or none; False when off or the queue is full."""
         return self._offer(EVENTS, tuple(records))
+
+    def refused(self, n: int) -> None:
+        """Count events refused by the flood caps (analytics.budget), never queued."""
+        self._count(EVENTS, OVER_CAP, n)
 
     def _offer(self, kind: str, records: tuple) -> bool:
         if not self.enabled:
@@ -105,6 +126,9 @@ class AnalyticsRecorder:
                 if self._last_purge is None or time.monotonic() - self._last_purge >= PURGE_INTERVAL_S:
                     self._last_purge = time.monotonic()
                     self.purge()
+                if self._last_rollup_check is None or time.monotonic() - self._last_rollup_check >= ROLLUP_CHECK_S:
+                    self._last_rollup_check = time.monotonic()
+                    self.rollup(max_days=1)
             except Exception:  # the writer must outlive any one failure; it is logged with its traceback
                 log.exception("analytics writer: flush or purge failed")
 
@@ -128,11 +152,35 @@ class AnalyticsRecorder:
             try:
                 self.store.write(searches, events)
             except Exception as exc:
-                self._keep_for_retry(batch, exc)
-                return 0
+                if is_outage(exc) or len(batch) == 1:
+                    self._keep_for_retry(batch, exc)
+                    return 0
+                return self._write_alone(batch)
             self._count(SEARCH, WRITTEN, len(searches))
             self._count(EVENTS, WRITTEN, len(events))
             return len(searches) + len(events)
+
+    def _write_alone(self, batch: list[tuple[str, tuple, int]]) -> int:
+        """A batch the database refused for its content (not an outage): write each item (one
+        search, or one request's events) in its own transaction, so that one bad row costs only
+        its own item (issue 17: a lone surrogate used to drop every search queued beside it).
+        A refused item is dropped and counted as `rejected`; if the database goes away meanwhile,
+        the rest is kept for a retry."""
+        written = 0
+        for position, (kind, records, attempts) in enumerate(batch):
+            try:
+                self.store.write(records if kind == SEARCH else (), records if kind == EVENTS else ())
+            except Exception as exc:
+                if is_outage(exc):
+                    self._keep_for_retry(batch[position:], exc)
+                    break
+                self._count(kind, REJECTED, len(records))
+                log.warning("analytics writer: dropped one %s item the database refused (%s: %s)",
+                            kind, type(exc).__name__, str(exc)[:200])
+                continue
+            self._count(kind, WRITTEN, len(records))
+            written += len(records)
+        return written
 
     def _keep_for_retry(self, batch: list[tuple[str, tuple, int]], exc: Exception) -> None:
         for kind, records, attempts in batch:
@@ -149,6 +197,30 @@ class AnalyticsRecorder:
         if any(deleted):
             log.info("analytics: purged %d searches and %d events older than %d days", *deleted, self.retention.days)
         return deleted
+
+    def rollup(self, now: datetime | None = None, max_days: int | None = None, force: bool = False,
+               days: Sequence | None = None) -> int:
+        """Roll up the due days (analytics.rollup.due_days; with `force`, every day not final
+        yet, whatever the interval; or just `days`), at most `max_days` of them; returns how many
+        were rolled up. A day another process has claimed is skipped."""
+        now = now or self.clock()
+        today = now.date()
+        interval = timedelta(0) if force or days is not None else self.rollup_interval
+        if days is None:
+            first = today - timedelta(days=self.retention.days)
+            days = due_days(self.store.rollup_state(first, today), today, first, now, interval)
+        done = 0
+        for day in days:
+            if max_days is not None and done >= max_days:
+                break
+            if not self.store.claim_day(day, now, now - interval):
+                continue
+            (searches_from, searches_to), (events_from, events_to) = window(day)
+            rolled = rollup_day(self.store.searches(searches_from, searches_to),
+                                self.store.events(events_from, events_to), day)
+            self.store.write_rollup(rolled, now, final=now >= final_after(day))
+            done += 1
+        return done
 
     def pending(self) -> int:
         """Items waiting to be written (queued or kept for a retry)."""

@@ -22,6 +22,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from analytics.records import EventRecord, normalise_query
+from catalog.validation import json_problem, render_path
 from settings import PROJECT_ROOT
 
 SPEC_URI = "urn:taskfinder:openapi"
@@ -80,14 +81,6 @@ def event_types() -> tuple[str, ...]:
     return tuple(validators().by_type)
 
 
-def render_path(parts) -> str:
-    """["events", 3, "task_ids", 1] -> "events[3].task_ids[1]"."""
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 def _field_and_problem(error: ValidationError, prefix: list, kind: str | None) -> tuple[str, str]:
     """The field an error is about (its path after `prefix`) and a short description of the problem."""
     path = [*prefix, *error.absolute_path]
@@ -121,7 +114,8 @@ def _first_error(validator: Validator, instance) -> ValidationError | None:
 
 def parse_batch(payload, received_at: datetime) -> EventBatch:
     """The validated batch as EventRecords stamped `received_at`, or EventError naming the first
-    bad event index and field (`events[3].position: 0 is less than the minimum of 1`)."""
+    bad event index and field (`events[3].position: 0 is less than the minimum of 1`). Every
+    string is first checked by catalog.validation (no lone surrogate, no control character)."""
     found = validators()
     error = _first_error(found.envelope, payload)
     if error is not None:
@@ -135,6 +129,9 @@ def parse_batch(payload, received_at: datetime) -> EventBatch:
         if error is not None:
             field, problem = _field_and_problem(error, ["events", index], kind)
             raise EventError(f"{field}: {problem}")
+        bad_text = json_problem(event, path=("events", index))   # a lone surrogate would reach the writer
+        if bad_text is not None:
+            raise EventError("{}: {}".format(*bad_text))
         events.append(to_record(event, session_id, received_at))
     return EventBatch(session_id, tuple(events))
 

@@ -15,7 +15,10 @@ from typing import Iterable
 from jsonschema import Draft202012Validator
 
 from catalog.records import CaseRecord, TaskRecord
+from catalog.validation import json_problem, task_id_problem, url_problem
 
+#: Fields whose text may hold line breaks and tabs (every other field is one line).
+MULTILINE_FIELDS = frozenset({"help", "rationale"})
 CASE_CATEGORIES = ("exact", "synonym", "abbreviation", "natural_language", "multi_word", "typo")
 MAX_GOLD = 5
 
@@ -85,6 +88,10 @@ def parse_jsonl(text: str) -> tuple[list[Row], list[str]]:
             rows.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
             errors.append(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            errors.append(f"line {lineno}: invalid JSON (nested too deeply)")
+        except ValueError as exc:   # e.g. an integer of more than 4,300 digits (sys.int_info)
+            errors.append(f"line {lineno}: invalid JSON ({str(exc)[:120]})")
     return rows, errors
 
 
@@ -132,10 +139,24 @@ def rows_from_bytes(data: bytes, name: str) -> tuple[list[Row], list[str]]:
 
 
 def _schema_errors(validator: Draft202012Validator, lineno: int, row: object) -> list[str]:
+    """The row's problems: first its text (catalog.validation: nesting, lone surrogates, control
+    characters; line breaks only in MULTILINE_FIELDS), then the schema, then the task id and URL
+    rules that other clients rely on."""
+    bad_text = json_problem(row, MULTILINE_FIELDS)
+    if bad_text is not None:
+        where, problem = bad_text
+        return [f"line {lineno}: field '{where.replace('[', '/').replace(']', '') or '(row)'}': {problem}"]
     found = []
     for error in sorted(validator.iter_errors(row), key=lambda e: list(e.path)):
         where = "/".join(str(p) for p in error.absolute_path) or "(row)"
-        found.append(f"line {lineno}: field '{where}': {error.message}")
+        message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
+        found.append(f"line {lineno}: field '{where}': {message}")
+    if found or validator is not _TASK_VALIDATOR:
+        return found
+    for field, problem in (("id", task_id_problem(row["id"])),
+                           ("url", url_problem(row["url"]) if "url" in row else None)):
+        if problem:
+            found.append(f"line {lineno}: field '{field}': {problem}")
     return found
 
 

@@ -7,7 +7,16 @@ and how long the admin report takes over a large log.
 Prints medians (and the spread) of:
 * queue:  AnalyticsRecorder.record_search on the request path (no database), per search;
 * flush:  writing N queued searches plus one click per 3 searches, in one transaction;
-* report: load_report over those rows (load + group + measures), as the admin page does.
+* report: load_report over those rows (load + group + measures) from the raw log;
+* page: load_rollup_report over the daily roll-ups, as the admin page does (after rolling up).
+
+    .venv/bin/python ops/bench_analytics.py --large 10000000 --days 90   # issue 17 item 6
+
+`--large N` skips the parts above and measures the page at scale: N logged requests over
+`--days` days generated IN the database by one set-based INSERT ... SELECT (PostgreSQL's
+generate_series; SQLite's recursive CTE): sessions of 3 type-ahead requests of one query from a
+vocabulary of 5,000, a click on a third of them; then every day is rolled up (the writer
+thread's job, timed per day) and the page's report over the whole span is timed.
 On PostgreSQL it works in a schema of its own, dropped at the end.
 """
 from __future__ import annotations
@@ -30,7 +39,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 
 from analytics.recorder import AnalyticsRecorder  # noqa: E402
 from analytics.records import EventRecord, SearchRecord, new_search_id  # noqa: E402
-from analytics.report import load_report  # noqa: E402
+from analytics.report import load_report, load_rollup_report  # noqa: E402
 from analytics.store import AnalyticsStore  # noqa: E402
 from catalog import db  # noqa: E402
 from catalog.models import utcnow  # noqa: E402
@@ -85,13 +94,114 @@ def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.4g} (min {min(values):.4g}, max {max(values):.4g}, runs {len(values)})"
 
 
+VOCABULARY = 5000
+REQUESTS_PER_SESSION = 3
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    """VOCABULARY distinct queries of 1-3 words."""
+    found: dict[str, None] = {}
+    while len(found) < VOCABULARY:
+        found[" ".join(rng.sample(WORDS, rng.randint(1, 3))) + f" {len(found)}"] = None
+    return list(found)
+
+
+# One statement per dialect: row n (0-based) is request k = n % 3 of session s = n / 3, typing the
+# first (k+1)/3 of query qi; sessions are spread evenly over the span, 1 s between keystrokes.
+_PG_SEARCHES = """
+INSERT INTO search_log (id, at, session_id, query, rerank, result_ids, no_confident_match, degraded)
+SELECT lpad(to_hex(n), 22, '0'), CAST(:start AS timestamptz) + make_interval(secs => (n / 3) * :step + n % 3),
+       'bench-' || (n / 3), substr(v.q, 1, greatest(1, length(v.q) * (n % 3 + 1) / 3)), n % 3 = 2,
+       json_build_array('task.' || (v.qi % 200), 'task.' || ((v.qi + 1) % 200), 'task.' || ((v.qi + 2) % 200)),
+       v.qi % 17 = 0, CAST('[]' AS json)
+FROM generate_series(0, :n - 1) AS n JOIN bench_vocab v ON v.qi = ((n / 3) * 7919) % :v
+"""
+_PG_CLICKS = """
+INSERT INTO search_events (at, session_id, search_id, type, task_id, position)
+SELECT l.at + interval '5 seconds', l.session_id, l.id, 'click', l.result_ids ->> 0, 1
+FROM search_log l WHERE NOT l.no_confident_match AND l.rerank AND (CAST(substr(l.session_id, 7) AS bigint) % 3) = 0
+"""
+_SQLITE_SEARCHES = """
+WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n < :n - 1)
+INSERT INTO search_log (id, at, session_id, query, rerank, result_ids, no_confident_match, degraded)
+SELECT printf('%022x', n), strftime('%Y-%m-%d %H:%M:%S', :start_epoch + (n / 3) * :step + n % 3, 'unixepoch') || '.000000',
+       'bench-' || (n / 3), substr(v.q, 1, max(1, length(v.q) * (n % 3 + 1) / 3)), n % 3 = 2,
+       json_array('task.' || (v.qi % 200), 'task.' || ((v.qi + 1) % 200), 'task.' || ((v.qi + 2) % 200)),
+       v.qi % 17 = 0, '[]'
+FROM c JOIN bench_vocab v ON v.qi = ((n / 3) * 7919) % :v
+"""
+_SQLITE_CLICKS = """
+INSERT INTO search_events (at, session_id, search_id, type, task_id, position)
+SELECT strftime('%Y-%m-%d %H:%M:%S', l.at, '+5 seconds') || '.000000', l.session_id, l.id, 'click',
+       json_extract(l.result_ids, '$[0]'), 1
+FROM search_log l WHERE NOT l.no_confident_match AND l.rerank AND CAST(substr(l.session_id, 7) AS INTEGER) % 3 = 0
+"""
+
+
+def generate_large(engine, n: int, days: int, rng: random.Random) -> tuple[int, int]:
+    """n logged requests over the `days` days ending now, and their clicks, inserted set-based."""
+    start = utcnow().replace(microsecond=0) - timedelta(days=days - 1)
+    start = start.replace(hour=0, minute=0, second=0)
+    step = (days * 86400 - 120) / (n / REQUESTS_PER_SESSION)
+    postgres = engine.dialect.name == "postgresql"
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TEMPORARY TABLE bench_vocab (qi INTEGER PRIMARY KEY, q TEXT NOT NULL)"))
+        conn.execute(text("INSERT INTO bench_vocab (qi, q) VALUES (:qi, :q)"),
+                     [{"qi": i, "q": q} for i, q in enumerate(vocabulary(rng))])
+        if postgres:
+            conn.execute(text(_PG_SEARCHES), {"start": start.isoformat(), "step": step, "n": n, "v": VOCABULARY})
+            clicks = conn.execute(text(_PG_CLICKS)).rowcount
+        else:
+            conn.execute(text(_SQLITE_SEARCHES.replace(":step", repr(step))),
+                         {"start_epoch": int(start.timestamp()), "n": n, "v": VOCABULARY})
+            clicks = conn.execute(text(_SQLITE_CLICKS)).rowcount
+        conn.execute(text("DROP TABLE bench_vocab"))
+        if postgres:
+            conn.execute(text("ANALYZE search_log"))
+            conn.execute(text("ANALYZE search_events"))
+    return n, clicks
+
+
+def large(args, engine) -> None:
+    store = AnalyticsStore(engine)
+    started = time.perf_counter()
+    n, clicks = generate_large(engine, args.large, args.days, random.Random(1))
+    print(f"database: {engine.dialect.name}; generated {n:,} requests and {clicks:,} clicks over {args.days} days "
+          f"in {time.perf_counter() - started:.0f} s")
+    recorder = AnalyticsRecorder(store, queue_size=10, flush_interval_s=3600, retention_days=args.days)
+    today = utcnow().date()
+    first = today - timedelta(days=args.days - 1)
+    rollup_s = []
+    for offset in range(args.days):
+        started = time.perf_counter()
+        recorder.rollup(days=[first + timedelta(days=offset)])
+        rollup_s.append(time.perf_counter() - started)
+    print(f"roll-up of one day ({n // args.days:,} requests; the writer thread's job, s): {spread(rollup_s)}; "
+          f"all {args.days} days: {sum(rollup_s):.0f} s")
+    page_s = []
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        report = load_rollup_report(store, first, today)
+        page_s.append(time.perf_counter() - started)
+    print(f"page: report over {args.days} days from the roll-ups (s): {spread(page_s)}  "
+          f"({report.total.searches:,} searches from {report.requests:,} requests, "
+          f"CTR {report.total.click_through_rate:.3f}, {len(report.top_queries)} top queries)")
+    recorder.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", default=None, help="PostgreSQL URL (default: a temporary SQLite file)")
     parser.add_argument("--rows", type=int, default=20_000, help="logged requests (default 20000)")
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--large", type=int, default=0,
+                        help="generate this many requests in the database and time the roll-ups and the page")
     args = parser.parse_args()
+    if args.large:
+        with database(args.database) as engine:
+            large(args, engine)
+        return
     rng = random.Random(1)
     searches, events = synthetic(args.rows, args.days, rng)
     with database(args.database) as engine:
@@ -132,8 +242,16 @@ def main() -> None:
             started = time.perf_counter()
             report = load_report(store, today - timedelta(days=args.days - 1), today)
             report_s.append(time.perf_counter() - started)
-        print(f"report over {args.days} days (s): {spread(report_s)}  ({report.total.searches} searches from "
-              f"{report.requests} requests, CTR {report.total.click_through_rate:.2f})")
+        print(f"report over {args.days} days from the raw log (s): {spread(report_s)}  ({report.total.searches} "
+              f"searches from {report.requests} requests, CTR {report.total.click_through_rate:.2f})")
+        AnalyticsRecorder(store, queue_size=10, flush_interval_s=3600, retention_days=args.days).rollup(force=True)
+        page_s = []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            rolled = load_rollup_report(store, today - timedelta(days=args.days - 1), today)
+            page_s.append(time.perf_counter() - started)
+        assert rolled.total == report.total, (rolled.total, report.total)
+        print(f"page: report over {args.days} days from the roll-ups (s): {spread(page_s)}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from web import multiprocess  # noqa: E402
+from admin.secret_key import key_path, shared_secret_key  # noqa: E402
 from settings import Settings  # noqa: E402
 
 _settings = Settings.from_env()
@@ -45,8 +46,12 @@ def on_starting(server):
         server.log.info("prometheus multiprocess mode in %s (%d stale files removed)", directory, removed)
     elif server.cfg.workers > 1:
         server.log.warning("PROMETHEUS_MULTIPROC_DIR is not set: /metrics shows only the worker that answers")
-    if server.cfg.workers > 1 and not _settings.secret_key:
-        server.log.warning("SECRET_KEY is not set: each worker signs admin sessions with its own random key")
+    if not _settings.secret_key:
+        # one key for every worker, created here before the fork (admin.secret_key); several
+        # hosts need SECRET_KEY itself (they do not share a data directory)
+        shared_secret_key(_settings.data_dir)
+        server.log.info("SECRET_KEY is not set: admin sessions are signed with the key in %s (shared by "
+                        "this host's workers; set SECRET_KEY when several hosts serve)", key_path(_settings.data_dir))
 
 
 def post_worker_init(worker):

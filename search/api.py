@@ -7,7 +7,10 @@ Every answered /api/search gets a fresh `search_id` and is queued for the search
 or a trusted proxy's header); the `role` query parameter merely picks one of those."""
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
+import logging
 import os
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -16,11 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from analytics import analytics_recorder
 from analytics.records import SESSION_ID, search_record
 from catalog.models import utcnow
-from search.roles import NONE, REJECTED, Access, resolve_access
+from search.roles import NONE, REJECTED, Access, bearer_token, resolve_access
 from search.service import BadQuery
 from settings import PROJECT_ROOT
 
 search_bp = Blueprint("search", __name__)
+log = logging.getLogger(__name__)
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
@@ -144,8 +148,11 @@ def readyz():
     svc = services()
     try:
         live = svc.search.live()
-    except Exception as exc:  # no index and no store: not ready, with the reason
-        return jsonify({"status": "unavailable", "pid": os.getpid(), "error": f"{type(exc).__name__}: {exc}"}), 503
+    except Exception:  # no index and no store: not ready. The exception (it may name hosts, SQL,
+        # paths) goes to the log only, never into the response (issue 17 item 8).
+        log.exception("readiness: the search index could not be built")
+        return jsonify({"status": "unavailable", "pid": os.getpid(),
+                        "error": "the search index could not be built; see the server log"}), 503
     try:
         svc.store.revision()
         database = "ok"
@@ -162,8 +169,36 @@ def readyz():
 
 @search_bp.get("/metrics")
 def metrics():
-    """Prometheus text format: all workers' samples in multiprocess mode (web.metrics)."""
+    """Prometheus text format: all workers' samples in multiprocess mode (web.metrics).
+    Not public (it shows admin login outcomes, error rates): see metrics_refusal."""
+    refusal = metrics_refusal(services().settings.metrics_token, request.headers.get("Authorization"),
+                              request.remote_addr)
+    if refusal is not None:
+        response = jsonify({"error": refusal})
+        response.status_code = 401 if services().settings.metrics_token else 403
+        if services().settings.metrics_token:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="taskfinder-metrics"'
+        return response
     return Response(services().metrics.exposition(), mimetype=CONTENT_TYPE_LATEST)
+
+
+def metrics_refusal(token: str, authorization: str | None, remote_addr: str | None) -> str | None:
+    """Why a /metrics request is refused, or None. With METRICS_TOKEN set, the request must carry
+    it as `Authorization: Bearer <token>` (Prometheus's `authorization` scrape setting; compared
+    in constant time). Without it, only clients on this host (loopback) are answered: a scraper
+    elsewhere needs the token. Behind a reverse proxy on the same host every client looks local,
+    so set METRICS_TOKEN there (docs/security.md)."""
+    if token:
+        given = bearer_token(authorization) or ""
+        if hmac.compare_digest(given.encode(), token.encode()):
+            return None
+        return "metrics need METRICS_TOKEN as a bearer token"
+    try:
+        if remote_addr and ipaddress.ip_address(remote_addr).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return "metrics are served to this host only unless METRICS_TOKEN is set"
 
 
 @search_bp.get("/openapi.json")

@@ -60,6 +60,8 @@ def empty_tables(app):
     with recorder(app).store.engine.begin() as connection:
         connection.execute(text("DELETE FROM search_events"))
         connection.execute(text("DELETE FROM search_log"))
+        for table in ("analytics_task_days", "analytics_query_days", "analytics_days"):
+            connection.execute(text(f"DELETE FROM {table}"))
 
 
 @pytest.fixture
@@ -369,6 +371,7 @@ def test_the_analytics_page_needs_a_login(client):
 
 def test_the_analytics_page_shows_charts_and_queries_to_turn_into_test_cases(app):
     seed_page_log(app)
+    recorder(app).rollup(force=True)   # the page reads the daily roll-ups (tests/test_analytics_rollup.py)
     viewer, _csrf = signed_in(app, "vera")
     page = viewer.get("/admin/analytics/?days=7")
     assert page.status_code == 200

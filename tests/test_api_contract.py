@@ -30,7 +30,10 @@ MAX_EXAMPLES = 50
 @pytest.fixture(scope="module")
 def contract_app(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
     data_dir = tmp_path_factory.mktemp("contract")
-    app = build_app(make_settings(data_dir, shared_cache_dir), demo_tasks, demo_cases)
+    # the flood caps (tests/test_event_floods.py) are not what this module tests: hypothesis
+    # sends many batches from one session id in a second
+    app = build_app(make_settings(data_dir, shared_cache_dir, ANALYTICS_SESSION_EVENTS_PER_MINUTE=10**6,
+                                  ANALYTICS_EVENTS_PER_MINUTE=10**6), demo_tasks, demo_cases)
     CorpusStore(data_dir).ingest("mini", beir_dir=FIX / "mini_beir")
     return app
 
@@ -114,6 +117,56 @@ def test_generated_requests_conform_to_the_spec(api_schema, path, mode):
 
     check()
     print(f"{path} {mode}: {TRIED[path, mode]} generated requests")
+
+
+# -- the admin JSON API (admin/openapi.json), as a signed-in editor ----------------------------
+ADMIN_SPEC = PROJECT_ROOT / "admin" / "openapi.json"
+# positive data for every operation, negative data for those that take parameters or a body
+ADMIN_OPERATIONS = [(path, method.upper(), mode)
+                    for path, item in json.loads(ADMIN_SPEC.read_text())["paths"].items() for method, op in item.items()
+                    for mode in ("positive", "negative") if mode == "positive" or "parameters" in op or "requestBody" in op]
+
+
+@pytest.fixture(scope="module")
+def admin_contract(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    """A demo app (no embeddings: the edits refit nothing heavy), its admin spec, and the headers of a
+    signed-in editor's session: the session cookie and its CSRF token (issue 17 item 5)."""
+    from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, close_app, signed_in
+
+    app = build_app(make_settings(tmp_path_factory.mktemp("admin-contract"), shared_cache_dir, SECRET_KEY="k" * 40,
+                                  SESSION_COOKIE_SECURE="0", EMBEDDINGS_ENABLED="0"), demo_tasks, demo_cases)
+    accounts = app.extensions["taskfinder"].accounts
+    accounts.hasher = FAST_HASHER
+    accounts.create_user("eddie", ADMIN_PASSWORD, "editor", actor="cli:test")
+    client, csrf = signed_in(app, "eddie")
+    cookie = client.get_cookie("taskfinder_admin", path="/admin").value
+    schema = schemathesis.openapi.from_dict(json.loads(ADMIN_SPEC.read_text()))
+    schema.app = app
+    yield schema, {"Cookie": f"taskfinder_admin={cookie}", "X-CSRF-Token": csrf}
+    close_app(app)
+
+
+@pytest.mark.parametrize("path, method, mode", ADMIN_OPERATIONS)
+def test_generated_admin_requests_get_a_documented_4xx_never_a_5xx(admin_contract, path, method, mode):
+    """Valid-looking input may still be refused (an unknown gold task, a stale version, a text the
+    database cannot store): then with a documented 4xx and a message. Invalid input is refused.
+    No generated request, in either mode, gets a 5xx."""
+    schema, headers = admin_contract
+    strategy = schema[path][method].as_strategy(generation_mode=GenerationMode(mode))
+
+    @given(case=strategy)
+    @settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    def check(case):
+        response = case.call(headers=headers)
+        assert response.status_code < 500, (case.path_parameters, case.query, case.body, response.text[:300])
+        if response.status_code in (400, 404, 409):
+            assert response.json()["error"]
+        if mode == "positive":
+            case.validate_response(response, excluded_checks=[positive_data_acceptance])
+        else:
+            case.validate_response(response)
+
+    check()
 
 
 # -- explicit abuse cases --------------------------------------------------------------------

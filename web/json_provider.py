@@ -36,6 +36,15 @@ class OrjsonProvider(DefaultJSONProvider):
         """`obj` as UTF-8 JSON bytes (keys in insertion order unless `sort_keys`)."""
         return encode_json(obj, default=self.default, sort_keys=self.sort_keys)
 
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        """The standard library's parser, with a body nested too deeply for it refused as
+        invalid JSON (a ValueError, which `request.get_json(silent=True)` turns into None and
+        the views into a 400) rather than a RecursionError, a 500 (issue 17)."""
+        try:
+            return super().loads(s, **kwargs)
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply") from None
+
     def dumps(self, obj: Any, **kwargs: Any) -> str:
         if kwargs:  # explicit standard-library options (indent, separators...): honour them
             return super().dumps(obj, **kwargs)
