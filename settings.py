@@ -163,6 +163,15 @@ class Settings:
     analytics_retention_days: int = 90      # searches and events older than this are purged
     analytics_queue_size: int = 10_000      # pending writes (one per search or events request); full = dropped, counted
     analytics_flush_interval_s: float = 2.0 # how often the writer thread flushes the queue
+    # learning from use (analytics/learning.py, search/learned.py; docs/learning-from-use.md)
+    learning_enabled: bool = True           # the fit uses learned evidence (off: fits exactly as without traffic)
+    learning_half_life_days: float = 30.0   # click evidence loses half its weight in this many days
+    learning_min_sessions: int = 3          # distinct clicking sessions before a (query, task) pair counts
+    learning_min_relevance: float = 0.5     # estimated relevance a pair needs to count
+    learning_max_position: int = 10         # clicks/impressions beyond this rank are not evidence (k=50 votes nothing)
+    learning_max_votes_per_session: int = 20  # per aggregation window; beyond, a session's votes weigh less
+    learning_settle_s: float = 600.0        # events younger than this wait for the next aggregation
+    learning_sessions_per_address: int = 30 # distinct sessions one address may vote with per hour (held in memory only)
     # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
@@ -347,6 +356,14 @@ ENVIRONMENT = (
     ("analytics_retention_days", "ANALYTICS_RETENTION_DAYS", _int(1, 36500)),
     ("analytics_queue_size", "ANALYTICS_QUEUE_SIZE", _int(1, 1_000_000)),
     ("analytics_flush_interval_s", "ANALYTICS_FLUSH_INTERVAL_S", _float(0.01)),
+    ("learning_enabled", "LEARNING_ENABLED", _as_bool),
+    ("learning_half_life_days", "LEARNING_HALF_LIFE_DAYS", _float(0.01)),
+    ("learning_min_sessions", "LEARNING_MIN_SESSIONS", _int(1, 1_000_000)),
+    ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
+    ("learning_max_position", "LEARNING_MAX_POSITION", _int(1, 100)),
+    ("learning_max_votes_per_session", "LEARNING_MAX_VOTES_PER_SESSION", _int(1, 1_000_000)),
+    ("learning_settle_s", "LEARNING_SETTLE_S", _float(0.0)),
+    ("learning_sessions_per_address", "LEARNING_SESSIONS_PER_ADDRESS", _int(1, 1_000_000)),
     ("cors_origins", "CORS_ORIGINS", _origins),
     ("redis_url", "REDIS_URL", _text),
     ("redis_key_prefix", "REDIS_KEY_PREFIX", _text),

@@ -17,8 +17,9 @@ Definitions (the constants below are part of them):
   and the new query extends or edits the previous one. Requests without a session id cannot be
   grouped: each is a search of its own. An intent's query and results are those of its last
   request (what the person finally saw); its clicks are the clicks on any of its requests, each
-  on a task that request showed (a click on a task it did not show is ignored: the widget cannot
-  have sent it, so it says nothing about the search).
+  bound to its request (`bound_to_search`: sent by the session that made the search) and on a
+  task that request showed (a click on a task it did not show, or from another session, is
+  ignored: the widget cannot have sent it, so it says nothing about the search).
 * **No result**: the intent's last request showed no task (empty list, or "no confident match").
 * **Click-through rate** = searches with at least one click / searches.
 * **Average click position** = mean 1-based position over all clicks of the searches (None
@@ -199,20 +200,29 @@ def group_requests(searches: Iterable[SearchRecord]) -> list[list[SearchRecord]]
 
 
 # -- attaching events and reformulations -----------------------------------------------------
-def clicks_by_search(events: Iterable[EventRecord]) -> dict[str, list[Click]]:
-    """Click events per search id, each marked kept unless a `return` event names the same
-    search and task."""
+def bound_to_search(search: SearchRecord, event: EventRecord) -> bool:
+    """An event is bound to the search it names when it is that search's (the id is the server's,
+    80 random bits: analytics.records.new_search_id) and it comes from the session that made the
+    search. A search made without a session binds no event: anyone could claim it."""
+    return event.search_id == search.id and search.session_id is not None and event.session_id == search.session_id
+
+
+def clicks_by_search(events: Iterable[EventRecord]) -> dict[str, list[tuple[Click, str | None]]]:
+    """Click events per search id (with the session that sent each), each marked kept unless a
+    `return` event of the same session names the same search and task."""
     events = list(events)
-    returned = {(e.search_id, e.task_id) for e in events if e.type == "return"}
-    clicks: dict[str, list[Click]] = defaultdict(list)
+    returned = {(e.search_id, e.task_id, e.session_id) for e in events if e.type == "return"}
+    clicks: dict[str, list[tuple[Click, str | None]]] = defaultdict(list)
     for e in sorted((e for e in events if e.type == "click"), key=lambda e: as_utc(e.at)):
-        clicks[e.search_id].append(Click(e.task_id, e.position, e.at, (e.search_id, e.task_id) not in returned))
+        kept = (e.search_id, e.task_id, e.session_id) not in returned
+        clicks[e.search_id].append((Click(e.task_id, e.position, e.at, kept), e.session_id))
     return clicks
 
 
-def _intent(group: list[SearchRecord], clicks: dict[str, list[Click]]) -> Intent:
+def _intent(group: list[SearchRecord], clicks: dict[str, list[tuple[Click, str | None]]]) -> Intent:
     last = group[-1]
-    found = sorted((c for s in group for c in clicks.get(s.id, ()) if c.task_id in s.result_ids),
+    found = sorted((c for s in group for c, session in clicks.get(s.id, ())
+                    if c.task_id in s.result_ids and s.session_id is not None and session == s.session_id),
                    key=lambda c: as_utc(c.at))
     return Intent(session_id=last.session_id, search_ids=tuple(s.id for s in group),
                   started_at=as_utc(group[0].at), ended_at=as_utc(last.at), query=last.query,

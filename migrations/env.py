@@ -5,6 +5,7 @@ from sqlalchemy import engine_from_config, pool
 import admin.models  # noqa: F401  (registers the account tables on Base.metadata)
 import evaluation.models  # noqa: F401  (the evaluation_runs table)
 import analytics.models  # noqa: F401  (the search log and events tables)
+import analytics.learning_models  # noqa: F401  (learned evidence, migration 0008)
 from catalog.models import Base
 from settings import Settings
 

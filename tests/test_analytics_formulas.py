@@ -19,13 +19,15 @@ def search(id_, session, seconds, query, results=("t1",), no_confident_match=Fal
                         result_ids=tuple(results), no_confident_match=no_confident_match, degraded=tuple(degraded))
 
 
-def click(search_id, task, position, seconds):
+def click(search_id, task, position, seconds, session="s"):
+    """A click sent by `session` (the session of most searches here: events bind to theirs)."""
     return EventRecord(at=T0 + timedelta(seconds=seconds), search_id=search_id, type="click", task_id=task,
-                       position=position)
+                       position=position, session_id=session)
 
 
-def returned(search_id, task, seconds):
-    return EventRecord(at=T0 + timedelta(seconds=seconds), search_id=search_id, type="return", task_id=task)
+def returned(search_id, task, seconds, session="s"):
+    return EventRecord(at=T0 + timedelta(seconds=seconds), search_id=search_id, type="return", task_id=task,
+                       session_id=session)
 
 
 # -- grouping keystrokes -----------------------------------------------------------------------
@@ -105,8 +107,8 @@ def worked_example():
            search("S5", "c", 400, "cacfp menu", ("t6",)),
            search("S6", "d", 0, "screening", ("t7", "t8")),
            search("S7", "d", 30, "hearing screening", ("t9",))]
-    events = [click("S1", "t2", 2, 5), click("S3", "t3", 1, 65), click("S6", "t8", 2, 3), returned("S6", "t8", 20),
-              click("S7", "t9", 1, 35)]
+    events = [click("S1", "t2", 2, 5, "a"), click("S3", "t3", 1, 65, "b"), click("S6", "t8", 2, 3, "d"),
+              returned("S6", "t8", 20, "d"), click("S7", "t9", 1, 35, "d")]
     return log, events
 
 
@@ -174,7 +176,7 @@ def test_suggested_gold_is_the_most_frequent_followup_then_the_smallest_id():
         session = f"s{n}"
         log += [search(f"{session}a", session, 0, "nothing here", ()),
                 search(f"{session}b", session, 30, f"other {n}", (task,))]
-        events.append(click(f"{session}b", task, 1, 35))
+        events.append(click(f"{session}b", task, 1, 35, session))
     report = {r.query: r for r in by_query(intents(log, events))}["nothing here"]
     assert report.measures.searches == 5 and report.measures.no_result == 5
     assert report.suggested_gold == "t3"                 # t3 and t9 tie at 2; t3 < t9
@@ -185,6 +187,18 @@ def test_a_click_on_a_task_the_search_did_not_show_is_ignored():
     found = intents(log, [click("2", "admin.made-up", 1, 25)])
     assert measure(found).clicks == 0
     assert [i.followup_task for i in found] == [None, None]      # a forged click cannot become a gold
+
+
+def test_a_click_counts_only_from_the_session_that_made_the_search():
+    """Issue 17 item 4: the search id is in the log, the task was shown, but the click comes from
+    another session (or none, or the search had none): it counts nowhere, not even as a gold."""
+    log = [search("1", "victim", 0, "aaa", ()), search("2", "victim", 20, "bbb", ("t1", "t2")),
+           search("3", None, 0, "ccc", ("t1",))]
+    forged = [click("2", "t2", 2, 25, "attacker"), click("2", "t2", 2, 26, None), click("3", "t1", 1, 5, None)]
+    found = intents(log, forged)
+    assert measure(found).clicks == 0
+    assert [i.followup_task for i in found] == [None, None, None]
+    assert measure(intents(log, [click("2", "t2", 2, 25, "victim")])).clicks == 1
 
 
 def test_events_without_a_logged_search_are_not_counted():
@@ -224,7 +238,7 @@ def test_top_no_result_and_low_ctr_lists():
             n += 1
             log.append(search(f"q{n}", f"s{n}", 0, query, results))   # one session each: no grouping
             if k < clicks:
-                events.append(click(f"q{n}", "t1", 1, 1))
+                events.append(click(f"q{n}", "t1", 1, 1, f"s{n}"))
 
     add("nothing a", 3, results=())
     add("nothing b", 5, results=())

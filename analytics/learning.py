@@ -1,0 +1,252 @@
+"""Learning from use: the search log and the widget's events folded into `learned_evidence`
+(aggregates per normalised query and task; the math is in search.learned).
+
+    collect_votes(searches, events, max_position)  -> one Vote per (session, query, task) shown
+    aggregate(engine, settings, now)               -> folds the log since the watermark into the table
+    load_learned(session)                          -> the table as LearnedPair values
+    learned_exemplars(engine, settings, blocked)   -> what the per-catalog fit uses
+
+**Binding** (issue 17 item 4): an impression or click counts only when it is bound to the
+search that produced it (analytics.formulas.bound_to_search): the search is in the log, was made
+by the same session (the search log keeps the `session` the search was made with; the search
+id is the server's, 80 random bits, never the client's choice), and, for learning, the click's
+task is the one the search showed at the click's position, within the first
+`LEARNING_MAX_POSITION` results. A forged click (someone else's search id, a task the search
+did not show where the click says, k=50 to reach any task) moves nothing.
+
+**One vote per session**: per aggregation window, a (session, query, task) is one vote: clicked
+or not, examined at the best position the task was shown to that session for that query. Votes
+of a session with more than LEARNING_MAX_VOTES_PER_SESSION votes in the window weigh less
+(search.learned.session_weights). A pair counts for ranking only once LEARNING_MIN_SESSIONS
+distinct sessions clicked it (search.learned.eligible).
+
+**No personal data**: the table holds counts per (query, task); session ids are used while
+aggregating and never stored there. Rows are not touched by the raw log's retention purge.
+
+**Watermark**: the aggregation reads events received after the `learning_state` watermark up to
+now - LEARNING_SETTLE_S (so that a session's clicks of the last minutes are counted together
+in the next run), and searches from a day before that (an event may come after its search).
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Sequence
+
+import numpy as np
+from sqlalchemy import Engine, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from analytics.formulas import as_utc, bound_to_search
+from analytics.learning_models import LearnedEvidence, LearningState
+from analytics.records import EventRecord, SearchRecord
+from analytics.store import AnalyticsStore
+from catalog.models import utcnow
+from search import learned as math
+from search.learned import LearnedExemplar
+from settings import Settings
+
+log = logging.getLogger(__name__)
+
+WATERMARK = "learned_evidence"
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+SEARCH_LOOKBACK = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class LearnedPair:
+    """One row of learned_evidence (the shared interface with the admin's editor)."""
+
+    query: str
+    task_id: str
+    sessions: int          # distinct sessions that clicked (lifetime, not decayed)
+    clicks: int            # counted clicks (at most one per session and window)
+    examinations: float    # decayed, position-bias-weighted impressions (sum of theta_k)
+    relevance: float       # estimated P(relevant | query) in [0, 1] (search.learned.coec_relevance)
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Vote:
+    session_id: str
+    query: str
+    task_id: str
+    position: int          # best (smallest) position the task was shown at to this session for this query
+    clicked: bool
+    at: datetime           # the latest of its searches
+
+
+def load_learned(session) -> list[LearnedPair]:
+    """Every row of learned_evidence. `session`: a SQLAlchemy Session, Connection or Engine."""
+    query = select(LearnedEvidence).order_by(LearnedEvidence.query, LearnedEvidence.task_id)
+    if isinstance(session, Engine):
+        with session.connect() as connection:
+            rows = connection.execute(query).all()
+    else:
+        rows = session.execute(query).all()
+    out = []
+    for row in rows:
+        r = row[0] if len(row) == 1 and isinstance(row[0], LearnedEvidence) else row
+        out.append(LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
+                               float(r.relevance), as_utc(r.updated_at)))
+    return out
+
+
+def shown_positions(search: SearchRecord, impression: EventRecord | None, click: EventRecord | None,
+                    max_position: int) -> dict[str, int]:
+    """task -> 1-based position the search showed it at, as far as this evidence says it was
+    seen: the impression's list (it must be the search's own results, in order: a client that
+    says it showed something else is ignored), else only the clicked task at its position."""
+    shown: dict[str, int] = {}
+    if impression is not None and impression.task_ids:
+        listed = impression.task_ids[:max_position]
+        if tuple(search.result_ids[:len(listed)]) == tuple(listed):
+            shown.update({task: i + 1 for i, task in enumerate(listed)})
+    if click is not None and click.task_id not in shown:
+        shown[click.task_id] = click.position
+    return shown
+
+
+def click_counts(search: SearchRecord, event: EventRecord, max_position: int) -> bool:
+    """A click counts for learning: bound to its search (same session), at a position within
+    the first `max_position` results, naming the task the search showed there."""
+    return (event.type == "click" and bound_to_search(search, event) and event.position is not None
+            and 1 <= event.position <= min(max_position, len(search.result_ids))
+            and search.result_ids[event.position - 1] == event.task_id)
+
+
+def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord], max_position: int) -> list[Vote]:
+    """One vote per (session, query, task) shown to a session (module docstring); searches
+    without a session, and events not bound to their search, give none."""
+    by_id = {s.id: s for s in searches if s.session_id}
+    impressions: dict[str, EventRecord] = {}
+    clicks: dict[str, list[EventRecord]] = defaultdict(list)
+    for e in events:
+        search = by_id.get(e.search_id)
+        if search is None or not bound_to_search(search, e):
+            continue
+        if e.type == "impression":
+            impressions.setdefault(e.search_id, e)
+        elif e.type == "click" and click_counts(search, e, max_position):
+            clicks[e.search_id].append(e)
+    votes: dict[tuple[str, str, str], Vote] = {}
+    for search_id in set(impressions) | set(clicks):
+        search = by_id[search_id]
+        clicked = {e.task_id for e in clicks.get(search_id, ())}
+        shown = shown_positions(search, impressions.get(search_id), None, max_position)
+        for e in clicks.get(search_id, ()):
+            shown.setdefault(e.task_id, e.position)
+        for task, position in shown.items():
+            key = (search.session_id, search.query, task)
+            old = votes.get(key)
+            at = as_utc(search.at)
+            if old is None:
+                votes[key] = Vote(search.session_id, search.query, task, position, task in clicked, at)
+            else:
+                votes[key] = Vote(old.session_id, old.query, task, min(old.position, position),
+                                  old.clicked or task in clicked, max(old.at, at))
+    return sorted(votes.values(), key=lambda v: (v.query, v.task_id, v.session_id))
+
+
+@dataclass
+class _Sums:
+    clicks: float = 0.0        # decayed, session-weighted clicks
+    examinations: float = 0.0  # decayed, session-weighted theta_k
+    sessions: float = 0.0      # decayed clicking sessions
+    n_sessions: int = 0        # clicking sessions (counted)
+    n_clicks: int = 0
+
+
+def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
+                max_votes: int) -> tuple[dict[tuple[str, str], _Sums], np.ndarray]:
+    """Per (query, task), the decayed sums of one window's votes, and the propensities used."""
+    if not votes:
+        return {}, math.power_propensities(max_position)
+    pair_ids: dict[tuple[str, str], int] = {}
+    pairs = np.array([pair_ids.setdefault((v.query, v.task_id), len(pair_ids)) for v in votes])
+    positions = np.array([v.position for v in votes])
+    clicked = np.array([v.clicked for v in votes], dtype=np.float64)
+    theta = math.em_propensities(pairs, positions, clicked, max_position)
+    weights = math.session_weights([v.session_id for v in votes], max_votes)
+    ages = np.array([(now - v.at).total_seconds() / 86400 for v in votes])
+    d = math.decay(ages, half_life_days) * weights
+    sums: dict[tuple[str, str], _Sums] = defaultdict(_Sums)
+    for v, dv, position, c in zip(votes, d, positions, clicked):
+        s = sums[(v.query, v.task_id)]
+        s.examinations += float(dv * theta[position - 1])
+        if c:
+            s.clicks += float(dv)
+            s.sessions += float(dv)
+            s.n_sessions += 1
+            s.n_clicks += 1
+    return dict(sums), theta
+
+
+def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days: float) -> dict:
+    """The row after folding `new` (already decayed to `now`) into `old` (decayed from its
+    updated_at to `now`)."""
+    if old is None:
+        clicks, exams, sessions, n_sessions, n_clicks = new.clicks, new.examinations, new.sessions, new.n_sessions, new.n_clicks
+    else:
+        d = float(math.decay((now - as_utc(old.updated_at)).total_seconds() / 86400, half_life_days))
+        clicks = old.decayed_clicks * d + new.clicks
+        exams = old.examinations * d + new.examinations
+        sessions = old.decayed_sessions * d + new.sessions
+        n_sessions, n_clicks = old.sessions + new.n_sessions, old.clicks + new.n_clicks
+    return {"sessions": n_sessions, "clicks": n_clicks, "examinations": exams, "decayed_clicks": clicks,
+            "decayed_sessions": sessions, "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
+
+
+def _watermark(connection) -> datetime:
+    row = connection.execute(select(LearningState.at).where(LearningState.name == WATERMARK)).first()
+    return as_utc(row[0]) if row else EPOCH
+
+
+def _upsert(connection, table, values: dict, keys: Sequence[str]) -> None:
+    insert = pg_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    statement = insert(table).values(**values)
+    connection.execute(statement.on_conflict_do_update(index_elements=list(keys),
+                                                      set_={k: v for k, v in values.items() if k not in keys}))
+
+
+def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -> dict:
+    """Fold the searches and events received since the watermark (up to now - LEARNING_SETTLE_S)
+    into learned_evidence; returns what it did. Idempotent per window: the watermark moves in
+    the same transaction as the rows."""
+    now = now or utcnow()
+    until = now - timedelta(seconds=settings.learning_settle_s)
+    store = AnalyticsStore(engine)
+    with engine.connect() as connection:
+        since = _watermark(connection)
+    if until <= since:
+        return {"status": "up to date", "votes": 0, "pairs": 0}
+    searches = store.searches(max(since - SEARCH_LOOKBACK, EPOCH), until)
+    events = [e for e in store.events(since, until) if as_utc(e.at) >= since]
+    votes = collect_votes(searches, events, settings.learning_max_position)
+    sums, theta = window_sums(votes, now, settings.learning_half_life_days, settings.learning_max_position,
+                              settings.learning_max_votes_per_session)
+    with engine.begin() as connection:
+        if _watermark(connection) != since:
+            return {"status": "another process aggregated", "votes": 0, "pairs": 0}
+        table = LearnedEvidence.__table__
+        existing = {(r.query, r.task_id): r for r in connection.execute(select(table))}
+        for (query, task_id), new in sums.items():
+            row = merge(existing.get((query, task_id)), new, now, settings.learning_half_life_days)
+            _upsert(connection, table, {"query": query, "task_id": task_id, **row}, ("query", "task_id"))
+        _upsert(connection, LearningState.__table__, {"name": WATERMARK, "at": until}, ("name",))
+    log.info("learning: %d votes from %d searches and %d events folded into %d pairs", len(votes), len(searches),
+             len(events), len(sums))
+    return {"status": "aggregated", "votes": len(votes), "pairs": len(sums), "until": until.isoformat(),
+            "propensities": [round(float(t), 4) for t in theta]}
+
+
+def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tuple[str, str]] = frozenset(),
+                      task_ids: Iterable[str] | None = None) -> tuple[LearnedExemplar, ...]:
+    """Aggregate what is new, then the pairs that count (search.learned.eligible): what the
+    per-catalog fit uses as learned evidence."""
+    aggregate(engine, settings)
+    return math.eligible(load_learned(engine), settings.learning_min_sessions, settings.learning_min_relevance,
+                         blocked, task_ids)

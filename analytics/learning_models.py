@@ -1,0 +1,38 @@
+"""SQLAlchemy models of learning from use (migration 0008): aggregates only.
+
+`learned_evidence`: one row per (normalised query, task). The first seven columns are the
+shared interface (analytics.learning.LearnedPair, read by the admin's editor); the two
+`decayed_*` columns are the time-decayed sums the relevance is estimated from
+(analytics.learning). `learning_state`: the aggregation's watermark.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from catalog.models import Base
+
+
+class LearnedEvidence(Base):
+    __tablename__ = "learned_evidence"
+    __table_args__ = (CheckConstraint("relevance >= 0 AND relevance <= 1", name="ck_learned_evidence_relevance"),
+                      Index("ix_learned_evidence_task_id", "task_id"))
+
+    query: Mapped[str] = mapped_column(Text, primary_key=True)              # normalised (lexicon.text)
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    sessions: Mapped[int] = mapped_column(Integer, nullable=False)          # distinct sessions that clicked
+    clicks: Mapped[int] = mapped_column(Integer, nullable=False)            # counted clicks (one per session)
+    examinations: Mapped[float] = mapped_column(Float, nullable=False)      # decayed sum of examination propensities
+    relevance: Mapped[float] = mapped_column(Float, nullable=False)         # estimated P(relevant), [0, 1]
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    decayed_clicks: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
+    decayed_sessions: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
+
+
+class LearningState(Base):
+    __tablename__ = "learning_state"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

@@ -1,0 +1,200 @@
+"""Learning from use: the pure math that turns clicks into ranking evidence (issue 16).
+
+Nothing here reads a database or a clock. analytics.learning feeds it the votes it collects
+from the search log (each click bound to its search, one vote per session, query and task)
+and stores the aggregates; search.fitting and search.prefilter use the learned exemplars.
+
+**Click model: the position-based model** (PBM; Craswell et al. 2008, Richardson et al. 2007;
+notation of Chuklin, Markov & de Rijke, *Click Models for Web Search*, 2015, section 3.4):
+
+    P(click | q, t, shown at position k) = theta_k * r_{q,t}
+
+theta_k: the probability that a result at position k is examined at all (position bias);
+r_{q,t}: the probability that task t is what the person searching q wants (relevance).
+
+* **Propensities** theta_k are estimated from the impressions and clicks by EM over the PBM
+  (`em_propensities`; Chuklin et al. 2015 section 4.2; Wang et al., *Position bias estimation
+  for unbiased learning to rank*, WSDM 2018):
+
+      theta_k <- mean over votes at k of [ c + (1 - c) * theta_k (1 - r) / (1 - theta_k r) ]
+      r_qt    <- mean over votes of (q,t) of [ c + (1 - c) * (1 - theta_k) r / (1 - theta_k r) ]
+
+  starting from the power law theta_k = k^-1 (Joachims et al., *Unbiased learning-to-rank with
+  biased feedback*, WSDM 2017), then made non-increasing in k, floored at MIN_PROPENSITY and
+  scaled to theta_1 = 1. With few votes (< MIN_EM_VOTES) the power law is used as it is.
+* **Relevance** of a pair is clicks over expected clicks (COEC; Zhang & Jones 2007, Chapelle
+  et al. 2009) with a Beta prior of strength a and mean r0, on time-decayed sums:
+
+      r_{q,t} = (C + a r0) / (E + a),  C = sum_v d(v) c_v,  E = sum_v d(v) theta_{k_v}
+      d(v) = 0.5 ** (age_v / half_life)
+
+  `E` is "examinations": the position-bias-weighted impressions. A task shown at position 8
+  (theta ~0.2) that is clicked whenever it is examined gets r ~1, as one at position 1 does:
+  the correction is what lets a task that starts below the fold rise.
+* **Robustness**: a vote is one (session, query, task); a session that votes on more than
+  `max_votes` pairs in one aggregation window has each vote weighted max_votes / n (its total
+  weight is bounded); a pair counts only with at least `min_sessions` distinct clicking
+  sessions and relevance >= `min_relevance` (`eligible`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from search.signals import group_max
+
+MIN_PROPENSITY = 0.05
+MIN_EM_VOTES = 200
+EM_ITERATIONS = 50
+PRIOR_STRENGTH = 1.0   # a: the Beta prior's weight, in examinations
+PRIOR_MEAN = 0.1       # r0: what an unclicked, rarely examined pair is assumed to be worth
+
+
+# --- click model ------------------------------------------------------------------------------
+
+def power_propensities(max_position: int, eta: float = 1.0) -> np.ndarray:
+    """theta_k = k^-eta for k = 1..max_position (index 0 is position 1)."""
+    return np.arange(1, max_position + 1, dtype=np.float64) ** -eta
+
+
+def em_propensities(pairs: np.ndarray, positions: np.ndarray, clicks: np.ndarray, max_position: int,
+                    iterations: int = EM_ITERATIONS) -> np.ndarray:
+    """PBM examination propensities theta_1..theta_max by EM (module docstring).
+
+    `pairs`: an integer id of each vote's (query, task); `positions`: its 1-based position;
+    `clicks`: 0/1. Returns an array of `max_position` values, non-increasing, theta_1 = 1."""
+    theta = power_propensities(max_position)
+    if len(clicks) < MIN_EM_VOTES:
+        return theta
+    k = positions.astype(np.int64) - 1
+    c = clicks.astype(np.float64)
+    n_pairs = int(pairs.max()) + 1
+    count_pair = np.bincount(pairs, minlength=n_pairs).astype(np.float64)
+    count_pos = np.bincount(k, minlength=max_position).astype(np.float64)
+    r = np.full(n_pairs, 0.5)
+    for _ in range(iterations):
+        th, rr = theta[k], r[pairs]
+        denominator = np.maximum(1.0 - th * rr, 1e-12)
+        examined = c + (1 - c) * th * (1 - rr) / denominator
+        relevant = c + (1 - c) * (1 - th) * rr / denominator
+        theta = np.where(count_pos > 0, np.bincount(k, examined, max_position) / np.maximum(count_pos, 1), theta)
+        r = np.bincount(pairs, relevant, n_pairs) / np.maximum(count_pair, 1)
+    return normalise_propensities(theta)
+
+
+def normalise_propensities(theta: np.ndarray) -> np.ndarray:
+    """Non-increasing in position (a running minimum), scaled to theta_1 = 1, floored."""
+    theta = np.minimum.accumulate(np.maximum(theta, 1e-9))
+    theta = theta / theta[0]
+    return np.maximum(theta, MIN_PROPENSITY)
+
+
+def decay(age_days: float | np.ndarray, half_life_days: float) -> float | np.ndarray:
+    """d = 0.5 ** (age / half_life): the weight of evidence `age_days` old."""
+    return 0.5 ** (np.maximum(age_days, 0.0) / half_life_days)
+
+
+def coec_relevance(clicks: float, examinations: float, strength: float = PRIOR_STRENGTH,
+                   prior: float = PRIOR_MEAN) -> float:
+    """r = (C + a r0) / (E + a), clipped to [0, 1] (clicks over expected clicks, smoothed)."""
+    return float(min(1.0, max(0.0, (clicks + strength * prior) / (examinations + strength))))
+
+
+def session_weights(sessions: Sequence[str], max_votes: int) -> np.ndarray:
+    """Per vote, min(1, max_votes / n_s) where n_s is the number of votes of the vote's session:
+    no session weighs more than `max_votes` votes in one window, however much it clicks."""
+    keys, inverse, counts = np.unique(np.asarray(sessions, dtype=object).astype(str), return_inverse=True,
+                                      return_counts=True)
+    return np.minimum(1.0, max_votes / counts[inverse].astype(np.float64))
+
+
+# --- what the fit and the prefilter use -------------------------------------------------------
+
+@dataclass(frozen=True)
+class LearnedExemplar:
+    """A (normalised query, task) pair that use has shown relevant: an implicit exemplar."""
+
+    query: str
+    task_id: str
+    relevance: float
+    sessions: int
+
+
+def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
+             blocked: frozenset[tuple[str, str]] = frozenset(),
+             task_ids: Iterable[str] | None = None) -> tuple[LearnedExemplar, ...]:
+    """The pairs that count: at least `min_sessions` distinct clicking sessions, relevance at
+    least `min_relevance`, not blocked by the admin, and (with `task_ids`) on a known task.
+    `pairs`: anything with query, task_id, sessions and relevance (analytics.learning.LearnedPair).
+    Sorted by (query, task) so that the fit's input, and its digest, are stable."""
+    known = set(task_ids) if task_ids is not None else None
+    found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in pairs
+             if p.sessions >= min_sessions and p.relevance >= min_relevance and (p.query, p.task_id) not in blocked
+             and (known is None or p.task_id in known)]
+    return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
+
+
+def learned_digest(exemplars: Sequence[LearnedExemplar]) -> str | None:
+    """Names the learned evidence a fit was made with (None without any)."""
+    if not exemplars:
+        return None
+    payload = json.dumps([[e.query, e.task_id] for e in exemplars], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LearnedMemory:
+    """The learned exemplars of an index, grouped by task row (like search.exemplars)."""
+
+    texts: tuple[str, ...]
+    task_rows: np.ndarray
+    group_starts: np.ndarray
+    group_rows: np.ndarray
+    n_tasks: int
+    vectors: np.ndarray | None = None
+
+    def with_vectors(self, vectors: np.ndarray | None) -> "LearnedMemory":
+        return LearnedMemory(self.texts, self.task_rows, self.group_starts, self.group_rows, self.n_tasks, vectors)
+
+
+def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExemplar],
+                         exclude_queries: frozenset[str] = frozenset()) -> LearnedMemory | None:
+    """The memory of `exemplars` over tasks in `task_ids` order; None when none applies.
+    `exclude_queries`: queries left out (the fit's CV leaves out its held-out fold's queries)."""
+    row_of = {task_id: row for row, task_id in enumerate(task_ids)}
+    per_row: dict[int, list[str]] = {}
+    for e in exemplars:
+        row = row_of.get(e.task_id)
+        if row is not None and e.query not in exclude_queries:
+            per_row.setdefault(row, []).append(e.query)
+    if not per_row:
+        return None
+    texts, owners, starts, rows = [], [], [], []
+    for row in sorted(per_row):
+        starts.append(len(texts))
+        rows.append(row)
+        texts.extend(per_row[row])
+        owners.extend([row] * len(per_row[row]))
+    return LearnedMemory(tuple(texts), np.asarray(owners, dtype=np.int64), np.asarray(starts, dtype=np.int64),
+                         np.asarray(rows, dtype=np.int64), len(task_ids))
+
+
+def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None
+                   ) -> np.ndarray | None:
+    """The `learned` signal of the tasks in `rows`: the cosine of the query to the task's nearest
+    learned exemplar (a nearest-neighbour vote of the queries people found the task with); a
+    task without learned exemplars gets the lowest value among those that have one, so it is
+    neither lifted nor sunk below the rest. None when there is nothing to compute: no learned
+    memory, no vectors, or no visible task with learned evidence (then nothing changes)."""
+    if memory is None or memory.vectors is None or query_vector is None:
+        return None
+    nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
+    values = nearest[rows]
+    has = np.isin(rows, memory.group_rows)
+    if not has.any():
+        return None
+    return np.where(has, values, values[has].min()).astype(np.float64)
