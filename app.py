@@ -23,6 +23,7 @@ from admin.accounts import AccountStore
 from admin.cli import COMMANDS as ADMIN_COMMANDS
 from analytics import init_analytics
 from analytics.cli import analytics_group
+from analytics.learning import fit_inputs
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
@@ -76,7 +77,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         if settings.llm_base_url else None
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),
                               metrics.embedding_observer()) if settings.embeddings_enabled else None
-    search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings))
+    search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings),
+                           learned_evidence=lambda: fit_inputs(engine, settings))  # read at fit time only
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
     redis_store = shared_store(settings, metrics)

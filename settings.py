@@ -62,6 +62,10 @@ class Weights:
     centroid: float = 25.29
     neighbour: float = 24.69
     prototype: float = 0.0      # exists only with a per-catalog fit (search.prototypes)
+    # the prior of the learned-evidence signal (search.learned; only with learned evidence, which
+    # only a fit brings): a second nearest-exemplar vote, over the queries use has confirmed, so
+    # it starts at the neighbour signal's weight and the fit's CV moves it
+    learned: float = 24.69
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class DegradedWeights(Weights):
     centroid: float = 0.0
     neighbour: float = 0.0
     prototype: float = 0.0
+    learned: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from flask import Flask
 from sqlalchemy import Engine
 
 from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in admin_bp)
-from analytics.api import EXTENSION, analytics_recorder, events_bp
+from analytics.api import EXTENSION, SOURCES_EXTENSION, analytics_recorder, events_bp
 from analytics.recorder import AnalyticsRecorder
+from analytics.sources import AddressSessions
 from analytics.store import AnalyticsStore
 from observability.metrics import Metrics
 from settings import Settings
@@ -33,6 +34,7 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
                                  retention_days=settings.analytics_retention_days,
                                  enabled=settings.analytics_enabled, on_count=metrics.analytics_listener())
     app.extensions[EXTENSION] = recorder
+    app.extensions[SOURCES_EXTENSION] = AddressSessions(settings.learning_sessions_per_address)
     app.register_blueprint(events_bp)
     return recorder
 

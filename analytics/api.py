@@ -15,15 +15,19 @@ how many were not matched. A made-up id therefore cannot change any measure.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from analytics.recorder import AnalyticsRecorder
-from analytics.schema import MAX_BODY_BYTES, EventError, parse_batch
+from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
+from analytics.sources import AddressSessions
+from guard.limits import request_client
 from catalog.models import utcnow
 
 events_bp = Blueprint("events", __name__)
 EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
+SOURCES_EXTENSION = "taskfinder_sessions_per_address"   # analytics.sources.AddressSessions
 
 ACCEPTED_TYPES = ("application/json", "text/plain")
 RETRY_AFTER_S = 5
@@ -36,6 +40,15 @@ def analytics_recorder() -> AnalyticsRecorder:
 
 def error(status: int, message: str) -> tuple[Response, int]:
     return jsonify({"error": message}), status
+
+
+def bind_to_address(batch: EventBatch) -> EventBatch:
+    """The batch as stored: without its session id when the caller's address has brought too
+    many sessions this hour (analytics.sources; the address itself is never stored)."""
+    gate: AddressSessions | None = current_app.extensions.get(SOURCES_EXTENSION)
+    if gate is None or gate.admit(request_client(current_app.extensions["taskfinder"].settings), batch.session_id):
+        return batch
+    return EventBatch(None, tuple(replace(e, session_id=None) for e in batch.events))
 
 
 def read_body(limit: int) -> bytes | None:
@@ -64,6 +77,7 @@ def post_events():
         batch = parse_batch(payload, utcnow())
     except EventError as exc:
         return error(400, str(exc))
+    batch = bind_to_address(batch)
     rec = analytics_recorder()
     if not rec.enabled:
         return jsonify({"accepted": 0}), 202

@@ -250,3 +250,24 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
     aggregate(engine, settings)
     return math.eligible(load_learned(engine), settings.learning_min_sessions, settings.learning_min_relevance,
                          blocked, task_ids)
+
+
+def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:
+    """The (query, task) pairs the admin blocked (catalog.store.learned_blocks, part of the
+    catalog's versioned edits; empty until that exists)."""
+    from sqlalchemy.orm import Session
+
+    import catalog.store
+
+    blocks = getattr(catalog.store, "learned_blocks", None)
+    if blocks is None:
+        return frozenset()
+    with Session(engine) as session:
+        return frozenset(blocks(session))
+
+
+def fit_inputs(engine: Engine, settings: Settings) -> tuple[tuple[LearnedExemplar, ...], frozenset[tuple[str, str]]]:
+    """What a per-catalog fit takes from use (search.service.SearchService.learned_evidence):
+    the eligible learned exemplars (after folding in the log since the last run) and the
+    admin's blocked pairs (the fit drops those: search.fitting.usable_learned)."""
+    return learned_exemplars(engine, settings), blocked_pairs(engine)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -39,7 +39,8 @@ from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon
 from search.confidence import AbstentionModel, answer_features, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
-from search.prefilter import SIGNALS, SPARSE_SIGNALS, analyse_query, rank_values, signal_values
+from search.learned import LearnedExemplar, build_learned_memory, learned_digest, normalised_query
+from search.prefilter import LEARNED, SIGNALS, SPARSE_SIGNALS, analyse_query, rank_values, signal_values
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
 from settings import Settings, Weights
@@ -91,7 +92,10 @@ def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None
     exemplar_vectors = embedder.embed(list(memory.texts), "query") if memory.texts else np.zeros(
         (0, task_vectors.shape[1]), dtype=np.float32)
     oos_vectors = embedder.embed(list(memory.oos_texts), "query") if memory.oos_texts else None
-    return index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
+    index = index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
+    if index.learned is not None:
+        index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query")))
+    return index
 
 
 def prototypes_of(index: SearchIndex) -> np.ndarray | None:
@@ -104,10 +108,13 @@ def prototypes_of(index: SearchIndex) -> np.ndarray | None:
 
 def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
-               progress: Callable | None = None) -> list[CVQuery]:
+               progress: Callable | None = None, learned: Sequence[LearnedExemplar] = ()) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
     `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
-    one is scored (each fold's index still learns from all the other folds' cases)."""
+    one is scored (each fold's index still learns from all the other folds' cases).
+    `learned`: exemplars learned from use (search.learned); each fold's index has those whose
+    query is not one of the fold's held-out queries, so the `learned` signal's weight is fitted
+    on how well use predicts queries it has not seen."""
     tasks = [t for t in tasks if t.active]
     sampled = None
     if max_queries is not None and len(cases) > max_queries:
@@ -125,6 +132,9 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         if not held:
             continue
         index = build_index(tasks, build_lexicon(fit), settings.field_weights, cases=fit)
+        if learned:
+            held_queries = frozenset(normalised_query(c.query) for c in held)
+            index = index.with_learned(build_learned_memory([t.id for t in tasks], learned, held_queries))
         analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
         vectors = [None] * len(held)
         if embedder is not None:
@@ -202,7 +212,7 @@ def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength:
                 signals: Sequence[str] | None = None) -> Weights:
     """The mode's fusion weights (see the module docstring); `prior` where there is no evidence.
     `signals` restricts the model to those signals (the evaluation's ablations); the others get 0."""
-    wanted = SIGNALS if mode == "full" else SPARSE_SIGNALS
+    wanted = (*SIGNALS, LEARNED) if mode == "full" else SPARSE_SIGNALS
     if signals is not None:
         wanted = [n for n in wanted if n in signals]
         prior = Weights(**{f.name: (getattr(prior, f.name) if f.name in wanted else 0.0) for f in fields(Weights)})
@@ -369,14 +379,26 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
 
 # --- the whole fit ------------------------------------------------------------------------------
 
+def usable_learned(learned: Sequence[LearnedExemplar], blocked: frozenset[tuple[str, str]],
+                   tasks: Sequence[TaskRecord]) -> tuple[LearnedExemplar, ...]:
+    """The learned exemplars the fit may use: not blocked by the admin, on an active task."""
+    active = {t.id for t in tasks if t.active}
+    return tuple(e for e in learned if (e.query, e.task_id) not in blocked and e.task_id in active)
+
+
 def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                defaults: RankerParams, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
-               progress: Callable | None = None, queries: Sequence[CVQuery] | None = None) -> tuple[RankerParams, dict]:
+               progress: Callable | None = None, queries: Sequence[CVQuery] | None = None,
+               learned: Sequence[LearnedExemplar] = (),
+               blocked: frozenset[tuple[str, str]] = frozenset()) -> tuple[RankerParams, dict]:
     """Fit every parameter on CV inside `cases`; returns (params, report). With fewer than
     settings.fit_min_cases in-scope cases the defaults are returned (and the report says so).
-    `queries`: the CV queries of these cases, when the caller has them already."""
+    `queries`: the CV queries of these cases, when the caller has them already.
+    `learned`: exemplars learned from use (search.learned.eligible), minus the `blocked`
+    (query, task) pairs; without embeddings they are not used (the signal is dense)."""
     started = time.perf_counter()
     tasks = [t for t in tasks if t.active]
+    learned = usable_learned(learned, blocked, tasks) if embedder is not None else ()
     in_scope = [c for c in cases if c.gold]
     report: dict = {"n_cases": len(cases), "n_in_scope": len(in_scope), "n_out_of_scope": len(cases) - len(in_scope),
                     "folds": FOLDS, "seed": seed, "digest": cases_digest(tasks, cases)}
@@ -384,7 +406,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         report["status"] = f"defaults: fewer than {settings.fit_min_cases} in-scope test cases"
         return defaults, report
     if queries is None:
-        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress)
+        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, learned)
     modes = [m for m in MODES if m == "sparse" or embedder is not None]
     fitted = {m: fit_weights(queries, m, defaults.weights.for_mode(m)) for m in modes}
     weights = FusionWeights(fitted.get("full", defaults.weights.full), fitted["sparse"])
@@ -393,17 +415,24 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         before = ranking_metrics(queries, rankings(queries, defaults.weights, mode))
         after = ranking_metrics(queries, rankings(queries, weights, mode))
         report["cv"][mode] = {"defaults": before, "fitted": after}
+        if learned and mode == "full":
+            report["cv"][mode]["fitted_without_learned"] = ranking_metrics(
+                queries, rankings(queries, FusionWeights(replace(weights.full, learned=0.0), weights.sparse), mode))
     primary = "full" if "full" in modes else "sparse"
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     abstention = {m: fit_abstention(queries, defaults.weights, m) for m in modes}
     abstention.setdefault("full", None)
     stored_prototypes = None
     if embedder is not None:
-        index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases), embedder)
+        index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases), embedder)  # no learned: prototypes are the cases'
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
-    params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes)
+    params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
+                          learned=tuple(learned) if weights.full.learned > 0 else ())
+    if learned:
+        report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned), "weight": weights.full.learned,
+                             "used": weights.full.learned > 0}
     report.update(status="fitted", n_cv_queries=len(queries), shortlist_size=shortlist,
                   abstention={m: (a.cv if a else None) for m, a in abstention.items()},
                   seconds=round(time.perf_counter() - started, 2))

@@ -16,6 +16,7 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
 from lexicon.text import stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
+from search.learned import LearnedMemory
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
 from settings import FieldWeights
 
@@ -76,6 +77,7 @@ class SearchIndex:
     lexicon: RationaleLexicon
     task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised passage embeddings, or None
     prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
+    learned: LearnedMemory | None = None    # implicit exemplars learned from use (search.learned), or None
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -105,7 +107,12 @@ class SearchIndex:
         if vectors is None or exemplar_vectors is None:
             vectors = exemplar_vectors = None
         return replace(self, task_vectors=vectors, prototypes=None, exemplars=self.exemplars.with_vectors(exemplar_vectors, oos_vectors),
+                       learned=self.learned.with_vectors(None) if self.learned is not None else None,
                        _visibility={}, _corrections={})
+
+    def with_learned(self, learned: LearnedMemory | None) -> "SearchIndex":
+        """The index with learned exemplars (search.learned; vectors attached by the caller)."""
+        return replace(self, learned=learned)
 
     def with_prototypes(self, prototypes: np.ndarray | None) -> "SearchIndex":
         return replace(self, prototypes=prototypes if self.task_vectors is not None else None, _visibility={})

@@ -35,12 +35,17 @@ import numpy as np
 from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
+from search.learned import learned_signal
 from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
 
 SPARSE_SIGNALS = ("lexical", "rationale", "typo", "exemplar")
 DENSE_SIGNALS = ("embedding", "centroid", "neighbour", "prototype")
 SIGNALS = SPARSE_SIGNALS + DENSE_SIGNALS
+#: Evidence learned from use (search.learned): a signal only where the index has learned
+#: exemplars and vectors, so that without traffic nothing (not even the response) changes.
+LEARNED = "learned"
+FUSED = SIGNALS + (LEARNED,)
 # Past this many exemplars, the nearest-neighbour signal is computed only for the tasks whose
 # centroid is among the closest (a cascade: the centroid is a cheap first stage of the same
 # evidence): a quarter of the visible tasks, at least 64 and at most 256; the rest get the
@@ -254,19 +259,22 @@ def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
     if query_vector is not None and index.has_vectors:
         values.update(dense_signals(index, rows, query_vector))
+        learned = learned_signal(index.learned, rows, query_vector)
+        if learned is not None:
+            values[LEARNED] = learned
     return values
 
 
 def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, dict[str, float]]:
     """score = sum_f w_f * x_f over the available signals (an unavailable one adds nothing;
     the caller picks the weights fitted for that mode)."""
-    used = {name: float(getattr(weights, name)) for name in SIGNALS if name in values}
+    used = {name: float(getattr(weights, name)) for name in FUSED if name in values}
     size = len(next(iter(values.values()))) if values else 0
     fused = np.zeros(size, dtype=np.float64)
     for name, weight in used.items():
         if weight:
             fused += weight * values[name]
-    return fused, {name: used.get(name, 0.0) for name in SIGNALS}
+    return fused, {name: used.get(name, 0.0) for name in SIGNALS} | ({LEARNED: used[LEARNED]} if LEARNED in used else {})
 
 
 def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
@@ -303,11 +311,12 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     order = rank_order(tasks, fused, pinned, k)
     for i in order:
         contributions = {name: round(fused_weights[name] * (float(values[name][i]) - means[name]), 4)
-                         for name in SIGNALS if name in values}
+                         for name in FUSED if name in values}
         ranked.append(ScoredTask(
             task=tasks[i],
             score=round(sum(contributions.values()), 4),
-            signals={name: round(float(values[name][i]), 4) if name in values else None for name in SIGNALS},
+            signals={name: round(float(values[name][i]), 4) if name in values else None
+                     for name in (FUSED if LEARNED in values else SIGNALS)},
             contributions=contributions,
             matched=[],
             pinned=tasks[i].id in pinned,

@@ -13,6 +13,7 @@ import numpy as np
 from search import prototypes
 from search.confidence import AbstentionModel
 from search.index import SearchIndex
+from search.learned import LearnedExemplar
 from settings import Settings, Weights
 
 MODES = ("full", "sparse")
@@ -49,6 +50,7 @@ class RankerParams:
     source: str = "default"          # "default" | "fit"
     fit_id: int | None = None
     prototypes: dict | None = None   # {"task_ids": [...], "matrix": float16 base64} (search.prototypes)
+    learned: tuple[LearnedExemplar, ...] = ()   # exemplars learned from use the fit weighed (search.learned)
 
     def prototype_matrix(self, index: SearchIndex) -> np.ndarray | None:
         """The fitted prototypes in `index`'s task order; a task the fit did not know (added
@@ -68,16 +70,20 @@ class RankerParams:
         return self.abstention.get(mode)
 
     def as_dict(self) -> dict:
-        return {"weights": self.weights.as_dict(), "shortlist_size": self.shortlist_size,
-                "abstention": {mode: (model.as_dict() if model else None) for mode, model in self.abstention.items()},
-                "prototypes": self.prototypes}
+        row = {"weights": self.weights.as_dict(), "shortlist_size": self.shortlist_size,
+               "abstention": {mode: (model.as_dict() if model else None) for mode, model in self.abstention.items()},
+               "prototypes": self.prototypes}
+        if self.learned:
+            row["learned"] = [[e.query, e.task_id, e.relevance, e.sessions] for e in self.learned]
+        return row
 
     @classmethod
     def from_dict(cls, row: dict, source: str = "fit", fit_id: int | None = None) -> "RankerParams":
         abstention = {mode: (AbstentionModel.from_dict(model) if model else None)
                       for mode, model in (row.get("abstention") or {}).items()}
+        learned = tuple(LearnedExemplar(str(q), str(t), float(r), int(s)) for q, t, r, s in row.get("learned") or ())
         return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,
-                   row.get("prototypes"))
+                   row.get("prototypes"), learned)
 
     def summary(self) -> dict:
         """What a response or /readyz says about the ranker in use."""

@@ -27,7 +27,8 @@ from search.answer import Answer
 from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
-from search.fitting import attach_vectors, cases_digest, fit_ranker
+from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
+from search.learned import LearnedExemplar, build_learned_memory, learned_digest
 from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
@@ -49,6 +50,9 @@ class CatalogSource(Protocol):
     def latest_fit(self): ...
     def fit_for_digest(self, digest: str): ...
     def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int: ...
+
+
+LearnedInputs = tuple[Sequence[LearnedExemplar], frozenset[tuple[str, str]]]
 
 
 class BadQuery(ValueError):
@@ -74,8 +78,12 @@ def _ms(start: float) -> float:
 class SearchService:
     def __init__(self, settings: Settings, source: CatalogSource, embedder: CachedEmbedder | None,
                  reranker: Reranker | None, metrics: Metrics,
-                 enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None):
+                 enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None,
+                 learned_evidence: Callable[[], LearnedInputs] | None = None):
         self.settings = settings
+        # The fit's learned evidence, read at fit time only (never per request): exemplars and
+        # the admin's blocked pairs (app.py wires analytics.learning and the catalog's blocks).
+        self.learned_evidence = learned_evidence
         self.source = source
         self.embedder = embedder
         self.reranker = reranker
@@ -197,6 +205,8 @@ class SearchService:
         index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
         digest = cases_digest(tasks, cases)
         params, stale = self._params(digest)
+        if params.learned:   # the exemplars learned from use that this fit weighed
+            index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)
@@ -255,21 +265,31 @@ class SearchService:
         """Fit on the store's current tasks and cases and save the result; returns the report."""
         live = live or self.live()
         tasks, cases = list(live.index.tasks), list(live.cases)
+        embedder = self.embedder if live.vectors_ok else None
+        learned, blocked = self._learned_inputs(embedder)
         latest = self.source.fit_for_digest(live.digest)
-        if latest is not None:
+        if latest is not None and (latest.report or {}).get("learned", {}).get("digest") == learned_digest(
+                usable_learned(learned, blocked, tasks)):
             return {"status": "up to date", "fit_id": latest.id}
         lease = getattr(self.source, "acquire_lease", None)
         if lease is not None and not lease(FIT_LEASE, FIT_LEASE_S):
             return {"status": "another process is fitting"}
         try:
-            embedder = self.embedder if live.vectors_ok else None
-            params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults)
+            params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults,
+                                        learned=learned, blocked=blocked)
             if report["status"] == "fitted":
                 report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
             return report
         finally:
             if lease is not None:
                 self.source.release_lease(FIT_LEASE)
+
+    def _learned_inputs(self, embedder) -> LearnedInputs:
+        """(learned exemplars, blocked pairs) for a fit: none when learning is off, there is no
+        source, or there are no embeddings (the learned signal is dense)."""
+        if self.learned_evidence is None or not self.settings.learning_enabled or embedder is None:
+            return (), frozenset()
+        return self.learned_evidence()
 
     # -- request validation --------------------------------------------------------------
     def check_request(self, query: str | None, k: int) -> str:

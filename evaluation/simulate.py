@@ -1,0 +1,285 @@
+"""Traffic simulator: does the product learn from use? (issue 16 item 5; docs/learning-from-use.md)
+
+    python -m evaluation.simulate --clinc150 /work/shared/data/clinc150 --max-per-intent 2 \\
+        --checkpoints 0,500,1000,2000,4000
+    python -m evaluation.simulate --clinc150 /work/shared/data/clinc150 --flood 300
+
+What it does, with real parts only:
+
+1. A fresh database (SQLite in a temporary data directory) gets CLINC150's 150 intents as tasks
+   and `--max-per-intent` written cases per intent (the first ones of train.jsonl; no written
+   out-of-scope case). The other training requests are the traffic pool: `--pool-per-intent`
+   of them per intent (seeded sample), each one a phrasing staff keep typing.
+2. The real server (`python app.py serve`, waitress; ops/servers.py) is started, and staff are
+   simulated exactly as the widget (widget/static/widget.js) talks to it: each search is one
+   person (a fresh session id of the widget's shape), `GET /api/search?q=..&k=8&rerank=1&session=..`,
+   then `POST /api/events` with `{"session_id", "events": [impression{search_id, query,
+   task_ids}, click{search_id, task_id, position}]}` (the impression of the settled list, and
+   the click when there is one).
+3. The click model (documented, seeded):
+     * with probability `--noise` (0.15) the person clicks a uniformly random shown result
+       (a wrong click, most of the time);
+     * otherwise they scan the list top-down: the result at position k is examined with
+       probability EXAMINE[k] (position bias: 1.0, 0.85, 0.7, 0.55, 0.45, 0.35, 0.3, 0.25)
+       and the right task is clicked when examined;
+     * else nothing is clicked: the search is abandoned.
+4. At each checkpoint (cumulative searches) the server is stopped (its analytics writer flushes),
+   `python app.py fit` runs (the fit folds the log into learned_evidence and weighs it by CV),
+   the server is started again, and every held-out query (CLINC150 val, in scope) is searched
+   through the API: Hit@1, Hit@5 and MRR.
+
+`--flood N`: after the learning run's first fit, one session searches one val query N times and
+clicks the same wrong task (one shown at position 2..8) every time; then fit, restart, and the
+ranking of that query is compared with the one before the flood (and the whole val Hit@1).
+
+The traffic all comes from 127.0.0.1, so the simulator raises LEARNING_SESSIONS_PER_ADDRESS
+(a per-address cap on voting sessions) for its server; LEARNING_SETTLE_S=0 lets the fit count
+events that are seconds old.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ops.servers import ServerProcess, free_port, http_get, server_env, waitress_command  # noqa: E402
+
+EXAMINE = (1.0, 0.85, 0.7, 0.55, 0.45, 0.35, 0.3, 0.25)
+WIDGET_K = 8
+
+
+def session_id(rng: random.Random) -> str:
+    """An id of the widget's shape (randomId(): 16+ URL-safe characters)."""
+    return "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") for _ in range(22))
+
+
+def post_json(url: str, payload: dict) -> int:
+    data = json.dumps(payload).encode("utf-8")
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
+                                                              "Connection": "close"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def search(base: str, query: str, k: int, session: str | None = None, rerank: bool = True) -> dict:
+    params = {"q": query, "k": str(k), "rerank": "1" if rerank else "0"}
+    if session:
+        params["session"] = session
+    status, body = http_get(f"{base}/api/search?{urllib.parse.urlencode(params)}", timeout_s=30)
+    if status != 200:
+        raise RuntimeError(f"search {query!r}: HTTP {status}: {body[:200]!r}")
+    return json.loads(body)
+
+
+def choose_click(rng: random.Random, shown: list[str], gold: str, noise: float) -> int | None:
+    """The 0-based index clicked, or None (abandoned): the click model of the module docstring."""
+    if not shown:
+        return None
+    if rng.random() < noise:
+        return rng.randrange(len(shown))
+    for index, task in enumerate(shown):
+        if rng.random() < EXAMINE[min(index, len(EXAMINE) - 1)] and task == gold:
+            return index
+    return None
+
+
+def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise: float,
+                    session: str | None = None, click_task: str | None = None) -> bool:
+    """One person's search as the widget sends it; True when something was clicked."""
+    session = session or session_id(rng)
+    body = search(base, query, WIDGET_K, session)
+    shown = [row["id"] for row in body["results"]][:WIDGET_K]
+    events = [{"type": "impression", "search_id": body["search_id"], "query": query, "task_ids": shown}]
+    index = shown.index(click_task) if click_task in shown else (
+        None if click_task else choose_click(rng, shown, gold, noise))
+    if index is not None:
+        events.append({"type": "click", "search_id": body["search_id"], "task_id": shown[index], "position": index + 1})
+    status = post_json(f"{base}/api/events", {"session_id": session, "events": events})
+    if status != 202:
+        raise RuntimeError(f"events: HTTP {status}")
+    return index is not None
+
+
+def measure(base: str, cases: list[tuple[str, str]]) -> dict:
+    """Hit@1, Hit@5 and MRR over (query, gold) through the API (no session: these searches
+    are not traffic and bind no event)."""
+    hit1 = hit5 = rr = 0.0
+    for query, gold in cases:
+        ids = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+        rank = ids.index(gold) + 1 if gold in ids else None
+        hit1 += rank == 1
+        hit5 += rank is not None and rank <= 5
+        rr += 1.0 / rank if rank else 0.0
+    n = len(cases)
+    return {"n": n, "hit@1": round(hit1 / n, 4), "hit@5": round(hit5 / n, 4), "mrr": round(rr / n, 4)}
+
+
+class Lab:
+    """A data directory, its database and the server over it."""
+
+    def __init__(self, data_dir: Path, cache_dir: Path, extra_env: dict[str, str]):
+        self.data_dir, self.port = data_dir, free_port()
+        self.env = server_env(TASKFINDER_DATA_DIR=data_dir, CACHE_DIR=cache_dir, AUTO_FIT="0",
+                              LEARNING_SETTLE_S="0", LEARNING_SESSIONS_PER_ADDRESS="1000000",
+                              ANALYTICS_FLUSH_INTERVAL_S="0.5", **extra_env)
+        self.server: ServerProcess | None = None
+
+    def load(self, tasks, cases) -> None:
+        from catalog import db
+        from catalog.store import CatalogStore
+        from settings import Settings
+
+        settings = Settings.from_env({k: v for k, v in self.env.items() if k.isupper()})
+        engine = db.make_engine(settings.database)
+        db.upgrade(engine)
+        store = CatalogStore(engine)
+        store.import_tasks(tasks, replace=True)
+        store.import_cases(cases, replace=True)
+        engine.dispose()
+
+    def start(self) -> str:
+        self.server = ServerProcess(waitress_command(self.port), self.env, self.data_dir / "server.log", self.port,
+                                    start_timeout_s=600)
+        self.server.__enter__()
+        return self.server.url
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def fit(self) -> dict:
+        done = subprocess.run([sys.executable, "app.py", "fit"], cwd=ROOT, env=self.env, capture_output=True,
+                              text=True, timeout=3600)
+        if done.returncode != 0:
+            raise RuntimeError(f"app.py fit failed:\n{done.stderr[-3000:]}")
+        text = done.stdout[done.stdout.index("{"):]
+        return json.loads(text)
+
+
+def clinc_setup(directory: Path, written: int, pool_per_intent: int, seed: int):
+    """(tasks, written cases, traffic pool [(query, gold)], held-out val [(query, gold)])."""
+    from evaluation.clinc150 import load
+
+    data = load(directory)
+    per_intent: dict[str, list] = defaultdict(list)
+    for case in data.train:
+        if case.gold:
+            per_intent[case.gold[0]].append(case)
+    rng = random.Random(seed)
+    cases, pool = [], []
+    for intent in sorted(per_intent):
+        cases += per_intent[intent][:written]
+        rest = per_intent[intent][written:]
+        pool += [(c.query, intent) for c in rng.sample(rest, min(pool_per_intent, len(rest)))]
+    val = [(c.query, c.gold[0]) for c in data.test if c.gold]
+    return data.tasks, cases, pool, val
+
+
+def fit_summary(report: dict) -> dict:
+    learned = report.get("learned") or {}
+    full = (report.get("cv") or {}).get("full") or {}
+    return {"status": report.get("status"), "learned_pairs": learned.get("pairs", 0),
+            "learned_weight": learned.get("weight", 0.0),
+            "cv_hit@1": (full.get("fitted") or {}).get("hit@1"),
+            "cv_hit@1_without_learned": (full.get("fitted_without_learned") or {}).get("hit@1")}
+
+
+def run(args) -> dict:
+    rng = random.Random(args.seed)
+    tasks, cases, pool, val = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
+    if args.val_limit:
+        val = random.Random(args.seed + 1).sample(val, min(args.val_limit, len(val)))
+    checkpoints = sorted({int(c) for c in args.checkpoints.split(",")})
+    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="taskfinder-sim-"))
+    lab = Lab(data_dir, Path(args.cache_dir), {})
+    lab.load(tasks, cases)
+    out = {"setup": {"tasks": len(tasks), "written_cases": len(cases), "pool": len(pool), "val": len(val),
+                     "noise": args.noise, "examine": EXAMINE, "seed": args.seed, "data_dir": str(data_dir)},
+           "curve": []}
+    done = clicked = 0
+    try:
+        for checkpoint in checkpoints:
+            if checkpoint > done:
+                base = lab.start()
+                started = time.perf_counter()
+                while done < checkpoint:
+                    query, gold = rng.choice(pool)
+                    clicked += simulate_search(base, rng, query, gold, args.noise)
+                    done += 1
+                print(f"{done} searches ({clicked} clicked) in {time.perf_counter() - started:.0f} s", flush=True)
+                lab.stop()
+            fitted = fit_summary(lab.fit())
+            base = lab.start()
+            point = {"searches": done, "clicked": clicked, **measure(base, val), "fit": fitted}
+            lab.stop()
+            out["curve"].append(point)
+            print(json.dumps(point), flush=True)
+        if args.flood:
+            out["flood"] = flood(lab, val, args.flood, rng)
+            print(json.dumps(out["flood"]), flush=True)
+    finally:
+        lab.stop()
+    return out
+
+
+def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random) -> dict:
+    """One session clicks one wrong task `clicks` times for one query (module docstring)."""
+    base = lab.start()
+    query, gold = val[0]
+    before = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    wrong = next(t for t in before[1:WIDGET_K] if t != gold)
+    session = session_id(rng)
+    for _ in range(clicks):
+        simulate_search(base, rng, query, gold, 0.0, session=session, click_task=wrong)
+    before_hit1 = measure(base, val)["hit@1"]
+    lab.stop()
+    fitted = fit_summary(lab.fit())
+    base = lab.start()
+    after = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    after_hit1 = measure(base, val)["hit@1"]
+    lab.stop()
+    return {"query": query, "wrong_task": wrong, "clicks": clicks, "rank_before": before.index(wrong) + 1,
+            "rank_after": after.index(wrong) + 1 if wrong in after else None, "ranking_unchanged": before == after,
+            "val_hit@1_before": before_hit1, "val_hit@1_after": after_hit1, "fit": fitted}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.simulate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clinc150", required=True, help="CLINC150 directory (train/val jsonl, domains.json)")
+    parser.add_argument("--max-per-intent", type=int, default=2, help="written cases per intent")
+    parser.add_argument("--pool-per-intent", type=int, default=5, help="traffic phrasings per intent")
+    parser.add_argument("--checkpoints", default="0,500,1000,2000,4000", help="cumulative searches to measure at")
+    parser.add_argument("--noise", type=float, default=0.15)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--val-limit", type=int, default=0, help="measure on a seeded sample of val (0: all)")
+    parser.add_argument("--flood", type=int, default=0, help="after the curve, one session clicks a wrong task N times")
+    parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")
+    parser.add_argument("--data-dir", default=None, help="data directory (default: a fresh temporary one)")
+    parser.add_argument("--out", default=None, help="write the JSON result here")
+    args = parser.parse_args(argv)
+    result = run(args)
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
