@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -93,13 +93,15 @@ def analytics_engine(workdir: Path):
     return engine
 
 
-def aggregate_traffic(engine, settings, now: datetime, timed: Callable) -> tuple[float, dict, list]:
-    """(milliseconds, the aggregation's report, every learned pair): analytics.learning.aggregate
-    over everything logged, as the background job runs it."""
+def aggregate_traffic(engine, settings, now: datetime) -> tuple[dict, dict, list]:
+    """({"wall_s", "cpu_s"}, the aggregation's report, every learned pair):
+    analytics.learning.aggregate over everything logged, as the fit runs it (off the request path)."""
     from analytics.learning import aggregate, load_learned
 
-    ms, report = timed(lambda: aggregate(engine, settings, now=now))
-    return ms, report, load_learned(engine)
+    wall, cpu = time.perf_counter(), time.thread_time()
+    report = aggregate(engine, settings, now=now)
+    took = {"wall_s": round(time.perf_counter() - wall, 2), "cpu_s": round(time.thread_time() - cpu, 2)}
+    return took, report, load_learned(engine)
 
 
 def utc_now() -> datetime:

@@ -93,3 +93,29 @@ def test_task_and_case_edits_keep_working_beside_blocks(loaded):
     store.update_task("a.one", task.version, replace(task, name="Enrolment"), actor="user:eddie")
     store.rollback(clean)
     assert store.task("a.one").name == "Enrollment form" and store.blocked_pairs() == frozenset()
+
+
+def test_the_serving_index_drops_a_pair_blocked_after_its_fit(loaded, settings):
+    """A fit that weighed a learned pair keeps serving after the pair is blocked, without it,
+    and is due for a refit (which leaves the pair out: search.fitting.usable_learned)."""
+    from dataclasses import replace
+
+    from observability.metrics import Metrics
+    from search.fitting import cases_digest
+    from search.learned import LearnedExemplar
+    from search.ranker import default_params
+    from search.service import SearchService
+
+    store = loaded
+    learned = (LearnedExemplar("enroll kid", "a.one", 0.9, 4), LearnedExemplar("who came", "b.two", 0.8, 3))
+    params = replace(default_params(settings), learned=learned)
+    store.save_fit(store.revision(), cases_digest(store.tasks(), store.cases()), params.as_dict(), {"status": "fitted"})
+    service = SearchService(settings.with_overrides(embeddings_enabled=False), store, None, None, Metrics())
+    live = service.live(wait=True)
+    assert set(live.index.learned.texts) == {"enroll kid", "who came"} and not live.fit_stale
+
+    store.block_learned("enroll kid", "a.one", actor="user:eddie")
+    live = service.live(wait=True)
+    assert set(live.index.learned.texts) == {"who came"}
+    assert live.params.learned == (learned[1],) and live.fit_stale
+    service.close()
