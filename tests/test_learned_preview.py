@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from search.learned import LearnedExemplar, build_learned_memory, normalised_query
 from search.preview import preview_change
 from search.ranker import FusionWeights
+from tests.test_preview import demo, service  # noqa: F401  (the demo service fixture and its data)
 
 PARAPHRASE = "where does little timmy get picked up in the morning"
 TARGET = "health.lead-screening"        # an absurd answer: only learned evidence can put it first
@@ -36,16 +35,6 @@ class LearnedService:
 
     def live(self, wait: bool = False):
         return self._live
-
-
-@pytest.fixture(scope="module")
-def service(demo_app):
-    return demo_app.extensions["taskfinder"].search
-
-
-def demo(service):
-    store = service.source
-    return store.tasks(include_inactive=True), store.cases()
 
 
 def test_the_preview_ranks_with_learned_evidence(service):
