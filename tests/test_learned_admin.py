@@ -143,3 +143,20 @@ def test_block_is_a_version_on_the_versions_page_and_a_rollback_lifts_it(admin_a
                        data={"query": query, "csrf_token": csrf}).status_code == 404
     assert client.post(f"/admin/tasks/{TASK}/learned/block",
                        data={"query": "  ", "csrf_token": csrf}).status_code == 400
+
+
+def test_the_json_api_blocks_and_unblocks(admin_app, evidence):
+    client, csrf = signed_in(admin_app, "eddie")
+    store = services(admin_app).store
+    url = f"/admin/api/tasks/{TASK}/learned/block"
+    query = "bus stop times"
+    assert client.post(url, json={"query": query}).status_code == 400, "no CSRF header"
+    answer = client.post(url, json={"query": query, "message": "noise"}, headers={"X-CSRF-Token": csrf})
+    assert answer.status_code == 200 and answer.get_json()["blocked"] is True
+    assert store.blocked_pairs() == {(query, TASK)} and store.version(answer.get_json()["version"]).message == "noise"
+    listed = client.get(f"/admin/api/tasks/{TASK}/learned").get_json()["learned"]
+    assert next(r for r in listed if r["query"] == query)["blocked"] is True
+    assert client.post(url, json={"nope": 1}, headers={"X-CSRF-Token": csrf}).status_code == 400
+    lifted = client.post(url + "?unblock=1", json={"query": query}, headers={"X-CSRF-Token": csrf})
+    assert lifted.status_code == 200 and store.blocked_pairs() == frozenset()
+    assert client.post(url + "?unblock=1", json={"query": query}, headers={"X-CSRF-Token": csrf}).status_code == 404
