@@ -39,7 +39,7 @@ from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon
 from search.confidence import AbstentionModel, answer_features, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
-from search.learned import LearnedExemplar, build_learned_memory, learned_digest, normalised_query
+from search.learned import LearnedExemplar, build_learned_memory, learned_digest, normalised_query, unrelated_cosine
 from search.prefilter import LEARNED, SIGNALS, SPARSE_SIGNALS, analyse_query, rank_values, signal_values
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
@@ -93,8 +93,9 @@ def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None
         (0, task_vectors.shape[1]), dtype=np.float32)
     oos_vectors = embedder.embed(list(memory.oos_texts), "query") if memory.oos_texts else None
     index = index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
-    if index.learned is not None:
-        index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query")))
+    if index.learned is not None and index.exemplars.vectors is not None:
+        floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)
+        index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
     return index
 
 

@@ -163,9 +163,28 @@ class LearnedMemory:
     group_rows: np.ndarray
     n_tasks: int
     vectors: np.ndarray | None = None
+    floor: float = 0.0     # the cosine of an unrelated query (unrelated_cosine), set with the vectors
 
-    def with_vectors(self, vectors: np.ndarray | None) -> "LearnedMemory":
-        return LearnedMemory(self.texts, self.task_rows, self.group_starts, self.group_rows, self.n_tasks, vectors)
+    def with_vectors(self, vectors: np.ndarray | None, floor: float = 0.0) -> "LearnedMemory":
+        return LearnedMemory(self.texts, self.task_rows, self.group_starts, self.group_rows, self.n_tasks, vectors,
+                             floor)
+
+
+FLOOR_PAIRS = 4000
+
+
+def unrelated_cosine(vectors: np.ndarray, task_rows: np.ndarray, pairs: int = FLOOR_PAIRS) -> float:
+    """The mean cosine between exemplars of different tasks (a seeded sample of `pairs` pairs):
+    what an embedding model gives two queries that want different things. e5's cosines sit
+    around 0.7-0.8 for unrelated text, so "no learned evidence" is this value, not 0."""
+    if len(vectors) < 2:
+        return 0.0
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, len(vectors), pairs), rng.integers(0, len(vectors), pairs)
+    different = task_rows[a] != task_rows[b]
+    if not different.any():
+        return 0.0
+    return float(np.mean(np.sum(vectors[a[different]] * vectors[b[different]], axis=1)))
 
 
 def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExemplar],
@@ -192,16 +211,20 @@ def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExe
 
 def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None
                    ) -> np.ndarray | None:
-    """The `learned` signal of the tasks in `rows`: the cosine of the query to the task's nearest
-    learned exemplar (a nearest-neighbour vote of the queries people found the task with); a
-    task without learned exemplars gets the lowest value among those that have one, so it is
-    neither lifted nor sunk below the rest. None when there is nothing to compute: no learned
-    memory, no vectors, or no visible task with learned evidence (then nothing changes)."""
+    """The `learned` signal of the tasks in `rows` (a nearest-neighbour vote of the queries
+    people found each task with):
+
+        learned(q, t) = max(floor, max_{e in L_t} cos(q, e))
+
+    L_t: the task's learned exemplars; floor: the cosine of an unrelated query (memory.floor,
+    unrelated_cosine). A task without learned exemplars, or whose are unlike the query, gets the
+    floor: use lifts a task only for queries like the ones it was found with. None when there
+    is nothing to compute: no learned memory, no vectors, or no visible task with learned
+    evidence (then nothing changes, not even the response's fields)."""
     if memory is None or memory.vectors is None or query_vector is None:
         return None
-    nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
-    values = nearest[rows]
     has = np.isin(rows, memory.group_rows)
     if not has.any():
         return None
-    return np.where(has, values, values[has].min()).astype(np.float64)
+    nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
+    return np.maximum(nearest[rows], memory.floor).astype(np.float64)

@@ -356,7 +356,7 @@ def seed_page_log(app):
                      SearchRecord(f"refound-{n}-000000000", now + timedelta(seconds=40), session, "family resources",
                                   True, ("family.resource-directory",))]
         events.append(EventRecord(now + timedelta(seconds=45), f"refound-{n}-000000000", "click",
-                                  task_id="family.resource-directory", position=1))
+                                  session_id=session, task_id="family.resource-directory", position=1))
     for n in range(3):
         searches.append(SearchRecord(f"menus-{n}-00000000000", now, f"other-{n:04d}", "menus", True, ("nutrition.menus",)))
     recorder(app).store.write(searches, events)
@@ -477,3 +477,40 @@ def test_a_wildcard_answers_any_origin_with_a_star_and_never_credentials():
 
 def _aware(moment: datetime) -> datetime:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+# -- learning from use: events bound to their search (issue 17 item 4, issue 16 item 3) ------------
+def test_through_the_api_a_forged_click_on_someone_else_s_k50_search_counts_nowhere(app, client):
+    """Today's attack: search with k=50 and vote for any task. Another session's click on that
+    search, and the searcher's own click on result 37, count neither in the measures nor as
+    learned evidence (on both databases)."""
+    from analytics.learning import aggregate, load_learned
+    from settings import Settings
+
+    body = search(client, "eligibility", session=SESSION, k=50)
+    results = [row["id"] for row in body["results"]]
+    post_events(client, [{"type": "click", "search_id": body["search_id"], "task_id": results[1], "position": 2}],
+                session_id="attacker-0123456")
+    post_events(client, [{"type": "click", "search_id": body["search_id"], "task_id": results[36], "position": 37}])
+    recorder(app).flush()
+    report = json.loads(app.test_cli_runner().invoke(args=["analytics", "report", "--days", "2", "--json"]).output)
+    assert report["total"]["counts"]["clicks"] == 1          # only the searcher's own click, as a measure
+    engine = recorder(app).store.engine
+    aggregate(engine, Settings.from_env({"LEARNING_SETTLE_S": "0"}))
+    assert [p for p in load_learned(engine) if p.clicks] == []   # and neither is a vote (position 37 > 10)
+
+
+def test_one_address_with_too_many_sessions_binds_no_more_events(app, client):
+    gate = app.extensions["taskfinder_sessions_per_address"]
+    limit = gate.limit
+    bodies = [search(client, "menus", session=f"bot-session-{n:06d}") for n in range(limit + 2)]
+    for n, body in enumerate(bodies):
+        post_events(client, [{"type": "click", "search_id": body["search_id"], "task_id": body["results"][0]["id"],
+                              "position": 1}], session_id=f"bot-session-{n:06d}",
+                    environ_base={"REMOTE_ADDR": "198.51.100.7"})
+    recorder(app).flush()
+    with recorder(app).store.engine.connect() as connection:
+        sessions = [row[0] for row in connection.execute(text("SELECT session_id FROM search_events ORDER BY id"))]
+    assert len(sessions) == limit + 2
+    assert sessions[:limit] == [f"bot-session-{n:06d}" for n in range(limit)]
+    assert sessions[limit:] == [None, None]                  # stored unbound: no measure, no vote
