@@ -543,7 +543,7 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
     import tempfile
 
     from ops.bench_traffic import aggregate_traffic, analytics_engine, log_traffic, utc_now
-    from search.learned import build_learned_memory, eligible, normalised_query
+    from search.learned import build_learned_memory, eligible, normalised_query, unrelated_cosine
 
     rng = generator.rng
     popularity = rng.permutation(len(data.tasks))
@@ -571,7 +571,8 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
     if memory is not None:
         fallback = space.around(np.asarray(memory.task_rows, dtype=np.int64), noise=1.4)
         vectors = np.stack([vector_of.get(text, fallback[j]) for j, text in enumerate(memory.texts)]).astype(np.float32)
-        index = index.with_learned(memory.with_vectors(vectors))
+        floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)   # as attach_vectors does
+        index = index.with_learned(memory.with_vectors(vectors, floor))
     weights = FusionWeights(replace(weights.full, learned=1.0), weights.sparse)
     gold_of = {normalised_query(q): data.tasks[int(g)].id for q, g in zip(pool, gold_rows)}
     correct = sum(1 for e in exemplars if gold_of.get(e.query) == e.task_id)

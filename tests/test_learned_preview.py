@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from search.learned import LearnedExemplar, build_learned_memory, normalised_query
+from search.learned import LearnedExemplar, build_learned_memory, normalised_query, unrelated_cosine
 from search.preview import preview_change
 from search.ranker import FusionWeights
 from tests.test_preview import demo, service  # noqa: F401  (the demo service fixture and its data)
@@ -30,7 +30,8 @@ class LearnedService:
         index = live.index
         if learned:
             memory = build_learned_memory([t.id for t in index.tasks], learned)
-            index = index.with_learned(memory.with_vectors(self.embedder.embed(list(memory.texts), "query")))
+            floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)   # as attach_vectors does
+            index = index.with_learned(memory.with_vectors(self.embedder.embed(list(memory.texts), "query"), floor))
         self._live = replace(live, params=params, index=index)
 
     def live(self, wait: bool = False):
