@@ -36,7 +36,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -52,6 +52,7 @@ from settings import Settings
 log = logging.getLogger(__name__)
 
 WATERMARK = "learned_evidence"
+ADVISORY_LOCK = 0x7461736B6C726E   # pg_advisory_xact_lock key of the aggregation ("tasklrn")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 SEARCH_LOOKBACK = timedelta(days=1)
 
@@ -229,6 +230,9 @@ def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -
     sums, theta = window_sums(votes, now, settings.learning_half_life_days, settings.learning_max_position,
                               settings.learning_max_votes_per_session)
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":   # one aggregation at a time across processes
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK})
+        # (SQLite: a second writer whose snapshot is stale fails to write instead of counting twice)
         if _watermark(connection) != since:
             return {"status": "another process aggregated", "votes": 0, "pairs": 0}
         table = LearnedEvidence.__table__
