@@ -4,6 +4,7 @@
     admin.views      login, dashboard, tasks and test cases, /admin/api JSON
     admin.editor     the lexicon editor: edit/preview/publish, conflicts, versions, rollback,
                      import/export, and their /admin/api JSON
+    admin.learned    each task's learned evidence in the editor: make it a test case, block/unblock
     admin.editing    the editor's pure middle: proposals from forms/JSON, the catalog after a change
     admin.searching  the product's search inside the admin (picker, browse search box)
     admin.evaluation_views  the offline evaluation page (background runs, progress, report, chart)
@@ -12,7 +13,7 @@
     admin.throttle   login throttling
     admin.cli        `python app.py users ...` and `python app.py tokens ...`
 """
-from admin import editor, evaluation_views, views  # noqa: F401  (register the routes on admin_bp)
+from admin import editor, evaluation_views, learned, views  # noqa: F401  (register the routes on admin_bp)
 from admin.blueprint import admin_bp, init_admin
 
 __all__ = ["admin_bp", "init_admin"]

@@ -27,6 +27,7 @@ from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
 from evaluation.configs import config_specs
 from evaluation.runs import EvaluationBusy, EvaluationJob, EvaluationRuns, RunRecord
+from search.fitting import usable_learned
 
 CHART_METRICS = (("hit@1", "Hit@1"), ("hit@5", "Hit@5"), ("mrr", "MRR"))
 TABLE_METRICS = (("hit@1", "Hit@1"), ("hit@3", "Hit@3"), ("hit@5", "Hit@5"), ("mrr", "MRR"),
@@ -40,7 +41,16 @@ def evaluation_runs() -> EvaluationRuns:
 def evaluation_job() -> EvaluationJob:
     services = current_app.extensions["taskfinder"]
     return EvaluationJob(evaluation_runs(), services.store, services.settings, services.search.embedder,
-                         services.cache)
+                         services.cache, learned=lambda: usable_learned_evidence(services))
+
+
+def usable_learned_evidence(services) -> tuple:
+    """The exemplars learned from use that a fit of the catalog would weigh now (blocked pairs
+    dropped), so that the evaluation's figures include learned evidence as the live ranking does."""
+    if services.search.learned_evidence is None or not services.settings.learning_enabled:
+        return ()
+    learned, blocked = services.search.learned_evidence()
+    return usable_learned(learned, blocked, services.store.tasks())
 
 
 # -- the chart (pure) -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from flask_login import login_user, logout_user
 from admin.audit import user_actor
 from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
 from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
+from admin.learned import task_learned_rows
 from admin.searching import ranked_tasks
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
@@ -121,8 +122,9 @@ def task_page(task_id: str):
         task = store().task(task_id)
     except NotFound:
         return refuse(404, "no such task")
-    cases = filter_cases(store().cases(), task=task.id)
-    return render_template("admin/task.html", task=task, cases=cases)
+    all_cases = store().cases()
+    return render_template("admin/task.html", task=task, cases=filter_cases(all_cases, task=task.id),
+                           learned=task_learned_rows(task.id, all_cases))
 
 
 @admin_bp.get("/cases")

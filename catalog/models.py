@@ -96,3 +96,16 @@ class CatalogVersion(Base):
     store_revision: Mapped[int] = mapped_column(Integer, nullable=False)
     rollback_of: Mapped[int | None] = mapped_column(Integer, nullable=True)
     changes: Mapped[list] = mapped_column(JSON, nullable=False)
+
+
+class LearnedBlock(Base):
+    """A (normalised query, task) pair of learned evidence an admin blocked: the fit drops it.
+    Created and removed only as published catalog versions (CatalogStore.block_learned,
+    unblock_learned, rollback); migration 0009."""
+
+    __tablename__ = "learned_blocks"
+
+    query: Mapped[str] = mapped_column(String(500), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True, index=True)
+    reason: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)

@@ -6,6 +6,8 @@ Every write to tasks or test cases is a published change: it records a catalog v
 per-record changeset, catalog.versions) and an audit entry in that same transaction, and takes
 the actor (`user:NAME`, `cli:NAME`) and an optional message. Edits name the record version they
 were based on; a stale one raises StaleEdit (carrying the record as it is now), never overwrites.
+Blocks of learned evidence (a (normalised query, task) pair that must stop counting) are
+published the same way (block_learned, unblock_learned) and rolled back with everything else.
 """
 from __future__ import annotations
 
@@ -20,12 +22,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
-from catalog.models import CatalogVersion, RankerFit, StoreRevision, Task, TestCase
+from catalog.models import CatalogVersion, LearnedBlock, RankerFit, StoreRevision, Task, TestCase
 from catalog.records import CaseRecord, TaskRecord
-from catalog.versions import (CASE, TASK, Change, RollbackPlan, VersionRecord, case_from, case_snapshot, changes_between,
-                              content, diff, last_versions, records_of, state_at, state_of, task_from, task_snapshot)
+from catalog.versions import (BLOCK, CASE, TASK, Change, RollbackPlan, VersionRecord, block_key, block_pair,
+                              block_snapshot, case_from, case_snapshot, changes_between, content, diff, last_versions,
+                              records_of, state_at, state_of, task_from, task_snapshot)
+from lexicon.text import printable, query_problem
 
 REVISION_ROW = "catalog"
+MAX_BLOCK_QUERY = 500   # the learned_blocks.query column (and a test case's query)
 SYSTEM_ACTOR = "system"
 # (session, actor, action, target, before, after): admin.audit.record, injected by the app so that
 # the catalog does not depend on the admin package; it writes in the caller's transaction.
@@ -81,6 +86,17 @@ def _fit_record(row: RankerFit) -> FitRecord:
 def _case_record(row: TestCase) -> CaseRecord:
     return CaseRecord(id=row.id, query=row.query, gold=tuple(row.gold or ()), rationale=row.rationale or "",
                       category=row.category, version=row.version)
+
+
+def learned_blocks(session: Session) -> frozenset[tuple[str, str]]:
+    """Every blocked (query, task_id) pair of learned evidence, read in the caller's session:
+    what the I/O edge that loads the fit's inputs passes to the fit as `blocked`."""
+    return frozenset((query, task_id) for query, task_id in
+                     session.execute(select(LearnedBlock.query, LearnedBlock.task_id)))
+
+
+def _block_snapshots(session: Session) -> list[dict]:
+    return [block_snapshot(row.query, row.task_id, row.reason) for row in session.scalars(select(LearnedBlock))]
 
 
 class CatalogStore:
@@ -155,6 +171,11 @@ class CatalogStore:
             self._bump(session)
             return row.id
 
+    def blocked_pairs(self) -> frozenset[tuple[str, str]]:
+        """Every blocked (query, task_id) pair of learned evidence (learned_blocks)."""
+        with self._sessions() as session:
+            return learned_blocks(session)
+
     def roles(self) -> set[str]:
         return {role for task in self.tasks() for role in task.roles}
 
@@ -217,11 +238,11 @@ class CatalogStore:
         whose query changes pass through a placeholder, so that a set of changes that swaps two
         queries (a rollback can) never trips the unique index halfway."""
         recreate_versions = recreate_versions or {}
-        model = {TASK: Task, CASE: TestCase}
+        model = {TASK: Task, CASE: TestCase, BLOCK: LearnedBlock}
         rows, befores = {}, {}
         for kind, key, _ in targets:
             if key is not None:
-                row = session.get(model[kind], key if kind == TASK else int(key))
+                row = session.get(model[kind], _primary_key(kind, key))
                 rows[(kind, key)] = row
                 befores[(kind, key)] = None if row is None else _snapshot(kind, row)
         wanted = {(kind, key): target for kind, key, target in targets if key is not None}
@@ -242,7 +263,7 @@ class CatalogStore:
                 continue
             row = rows.get((kind, key))
             if row is None:
-                row = Task(id=key) if kind == TASK else TestCase(id=None if key is None else int(key))
+                row = _new_row(kind, key)
                 session.add(row)
                 created.append((kind, key, row))
             _assign(kind, row, target)
@@ -260,7 +281,8 @@ class CatalogStore:
             after = None if target is None else _snapshot(kind, row)
             changes.append(Change(kind, key, befores[(kind, key)], after))
         for kind, key, row in created:
-            changes.append(Change(kind, str(row.id), befores.get((kind, key)), _snapshot(kind, row)))
+            changes.append(Change(kind, key if kind == BLOCK else str(row.id), befores.get((kind, key)),
+                                  _snapshot(kind, row)))
         return [c for c in changes if content(c.kind, c.before) != content(c.kind, c.after)]
 
     def _publish(self, session: Session, kind: str, changes: list[Change], actor: str, message: str,
@@ -430,11 +452,6 @@ class CatalogStore:
                  session.scalars(select(CatalogVersion).where(CatalogVersion.id > version_id))]
         return state_at(self._current_state(session), later), later
 
-    @staticmethod
-    def _current_state(session: Session) -> dict:
-        return state_of((_task_record(r) for r in session.scalars(select(Task))),
-                        (_case_record(r) for r in session.scalars(select(TestCase))))
-
     def rollback_plan(self, version_id: int) -> RollbackPlan:
         """What `rollback(version_id)` would publish now (catalog.versions.RollbackPlan); also
         the version page's "compared with the current catalog"."""
@@ -468,6 +485,42 @@ class CatalogStore:
             return self._publish(session, "rollback", changes, actor,
                                  message or f"rollback to version {version_id}", rollback_of=version_id)
 
+    @staticmethod
+    def _current_state(session: Session) -> dict:
+        return state_of((_task_record(r) for r in session.scalars(select(Task))),
+                        (_case_record(r) for r in session.scalars(select(TestCase))), _block_snapshots(session))
+
+    # -- blocks of learned evidence --------------------------------------------------------------
+    def block_learned(self, query: str, task_id: str, actor: str = SYSTEM_ACTOR, message: str = "",
+                      reason: str = "") -> int | None:
+        """Stop the learned pair (query, task_id) from counting, as a published version (kind
+        "learned.block", with its audit entry). `query` is the learned evidence's normalised
+        query, as the editor lists it. Returns the version id; None when it is blocked already.
+        ValueError for an empty or over-long query, NotFound for a task that does not exist."""
+        query = _block_query(query)
+        with self._sessions.begin() as session:
+            self._begin_publish(session)
+            if session.get(Task, task_id) is None:
+                raise NotFound(f"task {task_id} not found")
+            if session.get(LearnedBlock, (query, task_id)) is not None:
+                return None
+            target = content(BLOCK, block_snapshot(query, task_id, reason))
+            changes = self._write(session, [(BLOCK, block_key(query, task_id), target)])
+            return self._publish(session, "learned.block", changes, actor,
+                                 message or f"learned evidence {query!r} -> {task_id} blocked")
+
+    def unblock_learned(self, query: str, task_id: str, actor: str = SYSTEM_ACTOR, message: str = "") -> int:
+        """Let a blocked pair count again, as a published version ("learned.unblock"); NotFound
+        when it is not blocked."""
+        with self._sessions.begin() as session:
+            self._begin_publish(session)
+            key = block_key(query, task_id)
+            if session.get(LearnedBlock, (query, task_id)) is None:
+                raise NotFound(f"learned evidence {query!r} -> {task_id} is not blocked")
+            changes = self._write(session, [(BLOCK, key, None)])
+            return self._publish(session, "learned.unblock", changes, actor,
+                                 message or f"learned evidence {query!r} -> {task_id} unblocked")
+
     # -- helpers -------------------------------------------------------------------------------
     def _current_case(self, session: Session, case_id: int, expected_version: int) -> CaseRecord:
         row = session.get(TestCase, case_id)
@@ -492,12 +545,39 @@ class CatalogStore:
             return None
 
 
+def _block_query(query: str) -> str:
+    """A block's query as stored (printable, trimmed); ValueError when there is none to block."""
+    problem = query_problem(query, MAX_BLOCK_QUERY)
+    if problem:
+        raise ValueError(problem)
+    return printable(query)
+
+
+def _primary_key(kind: str, key: str):
+    if kind == TASK:
+        return key
+    return block_pair(key) if kind == BLOCK else int(key)
+
+
+def _new_row(kind: str, key: str | None):
+    if kind == TASK:
+        return Task(id=key)
+    if kind == BLOCK:
+        query, task_id = block_pair(key)
+        return LearnedBlock(query=query, task_id=task_id)
+    return TestCase(id=None if key is None else int(key))
+
+
 def _snapshot(kind: str, row) -> dict:
+    if kind == BLOCK:
+        return block_snapshot(row.query, row.task_id, row.reason)
     return task_snapshot(_task_record(row)) if kind == TASK else case_snapshot(_case_record(row))
 
 
 def _assign(kind: str, row, target: dict) -> None:
-    if kind == TASK:
+    if kind == BLOCK:
+        row.reason = target.get("reason") or ""
+    elif kind == TASK:
         row.name, row.help, row.category = target["name"], target["help"] or "", target["category"]
         row.aliases, row.url, row.roles = list(target["aliases"] or ()), target["url"], list(target["roles"] or ())
         row.active = bool(target["active"])

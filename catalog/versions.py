@@ -3,8 +3,11 @@
 Every published change (a page or JSON API edit, an import from the page or the CLI, a
 rollback) is one row of `catalog_versions`, written by CatalogStore in the same transaction as
 the change. A row holds a **changeset**, not a snapshot: for each record it touched,
-`{"kind": "task"|"case", "key": <task id | case id as text>, "before": {...}|None, "after": {...}|None}`
-(None: the record did not exist on that side).
+`{"kind": "task"|"case"|"block", "key": <task id | case id as text | block key>, "before": {...}|None,
+"after": {...}|None}` (None: the record did not exist on that side). A "block" is a (normalised
+query, task) pair of learned evidence an admin stopped from counting (table learned_blocks); its
+key is `block_key(query, task_id)` and it has no record version (it is created or removed, never
+edited in place).
 
 Why changesets rather than full snapshots: an edit of one test case stores one small change
 instead of 200 tasks and 258 cases, the history page can show exactly what each version did
@@ -27,16 +30,18 @@ editor holding a page from before the rollback still gets a conflict, never a si
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
 
-TASK, CASE = "task", "case"
+TASK, CASE, BLOCK = "task", "case", "block"
 TASK_FIELDS = ("name", "help", "category", "aliases", "url", "roles", "active")
 CASE_FIELDS = ("query", "gold", "rationale", "category")
-FIELDS = {TASK: TASK_FIELDS, CASE: CASE_FIELDS}
+BLOCK_FIELDS = ("query", "task_id", "reason")
+FIELDS = {TASK: TASK_FIELDS, CASE: CASE_FIELDS, BLOCK: BLOCK_FIELDS}
 
 Key = tuple[str, str]                 # (kind, key)
 Snapshot = dict                       # content fields, plus "version"
@@ -60,9 +65,9 @@ class Change:
 
     @property
     def label(self) -> str:
-        """What the change is about, for people: the task id, or the test case's query."""
+        """What the change is about, for people: the task id, or the (blocked) query."""
         side = self.after or self.before or {}
-        return side.get("query", self.key) if self.kind == CASE else self.key
+        return side.get("query", self.key) if self.kind in (CASE, BLOCK) else self.key
 
     def fields(self) -> list[tuple[str, object, object]]:
         """(field, before, after) of every content field that differs."""
@@ -90,7 +95,7 @@ class VersionRecord:
     changes: tuple[Change, ...]
 
     def summary(self) -> dict:
-        counts = {"task": 0, "case": 0}
+        counts = {TASK: 0, CASE: 0, BLOCK: 0}
         for change in self.changes:
             counts[change.kind] += 1
         return counts
@@ -115,6 +120,21 @@ def case_snapshot(case: CaseRecord) -> Snapshot:
             "category": case.category, "version": case.version}
 
 
+def block_key(query: str, task_id: str) -> str:
+    """A blocked pair's key in a changeset: unambiguous whatever the query holds."""
+    return json.dumps([query, task_id], ensure_ascii=False)
+
+
+def block_pair(key: str) -> tuple[str, str]:
+    """(query, task_id) of a block key."""
+    query, task_id = json.loads(key)
+    return query, task_id
+
+
+def block_snapshot(query: str, task_id: str, reason: str = "") -> Snapshot:
+    return {"query": query, "task_id": task_id, "reason": reason, "version": None}
+
+
 def content(kind: str, snapshot: Snapshot | None) -> dict | None:
     """The snapshot without its optimistic-locking version (what a rollback restores)."""
     if snapshot is None:
@@ -135,9 +155,12 @@ def case_from(key: str, snapshot: Snapshot) -> CaseRecord:
                       id=int(key), version=snapshot.get("version"))
 
 
-def state_of(tasks: Iterable[TaskRecord], cases: Iterable[CaseRecord]) -> State:
+def state_of(tasks: Iterable[TaskRecord], cases: Iterable[CaseRecord],
+             blocks: Iterable[Snapshot] = ()) -> State:
+    """The versioned state: tasks, test cases and learned-evidence blocks (block_snapshot)."""
     state: State = {(TASK, t.id): task_snapshot(t) for t in tasks}
     state.update({(CASE, str(c.id)): case_snapshot(c) for c in cases})
+    state.update({(BLOCK, block_key(b["query"], b["task_id"])): b for b in blocks})
     return state
 
 

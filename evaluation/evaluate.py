@@ -11,6 +11,7 @@ import numpy as np
 from catalog.records import CaseRecord, TaskRecord
 from rerank import Reranker
 from search.fitting import FOLDS, MAX_CV_QUERIES, cv_queries, fit_ranker
+from search.learned import LearnedExemplar, normalised_query
 from search.ranker import RankerParams, default_params
 from settings import Settings
 
@@ -101,8 +102,10 @@ def stage_progress(on_progress: ProgressCallback | None, stage: str) -> Callable
 
 
 def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], embedder,
-                    seed: int, cv_max_queries: int | None, show: bool, on_progress: ProgressCallback | None = None):
-    """The product's own per-catalog fit, on the training split only: (params, report, CV queries)."""
+                    seed: int, cv_max_queries: int | None, show: bool, on_progress: ProgressCallback | None = None,
+                    learned: Sequence[LearnedExemplar] = ()):
+    """The product's own per-catalog fit, on the training split only: (params, report, CV queries).
+    `learned`: exemplars learned from use (search.learned), weighed by the fit as in production."""
     cv = []
     cross_validating = stage_progress(on_progress, "cross-validating the fit")
     cross_validating(0.0)
@@ -113,11 +116,12 @@ def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequ
             bar.update(1)
             cross_validating(done / total)
 
-        cv = cv_queries(settings, tasks, train, embedder, FOLDS, seed, cv_max_queries, progress=fold_done)
+        cv = cv_queries(settings, tasks, train, embedder, FOLDS, seed, cv_max_queries, progress=fold_done,
+                        learned=learned)
         bar.close()
     stage_progress(on_progress, "fitting the ranker")(0.0)
     params, report = fit_ranker(settings, tasks, train, embedder, default_params(settings), seed, cv_max_queries,
-                                queries=cv or None)
+                                queries=cv or None, learned=learned)
     return params, report, cv
 
 
@@ -142,17 +146,23 @@ def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[Ca
              test: Sequence[CaseRecord], embedder, cache, configs: Sequence[str], seed: int = 42,
              depth: int = 20, cv_max_queries: int | None = MAX_CV_QUERIES, show: bool = True,
              data: dict | None = None, bootstrap_resamples: int = 1000,
-             on_progress: ProgressCallback | None = None) -> tuple[dict, dict]:
+             on_progress: ProgressCallback | None = None,
+             learned: Sequence[LearnedExemplar] = ()) -> tuple[dict, dict]:
     """Fit on the training split (CV inside it), score the held-out split with every requested
     configuration, and summarise. Returns (report, artefacts); artefacts hold the per-query runs.
-    `on_progress(stage, fraction of the whole run)` hears of each stage as it goes (STAGE_SHARES)."""
+    `on_progress(stage, fraction of the whole run)` hears of each stage as it goes (STAGE_SHARES).
+    `learned`: exemplars learned from use (the admin evaluation page passes the catalog's); those
+    whose query is a held-out test query are left out, so use never answers the test itself."""
     tasks = [t for t in tasks if t.active]
     tasks_by_id = {t.id: t for t in tasks}
     wanted = [config_specs(settings.weights)[name] for name in configs]
     needs_llm = any(s.kind in ("rerank", "llm_direct") for s in wanted)
     llm = llm_reachable(settings) if needs_llm else (False, "not requested")
 
-    params, fit_report, cv = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show, on_progress)
+    held_out = {normalised_query(c.query) for c in test}
+    learned = tuple(e for e in learned if e.query not in held_out)
+    params, fit_report, cv = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show, on_progress,
+                                             learned)
     stage_progress(on_progress, "scoring the held-out cases")(0.0)
     index = heldout_index(settings, tasks, train, embedder, params)
     queries, millis = heldout_queries(settings, index, test, embedder, show)
@@ -178,6 +188,7 @@ def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[Ca
                  "n_test_in_scope": sum(1 for c in test if c.gold),
                  "n_test_out_of_scope": sum(1 for c in test if not c.gold), "seed": seed, "depth": depth,
                  "lexicon_links": len(index.lexicon), "exemplars": len(index.exemplars.texts),
+                 "learned_pairs": len(learned),
                  "ranker": {**params.summary(), "weights": params.weights.as_dict()},
                  "embedding_model": embedder.model if embedder is not None else None,
                  "llm_model": settings.llm_model if llm[0] else None, "llm_status": "reachable" if llm[0] else llm[1],

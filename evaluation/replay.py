@@ -19,6 +19,7 @@ from lexicon.text import terms
 from search.confidence import assess
 from search.fitting import CVQuery, attach_vectors, fit_weights
 from search.index import SearchIndex, build_index
+from search.learned import build_learned_memory
 from search.prefilter import analyse_query, rank_values, signal_values
 from search.ranker import FusionWeights, RankerParams
 from settings import Settings
@@ -30,8 +31,10 @@ from .runner import ConfigRun, QueryRun, progress
 def heldout_index(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], embedder,
                   params: RankerParams) -> SearchIndex:
     """The index the product would serve after importing `train`: lexicon, exemplars, vectors and
-    the fit's prototypes."""
+    the fit's prototypes, and the learned exemplars the fit weighed (params.learned)."""
     index = build_index(tasks, build_lexicon(train), settings.field_weights, cases=train)
+    if params.learned:
+        index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
     if embedder is None:
         return index
     index = attach_vectors(index, embedder)

@@ -19,7 +19,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Callable, Sequence
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import sessionmaker
@@ -159,8 +159,9 @@ class EvaluationBusy(RuntimeError):
 
 
 def evaluate_catalog(settings: Settings, tasks, cases, embedder, cache,
-                     on_progress: Callable[[str, float], None] | None = None) -> dict:
-    """The offline evaluation of `tasks` and `cases` (module docstring): the report, JSON-safe."""
+                     on_progress: Callable[[str, float], None] | None = None, learned=()) -> dict:
+    """The offline evaluation of `tasks` and `cases` (module docstring): the report, JSON-safe.
+    `learned`: the catalog's exemplars learned from use, blocked pairs already dropped."""
     train, test = holdout_split(cases, HOLDOUT, SEED)
     if not test:
         raise ValueError(f"no held-out test case: {len(cases)} test case(s) leave none in the "
@@ -168,7 +169,7 @@ def evaluate_catalog(settings: Settings, tasks, cases, embedder, cache,
     if not [t for t in tasks if t.active]:
         raise ValueError("the catalog has no active task")
     report, _artefacts = evaluate(settings, tasks, train, test, embedder, cache, resolve(CONFIGURATIONS),
-                                  seed=SEED, show=False, on_progress=on_progress,
+                                  seed=SEED, show=False, on_progress=on_progress, learned=learned,
                                   data={"catalog": "database (admin evaluation page)", "cases": "database",
                                         "split": f"hash holdout {HOLDOUT} seed {SEED} (catalog.splits.holdout_split)",
                                         "holdout": HOLDOUT})
@@ -184,6 +185,7 @@ class EvaluationJob:
     settings: Settings
     embedder: object | None
     cache: object | None
+    learned: Callable[[], Sequence] | None = None   # the usable learned exemplars, read when a run starts
 
     def start(self, started_by: str) -> RunRecord:
         """Queue a run and start its thread; EvaluationBusy while another run holds the lease."""
@@ -213,7 +215,8 @@ class EvaluationJob:
         try:
             self.runs.mark_running(run_id)
             report = evaluate_catalog(self.settings, self.catalog.tasks(), self.catalog.cases(), self.embedder,
-                                      self.cache, lambda stage, fraction: self.runs.report_progress(run_id, stage, fraction))
+                                      self.cache, lambda stage, fraction: self.runs.report_progress(run_id, stage, fraction),
+                                      self.learned() if self.learned is not None else ())
             self.runs.finish(run_id, report)
         except Exception as exc:  # a failed evaluation is reported on the page, never raised into the server
             log.exception("evaluation run %s failed", run_id)

@@ -2,6 +2,7 @@
 
     python ops/bench_scale.py [--scale small|large|both] [--queries 300] [--seed 7]
                               [--repeats 3] [--profile] [--profile-build] [--json FILE]
+                              [--learned-searches 100000] [--learned-queries 3000] [--learned-sessions 20000]
 
 Scales (from the scaling issue):
   small   150 tasks,    15,000 test cases   target: prefilter p50 <= 2 ms
@@ -23,6 +24,14 @@ center + noise), so that a task's exemplars are close to each other and to its t
 (cos ~0.85), tasks of a category are closer than unrelated ones, and the centroid ->
 nearest-neighbour cascade works on realistic orderings. Prototypes are 20 x centroids
 (+ noise), so the prototype signal is computed too (weights: defaults with prototype = 1.0).
+
+Learned evidence (--learned-searches N, issue 16; ops/bench_traffic.py says how the traffic is
+made): N searches with the widget's impressions and position-biased clicks are written into a
+real migrated SQLite database by the product's analytics writer, folded into learned_evidence by
+the product's aggregation (analytics.learning.aggregate, timed: it runs off the request path, in
+the fit), and the pairs that count (search.learned.eligible) are attached to the index as its
+learned memory, with vectors: the traffic query's own synthetic vector. The prefilter is then
+timed with the `learned` signal fused (weight 1.0).
 
 Held-out queries (--queries) are generated like the cases but not taken from them: ~20% have
 a typo in a topic word, ~5% are out of scope, ~5% repeat a case query exactly (pins).
@@ -138,10 +147,17 @@ def array_bytes(obj, seen: set | None = None, depth: int = 0) -> int:
     return 0
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
+_clock = CLOCK["wall"]
+
+
 def timed(fn):
-    start = time.perf_counter()
+    """(milliseconds, fn()) on the chosen clock (--clock): wall time, or the CPU time of this
+    thread (with --blas-threads 1 all the ranking work runs in it), which other processes
+    competing for the cores do not inflate."""
+    start = _clock()
     out = fn()
-    return (time.perf_counter() - start) * 1000.0, out
+    return (_clock() - start) * 1000.0, out
 
 
 def profile_top(fn, top: int = 18) -> tuple[list[dict], str]:
@@ -236,6 +252,7 @@ class Generator:
         # words); the first 5 are its own name/generic words. A task's topic is 3-5 of them plus
         # 3-6 words of its own.
         category_words = [rng.choice(topic_pool, 30, replace=False) for _ in range(self.n_categories)]
+        self.category_words = category_words   # for more queries later (the learned-evidence traffic)
         category_names = [" ".join(self.words_of(w[: int(rng.integers(1, 3))])) for w in category_words]
         task_category = rng.integers(self.n_categories, size=self.n_tasks)
         topics = [np.concatenate([rng.choice(category_words[c][5:], int(rng.integers(3, 6)), replace=False),
@@ -352,7 +369,8 @@ class VectorSpace:
 def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dict:
     gc.collect()
     rss_start = rss_mb()
-    gen_ms, data = timed(lambda: Generator(n_tasks, n_cases, args.vocab, args.seed).build(args.queries))
+    generator = Generator(n_tasks, n_cases, args.vocab, args.seed)
+    gen_ms, data = timed(lambda: generator.build(args.queries))
     print(f"[{name}] generated {len(data.tasks)} tasks, {len(data.cases)} cases, {len(data.queries)} queries "
           f"in {gen_ms / 1000:.1f} s", file=sys.stderr)
 
@@ -395,6 +413,9 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
     typo_min = Settings().typo_min_similarity
     queries = data.queries
     assert index.has_vectors and index.prototypes is not None
+    learned_report = None
+    if args.learned_searches:
+        index, weights, learned_report = attach_learned_traffic(name, generator, data, index, space, weights, args)
 
     def run_prefilter(i: int, q):
         return prefilter(index, q, weights, k=K, restrict_roles=False, query_vector=query_vectors[i],
@@ -506,11 +527,68 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
         "stages_p95_ms": {s: round(percentile(samples, 0.95), 3) for s, samples in stages.items()},
         "dense_detail_p50_ms": detail_p50,
     }
+    if learned_report is not None:
+        report["learned"] = learned_report
     if build_profile:
         report["build_index_profile_top"] = build_profile
     if query_profile:
         report["query_profile_top"] = query_profile
     return report
+
+
+def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, index, space: VectorSpace,
+                           weights: FusionWeights, args):
+    """Log --learned-searches searches, aggregate them with the product's code (timed) and attach
+    the learned pairs that count to `index` (module docstring). Returns (index, weights, report)."""
+    import tempfile
+
+    from ops.bench_traffic import aggregate_traffic, analytics_engine, log_traffic, utc_now
+    from search.learned import build_learned_memory, eligible, normalised_query, unrelated_cosine
+
+    rng = generator.rng
+    popularity = rng.permutation(len(data.tasks))
+    sampler = ZipfSampler(len(data.tasks), 0.7, rng)
+    gold_rows = popularity[sampler.draw(args.learned_queries)]
+    pool = [generator.query(int(g), data.task_topics, data.task_category, generator.category_words, typo_rate=0.2)
+            for g in gold_rows]
+    pool_vectors = space.around(np.asarray(gold_rows, dtype=np.int64), noise=1.4)
+    ranked_ms, ranked = timed(lambda: [[s.task.id for s in prefilter(index, q, weights, k=10, restrict_roles=False,
+                                                                     query_vector=pool_vectors[i]).ranked]
+                                       for i, q in enumerate(pool)])
+    settings = Settings().with_overrides(learning_settle_s=0.0)
+    workdir = Path(tempfile.mkdtemp(prefix="taskfinder-bench-learned-"))
+    engine = analytics_engine(workdir)
+    now = utc_now()
+    traffic = log_traffic(engine, pool, [data.tasks[int(g)].id for g in gold_rows], ranked, args.learned_searches,
+                          args.learned_sessions, 30.0, now, args.seed)
+    print(f"[{name}] logged {traffic.searches} searches ({traffic.clicks} clicks) in {traffic.write_s:.1f} s",
+          file=sys.stderr)
+    aggregate_took, aggregated, pairs = aggregate_traffic(engine, settings, now)
+    exemplars = eligible(pairs, settings.learning_min_sessions, settings.learning_min_relevance,
+                         task_ids=[t.id for t in data.tasks])
+    memory = build_learned_memory([t.id for t in index.tasks], exemplars)
+    vector_of = {normalised_query(q): pool_vectors[i] for i, q in enumerate(pool)}
+    if memory is not None:
+        fallback = space.around(np.asarray(memory.task_rows, dtype=np.int64), noise=1.4)
+        vectors = np.stack([vector_of.get(text, fallback[j]) for j, text in enumerate(memory.texts)]).astype(np.float32)
+        floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)   # as attach_vectors does
+        index = index.with_learned(memory.with_vectors(vectors, floor))
+    weights = FusionWeights(replace(weights.full, learned=1.0), weights.sparse)
+    gold_of = {normalised_query(q): data.tasks[int(g)].id for q, g in zip(pool, gold_rows)}
+    correct = sum(1 for e in exemplars if gold_of.get(e.query) == e.task_id)
+    engine.dispose()
+    report = {"searches": traffic.searches, "sessions": traffic.sessions, "distinct_queries": traffic.distinct_queries,
+              "impressions": traffic.impressions, "clicks": traffic.clicks, "log_write_s": traffic.write_s,
+              "rank_pool_s": round(ranked_ms / 1000, 2),
+              "aggregate_s": aggregate_took, "aggregate": {k: v for k, v in aggregated.items()
+                                                                           if k != "propensities"},
+              "propensities": aggregated.get("propensities"),
+              "learned_pairs": len(pairs), "eligible_pairs": len(exemplars),
+              "eligible_pairs_on_gold": correct,
+              "learned_memory_exemplars": 0 if memory is None else len(memory.texts)}
+    print(f"[{name}] aggregation {aggregate_took}: {len(pairs)} pairs, {len(exemplars)} eligible",
+          file=sys.stderr)
+    return index, weights, report
 
 
 def print_table(reports: list[dict]) -> None:
@@ -533,6 +611,11 @@ def print_table(reports: list[dict]) -> None:
     line("with_vectors + with_prototypes (s)", [f"{r['build_s']['with_vectors']:.2f} + {r['build_s']['with_prototypes']:.3f}" for r in reports])
     line("index RSS delta / arrays (MB)", [f"{r['memory_mb']['rss_index_delta']:.0f} / {r['memory_mb']['index_array_bytes_mb']:.0f}" for r in reports])
     line("peak RSS of process (MB)", [f"{r['memory_mb']['peak_rss_process']:.0f}" for r in reports])
+    if all("learned" in r for r in reports):
+        line("learned: searches / eligible pairs", [f"{r['learned']['searches']} / {r['learned']['eligible_pairs']}"
+                                                     for r in reports])
+        line("learned: aggregation wall/cpu (s)", [f"{r['learned']['aggregate_s']['wall_s']:.1f} / "
+                                                   f"{r['learned']['aggregate_s']['cpu_s']:.1f}" for r in reports])
     line("sanity Hit@1 / Hit@15", [f"{r['data']['sanity_hit_at_1']:.2f} / {r['data']['sanity_hit_at_15']:.2f}" for r in reports])
 
 
@@ -548,7 +631,17 @@ def main() -> None:
     parser.add_argument("--blas-threads", default="env",
                         help="BLAS threads (sets OPENBLAS/OMP/MKL_NUM_THREADS before numpy loads); 'env': leave as is")
     parser.add_argument("--json", type=Path, help="also write the JSON summary here")
+    parser.add_argument("--clock", choices=sorted(CLOCK), default="wall",
+                        help="wall: elapsed time; cpu: this thread's CPU time (a shared, overloaded machine; "
+                             "use with --blas-threads 1)")
+    parser.add_argument("--learned-searches", type=int, default=0,
+                        help="log this many searches with clicks, aggregate them into learned evidence and rank "
+                             "with it (issue 16: 100000); 0: no learned evidence")
+    parser.add_argument("--learned-queries", type=int, default=3000, help="distinct queries of that traffic")
+    parser.add_argument("--learned-sessions", type=int, default=20000, help="sessions of that traffic")
     args = parser.parse_args()
+    global _clock
+    _clock = CLOCK[args.clock]
 
     load_before = os.getloadavg()[0]
     if load_before > 0.5:
@@ -564,7 +657,7 @@ def main() -> None:
            "numpy": np.__version__, "cpu_count": os.cpu_count(),
            "blas_threads_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS") if k in os.environ},
            "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
-           "seed": args.seed, "scales": reports}
+           "seed": args.seed, "clock": args.clock, "scales": reports}
     print(json.dumps(out, indent=2))
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))

@@ -41,6 +41,13 @@ top 50. The prototype signal of a fold's index is its starting point, the scaled
 that fold's exemplars: the fitted prototypes learnt every case (they would leak the held-out
 ones into the ranking) and refitting them per fold takes seconds per fold.
 
+Learned evidence. The indexes rank with the exemplars learned from use that the live fit
+weighed (`params.learned`, search.learned; the service has already dropped the pairs the admin
+blocked since), as the live ranking does: the rankings shown include the `learned` signal, and
+so do the CV figures, where each fold's index leaves out the learned exemplars whose query is
+one of the fold's held-out queries (the fit's convention, search.fitting.cv_queries), so that
+use cannot leak a held-out case's answer into its own evaluation.
+
 Speed (about 2 s on the demo catalog, `ops/bench_preview.py`): the task half of every index
 (search.index.TaskText) and the task vectors are computed once per task list; every text is
 embedded once per preview (MemoEmbedder in front of the service's cached embedder); an index
@@ -64,6 +71,7 @@ from search.confidence import assess
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS, MIN_OOS_CASES, attach_vectors
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
+from search.learned import build_learned_memory, normalised_query
 from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
 from search.prototypes import INIT_SCALE
 from search.ranker import RankerParams
@@ -260,6 +268,8 @@ class _Workbench:
             self.embedder.remember("passage", [embedding_text(t) for t in live_index.tasks], live_index.task_vectors)
             self.embedder.remember("query", memory.texts, memory.vectors)
             self.embedder.remember("query", memory.oos_texts, memory.oos_vectors)
+            if live_index.learned is not None and live_index.learned.vectors is not None:
+                self.embedder.remember("query", live_index.learned.texts, live_index.learned.vectors)
         self._task_text: dict[tuple, TaskText] = {}
         self._task_vectors: dict[tuple, np.ndarray] = {}
         self._indexes: dict[tuple, _Indexed] = {}
@@ -268,24 +278,29 @@ class _Workbench:
         """Use a live index (built by the service from these active tasks and `cases`, with its
         vectors and fitted prototypes) instead of building the same again."""
         rows, visible = index.visible(None, restrict=False)
-        self._indexes[(index.tasks, tuple(cases), True)] = _Indexed(index, rows, visible)
+        self._indexes[(index.tasks, tuple(cases), True, frozenset())] = _Indexed(index, rows, visible)
 
-    def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], fitted_prototypes: bool) -> _Indexed:
+    def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], fitted_prototypes: bool,
+              held_out: frozenset[str] = frozenset()) -> _Indexed:
         """The index of the active `tasks` and `cases`. `fitted_prototypes`: rank the prototype
         signal with the fitted prototypes (the live ranking) rather than the cases' own scaled
-        centroids (cross-validation; see the module docstring)."""
+        centroids (cross-validation; see the module docstring). `held_out`: normalised queries
+        whose learned exemplars the index leaves out (a CV fold's held-out queries)."""
         active = tuple(t for t in tasks if t.active)
-        key = (active, tuple(cases), fitted_prototypes)
+        key = (active, tuple(cases), fitted_prototypes, held_out)
         if key not in self._indexes:
-            self._indexes[key] = self._build(active, tuple(cases), fitted_prototypes)
+            self._indexes[key] = self._build(active, tuple(cases), fitted_prototypes, held_out)
         return self._indexes[key]
 
-    def _build(self, tasks: tuple[TaskRecord, ...], cases: tuple[CaseRecord, ...], fitted_prototypes: bool) -> _Indexed:
+    def _build(self, tasks: tuple[TaskRecord, ...], cases: tuple[CaseRecord, ...], fitted_prototypes: bool,
+               held_out: frozenset[str] = frozenset()) -> _Indexed:
         if tasks not in self._task_text:
             enrichment = self.enrichment(tasks) if self.enrichment is not None else None
             self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights, enrichment)
         index = build_index(tasks, build_lexicon(cases), self.settings.field_weights, cases=cases,
                             task_text=self._task_text[tasks])
+        if self.params.learned:   # the learned evidence the live fit weighed (module docstring)
+            index = index.with_learned(build_learned_memory([t.id for t in tasks], self.params.learned, held_out))
         if self.embedder is not None and tasks:
             if tasks not in self._task_vectors:
                 self._task_vectors[tasks] = self.embedder.embed([embedding_text(t) for t in tasks], "passage")
@@ -438,7 +453,8 @@ def _cv_ranks(bench: _Workbench, tasks, cases) -> dict[str, tuple[tuple[str, ...
         held = [c for c in held if c.gold]
         if not held:
             continue
-        side = bench.index(tasks, fit, fitted_prototypes=False)
+        held_out = frozenset(normalised_query(c.query) for c in held) if bench.params.learned else frozenset()
+        side = bench.index(tasks, fit, fitted_prototypes=False, held_out=held_out)
         for case in held:
             out.setdefault(case.query, (tuple(case.gold), bench.rank(side, case.query, case.gold, as_user=False).gold_rank))
     return out

@@ -205,6 +205,7 @@ class SearchService:
         index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
         digest = cases_digest(tasks, cases)
         params, stale = self._params(digest)
+        params, stale = self._without_blocked(params, stale)
         if params.learned:   # the exemplars learned from use that this fit weighed
             index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
@@ -230,6 +231,16 @@ class SearchService:
         if fit is None:
             return self.defaults, True
         return RankerParams.from_dict(fit.params, "fit", fit.id), True
+
+    def _without_blocked(self, params: RankerParams, stale: bool) -> tuple[RankerParams, bool]:
+        """The fit's learned exemplars minus the pairs the admin has blocked since (a block is a
+        catalog edit: it moves the revision, so this runs at once, never per request); a fit
+        that weighed a now-blocked pair is due again (the refit drops it: usable_learned)."""
+        blocked = self.source.blocked_pairs() if params.learned and hasattr(self.source, "blocked_pairs") else ()
+        kept = tuple(e for e in params.learned if (e.query, e.task_id) not in blocked)
+        if len(kept) == len(params.learned):
+            return params, stale
+        return replace(params, learned=kept), True
 
     def _attach_vectors(self, live: LiveIndex) -> LiveIndex:
         """Embed every task and exemplar (cached per text); without an answer, serve without

@@ -1,0 +1,142 @@
+"""What each task learned from use, in the editor, and the admin's two answers to it.
+
+A task's page lists its learned evidence (analytics.learning: one aggregate per normalised query
+and task, from position-bias-corrected clicks): the query, how many distinct sessions clicked
+it, the counted clicks and the estimated relevance. For each row the admin can
+
+* **make it a test case**: the case form, pre-filled with the query and this task as gold (or
+  the stored case of that query, to add this task to its gold); it then goes through the
+  normal preview and publish, a versioned edit like any other;
+* **block** it: the pair stops counting (the fit's I/O edge reads the blocks and drops them,
+  catalog.store.learned_blocks). A block is published as a catalog version with its audit
+  entry, listed on the versions page and undone by a rollback or by "unblock".
+
+Access control is admin.blueprint.enforce_policy's: anyone signed in sees the panel; blocking
+and unblocking are writes (the editor role and the CSRF token).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from flask import current_app, flash, g, jsonify, redirect, request, url_for
+from sqlalchemy.orm import Session
+
+from admin.audit import user_actor
+from admin.blueprint import admin_bp, api_bp, refuse
+from analytics.learning import LearnedPair, load_learned
+from catalog.records import CaseRecord
+from catalog.store import CatalogStore, NotFound
+
+MAX_REASON = 300
+
+
+@dataclass(frozen=True)
+class LearnedRow:
+    """One row of a task's learned-evidence panel."""
+
+    query: str
+    task_id: str
+    sessions: int             # distinct sessions that clicked
+    clicks: int
+    relevance: float          # estimated P(relevant), [0, 1]
+    blocked: bool
+    case: CaseRecord | None   # the stored test case with exactly this query, if any
+
+    @property
+    def case_names_task(self) -> bool:
+        return self.case is not None and self.task_id in self.case.gold
+
+
+def learned_rows(pairs: Iterable[LearnedPair], task_id: str, blocked: frozenset[tuple[str, str]],
+                 cases: Sequence[CaseRecord]) -> list[LearnedRow]:
+    """The panel of `task_id`: its learned pairs, most relevant first (then most sessions), each
+    marked blocked or not, then the blocks of this task whose evidence has gone (so that they
+    can still be lifted)."""
+    by_query = {c.query: c for c in cases}
+    rows = [LearnedRow(p.query, task_id, p.sessions, p.clicks, p.relevance, (p.query, task_id) in blocked,
+                       by_query.get(p.query))
+            for p in pairs if p.task_id == task_id]
+    rows.sort(key=lambda r: (-r.relevance, -r.sessions, r.query))
+    listed = {r.query for r in rows}
+    rows += [LearnedRow(query, task_id, 0, 0, 0.0, True, by_query.get(query))
+             for query, blocked_task in sorted(blocked) if blocked_task == task_id and query not in listed]
+    return rows
+
+
+# -- I/O ---------------------------------------------------------------------------------------
+def _store() -> CatalogStore:
+    return current_app.extensions["taskfinder"].store
+
+
+def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[LearnedRow]:
+    """The panel of one task, read from the database (learned_evidence and learned_blocks)."""
+    store = _store()
+    with Session(store.engine) as session:
+        pairs = load_learned(session)
+    return learned_rows(pairs, task_id, store.blocked_pairs(), cases)
+
+
+def _block_form() -> tuple[str, str, str]:
+    form = request.form
+    return form.get("query", ""), form.get("message", "").strip()[:MAX_REASON], form.get("reason", "")[:MAX_REASON]
+
+
+@admin_bp.post("/tasks/<task_id>/learned/block")
+def learned_block(task_id: str):
+    query, message, reason = _block_form()
+    try:
+        version = _store().block_learned(query, task_id, user_actor(g.admin_user.name), message, reason)
+    except NotFound:
+        return refuse(404, "no such task")
+    except ValueError as exc:
+        return refuse(400, f"cannot block: {exc}")
+    flash(f"Blocked: {query!r} no longer counts for this task (version {version})." if version
+          else f"{query!r} was blocked already.")
+    return redirect(url_for("admin.task_page", task_id=task_id) + "#learned")
+
+
+@admin_bp.post("/tasks/<task_id>/learned/unblock")
+def learned_unblock(task_id: str):
+    query, message, _ = _block_form()
+    try:
+        version = _store().unblock_learned(query, task_id, user_actor(g.admin_user.name), message)
+    except NotFound:
+        return refuse(404, f"{query!r} is not blocked for this task")
+    flash(f"Unblocked: {query!r} counts again for this task (version {version}).")
+    return redirect(url_for("admin.task_page", task_id=task_id) + "#learned")
+
+
+# -- JSON for automation -----------------------------------------------------------------------
+def _row_json(row: LearnedRow) -> dict:
+    return {"query": row.query, "sessions": row.sessions, "clicks": row.clicks, "relevance": row.relevance,
+            "blocked": row.blocked, "case_id": None if row.case is None else row.case.id}
+
+
+@api_bp.get("/tasks/<task_id>/learned", endpoint="task_learned")
+def api_task_learned(task_id: str):
+    try:
+        _store().task(task_id)
+    except NotFound:
+        return jsonify({"error": f"task {task_id} not found"}), 404
+    return jsonify({"task_id": task_id, "learned": [_row_json(r) for r in task_learned_rows(task_id, _store().cases())]})
+
+
+@api_bp.post("/tasks/<task_id>/learned/block", endpoint="task_learned_block")
+def api_learned_block(task_id: str):
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+        return jsonify({"error": "the body must be a JSON object with a string 'query'"}), 400
+    unblock = request.args.get("unblock") == "1"
+    message = str(body.get("message", ""))[:MAX_REASON]
+    try:
+        if unblock:
+            version = _store().unblock_learned(body["query"], task_id, user_actor(g.admin_user.name), message)
+        else:
+            version = _store().block_learned(body["query"], task_id, user_actor(g.admin_user.name), message,
+                                             str(body.get("reason", ""))[:MAX_REASON])
+    except NotFound as exc:
+        return jsonify({"error": str(exc)}), 404
+    except ValueError as exc:
+        return jsonify({"error": str(exc)}), 400
+    return jsonify({"query": body["query"], "task_id": task_id, "blocked": not unblock, "version": version})

@@ -1,0 +1,162 @@
+"""The admin stays in charge of what the product learned from use (issue 16 item 4), over HTTP
+on SQLite and PostgreSQL: each task's page lists its learned evidence (query, distinct sessions,
+clicks, estimated relevance); "make it a test case" pre-fills the case form and publishes through
+the normal versioned path; "block" is a published version with its audit entry, shown on the
+versions page and undone by a rollback; the fit's I/O edge receives the blocks.
+
+The learned evidence is written straight into `learned_evidence` (the shared interface of the
+learning work); how clicks become evidence is tested with that work (tests/test_learning*.py)
+and end to end by tests/browser/test_learned_evidence.py."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from html import unescape
+
+import pytest
+from sqlalchemy import delete, insert
+
+from admin.audit import entries
+from admin.learned import learned_rows
+from analytics.learning import LearnedPair
+from analytics.learning_models import LearnedEvidence
+from catalog.records import CaseRecord
+from tests.conftest import signed_in
+
+TASK = "transport.bus-routes"
+OTHER = "health.lead-screening"
+
+
+def services(app):
+    return app.extensions["taskfinder"]
+
+
+def text(response) -> str:
+    return unescape(response.get_data(as_text=True))
+
+
+@pytest.fixture
+def evidence(admin_app):
+    """Learned evidence for two tasks; removed (and every block lifted) afterwards."""
+    store = services(admin_app).store
+    now = datetime.now(timezone.utc)
+    rows = [dict(query="where does the yellow bus go", task_id=TASK, sessions=7, clicks=9, examinations=12.5,
+                 relevance=0.62, updated_at=now),
+            dict(query="bus stop times", task_id=TASK, sessions=3, clicks=3, examinations=4.0, relevance=0.41,
+                 updated_at=now),
+            dict(query="lead test kids", task_id=OTHER, sessions=5, clicks=6, examinations=6.0, relevance=0.8,
+                 updated_at=now)]
+    with store.engine.begin() as connection:
+        connection.execute(insert(LearnedEvidence), rows)
+    yield rows
+    with store.engine.begin() as connection:
+        connection.execute(delete(LearnedEvidence))
+    for query, task_id in store.blocked_pairs():
+        store.unblock_learned(query, task_id, actor="cli:test")
+
+
+def test_the_panel_is_ordered_and_marks_blocks_and_cases():
+    pairs = [LearnedPair("b", "t", 2, 2, 3.0, 0.3, None), LearnedPair("a", "t", 5, 6, 7.0, 0.9, None),
+             LearnedPair("c", "u", 9, 9, 9.0, 0.99, None)]
+    rows = learned_rows(pairs, "t", frozenset({("b", "t"), ("gone", "t"), ("a", "u")}),
+                        [CaseRecord("a", ("t",), id=4)])
+    assert [(r.query, r.blocked) for r in rows] == [("a", False), ("b", True), ("gone", True)]
+    assert rows[0].case.id == 4 and rows[0].case_names_task and rows[1].case is None
+
+
+def test_each_task_page_shows_what_it_learned(admin_app, evidence):
+    client, _ = signed_in(admin_app, "vera")   # a viewer sees the panel, without the block buttons
+    page = text(client.get(f"/admin/tasks/{TASK}"))
+    panel = page[page.index('id="learned"'):]
+    assert "where does the yellow bus go" in panel and "bus stop times" in panel
+    assert "lead test kids" not in panel, "another task's evidence"
+    row = panel[panel.index("where does the yellow bus go"):panel.index("bus stop times")]
+    assert [c for c in re.findall(r"<td>([^<]*)</td>", row)] == ["7", "9", "0.62"]
+    assert panel.index("where does the yellow bus go") < panel.index("bus stop times"), "most relevant first"
+    assert "/admin/cases/new?query=where+does+the+yellow+bus+go&amp;gold=" in client.get(
+        f"/admin/tasks/{TASK}").get_data(as_text=True)
+    assert ">Block<" not in panel
+    api = client.get(f"/admin/api/tasks/{TASK}/learned").get_json()
+    assert api["learned"][0] == {"query": "where does the yellow bus go", "sessions": 7, "clicks": 9,
+                                 "relevance": 0.62, "blocked": False, "case_id": None}
+
+
+def test_make_it_a_test_case_prefills_the_form_and_publishes_a_version(admin_app, evidence):
+    client, csrf = signed_in(admin_app, "eddie")
+    store = services(admin_app).store
+    form = text(client.get("/admin/cases/new", query_string={"query": "bus stop times", "gold": TASK}))
+    assert 'name="query" value="bus stop times"' in form
+    assert f'name="gold" value="{TASK}" checked' in form
+    published = client.post("/admin/cases/publish", data={
+        "csrf_token": csrf, "action": "save", "case_id": "", "base_version": "", "query": "bus stop times",
+        "gold": [TASK], "rationale": "learned from use", "category": "", "message": "from learned evidence"})
+    assert published.status_code == 302
+    case = next(c for c in store.cases() if c.query == "bus stop times")
+    assert case.gold == (TASK,) and store.versions(limit=1)[0].kind == "case.create"
+    try:
+        panel = text(client.get(f"/admin/tasks/{TASK}"))
+        assert f"test case #{case.id}" in panel[panel.index('id="learned"'):]
+    finally:
+        store.delete_case(case.id, case.version, actor="cli:test")
+
+
+def test_block_is_a_version_on_the_versions_page_and_a_rollback_lifts_it(admin_app, evidence):
+    client, csrf = signed_in(admin_app, "eddie")
+    store = services(admin_app).store
+    before = store.versions(limit=1)[0].id
+    query = "where does the yellow bus go"
+
+    assert client.post(f"/admin/tasks/{TASK}/learned/block", data={"query": query}).status_code == 400, "no CSRF"
+    viewer, viewer_csrf = signed_in(admin_app, "vera")
+    assert viewer.post(f"/admin/tasks/{TASK}/learned/block",
+                       data={"query": query, "csrf_token": viewer_csrf}).status_code == 403
+    assert store.blocked_pairs() == frozenset()
+
+    answer = client.post(f"/admin/tasks/{TASK}/learned/block", data={"query": query, "csrf_token": csrf})
+    assert answer.status_code == 302
+    assert store.blocked_pairs() == {(query, TASK)}
+    version = store.versions(limit=1)[0]
+    assert (version.kind, version.actor) == ("learned.block", "user:eddie")
+    audit = entries(store.engine, limit=1)[0]
+    assert audit.action == "catalog.learned.block" and audit.actor == "user:eddie"
+
+    panel = text(client.get(f"/admin/tasks/{TASK}"))
+    panel = panel[panel.index('id="learned"'):]
+    assert "blocked" in panel[panel.index(query):panel.index("bus stop times")] and ">Unblock<" in panel
+    assert "Learned from use (1)" in text(client.get(f"/admin/tasks/{TASK}")), "a blocked pair no longer counts"
+
+    listing = text(client.get("/admin/versions"))
+    assert "learned.block" in listing
+    page = text(client.get(f"/admin/versions/{version.id}"))
+    assert query in page and TASK in page
+
+    rolled = client.post(f"/admin/versions/{before}/rollback", data={"csrf_token": csrf})
+    assert rolled.status_code == 302
+    assert store.blocked_pairs() == frozenset(), "a rollback lifts the block"
+    assert store.versions(limit=1)[0].kind == "rollback"
+
+    client.post(f"/admin/tasks/{TASK}/learned/block", data={"query": query, "csrf_token": csrf})
+    assert client.post(f"/admin/tasks/{TASK}/learned/unblock",
+                       data={"query": query, "csrf_token": csrf}).status_code == 302
+    assert store.blocked_pairs() == frozenset() and store.versions(limit=1)[0].kind == "learned.unblock"
+    assert client.post(f"/admin/tasks/no.such/learned/block",
+                       data={"query": query, "csrf_token": csrf}).status_code == 404
+    assert client.post(f"/admin/tasks/{TASK}/learned/block",
+                       data={"query": "  ", "csrf_token": csrf}).status_code == 400
+
+
+def test_the_json_api_blocks_and_unblocks(admin_app, evidence):
+    client, csrf = signed_in(admin_app, "eddie")
+    store = services(admin_app).store
+    url = f"/admin/api/tasks/{TASK}/learned/block"
+    query = "bus stop times"
+    assert client.post(url, json={"query": query}).status_code == 400, "no CSRF header"
+    answer = client.post(url, json={"query": query, "message": "noise"}, headers={"X-CSRF-Token": csrf})
+    assert answer.status_code == 200 and answer.get_json()["blocked"] is True
+    assert store.blocked_pairs() == {(query, TASK)} and store.version(answer.get_json()["version"]).message == "noise"
+    listed = client.get(f"/admin/api/tasks/{TASK}/learned").get_json()["learned"]
+    assert next(r for r in listed if r["query"] == query)["blocked"] is True
+    assert client.post(url, json={"nope": 1}, headers={"X-CSRF-Token": csrf}).status_code == 400
+    lifted = client.post(url + "?unblock=1", json={"query": query}, headers={"X-CSRF-Token": csrf})
+    assert lifted.status_code == 200 and store.blocked_pairs() == frozenset()
+    assert client.post(url + "?unblock=1", json={"query": query}, headers={"X-CSRF-Token": csrf}).status_code == 404
