@@ -22,6 +22,7 @@ from analytics.learning import LearnedPair
 from analytics.learning_models import LearnedEvidence
 from catalog.records import CaseRecord
 from tests.conftest import signed_in
+from tests.test_admin_editor import rollback_base
 
 TASK = "transport.bus-routes"
 OTHER = "health.lead-screening"
@@ -53,6 +54,7 @@ def evidence(admin_app):
         connection.execute(delete(LearnedEvidence))
     for query, task_id in store.blocked_pairs():
         store.unblock_learned(query, task_id, actor="cli:test")
+
 
 
 def test_the_panel_is_ordered_and_marks_blocks_and_cases():
@@ -130,7 +132,10 @@ def test_block_is_a_version_on_the_versions_page_and_a_rollback_lifts_it(admin_a
     page = text(client.get(f"/admin/versions/{version.id}"))
     assert query in page and TASK in page
 
-    rolled = client.post(f"/admin/versions/{before}/rollback", data={"csrf_token": csrf})
+    confirm = client.post(f"/admin/versions/{before}/rollback", data={"csrf_token": csrf})
+    assert confirm.status_code == 200 and query in text(confirm), "the confirmation lists the block it lifts"
+    rolled = client.post(f"/admin/versions/{before}/rollback",
+                         data={"csrf_token": csrf, "confirm": "1", "based_on": rollback_base(text(confirm))})
     assert rolled.status_code == 302
     assert store.blocked_pairs() == frozenset(), "a rollback lifts the block"
     assert store.versions(limit=1)[0].kind == "rollback"
