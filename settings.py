@@ -157,6 +157,11 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     # the demo homepage at / (widget/): a page embedding the search widget over this catalog
     demo_homepage: bool = True
+    # the demo homepage's role switcher (widget/): visitors mint a short-lived role token for any
+    # role of the catalog. Only with DEMO_HOMEPAGE; off by default, as it shows restricted tasks
+    # to anyone (`make run` turns it on for the demo); its tokens are signed with a demo-only
+    # secret that nothing else accepts, never with ROLE_TOKEN_SECRET.
+    demo_role_switcher: bool = False
     # search analytics (analytics/): every /api/search is logged and the widget's events are
     # stored, both written by a background thread from a bounded in-memory queue
     analytics_enabled: bool = True
@@ -343,6 +348,7 @@ ENVIRONMENT = (
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
     ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),
+    ("demo_role_switcher", "DEMO_ROLE_SWITCHER", _as_bool),
     ("analytics_enabled", "ANALYTICS_ENABLED", _as_bool),
     ("analytics_retention_days", "ANALYTICS_RETENTION_DAYS", _int(1, 36500)),
     ("analytics_queue_size", "ANALYTICS_QUEUE_SIZE", _int(1, 1_000_000)),

@@ -14,7 +14,7 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
-from lexicon.text import stem, words
+from lexicon.text import display_label, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
 from settings import FieldWeights
@@ -76,6 +76,7 @@ class SearchIndex:
     lexicon: RationaleLexicon
     task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised passage embeddings, or None
     prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
+    category_labels: Mapping[str, str] = field(default_factory=dict)   # category -> label people read
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -200,7 +201,14 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                        lexical_ideal=IdealWeights.of(lexical_matrix), rationale_ideal=IdealWeights.of(rationale_matrix),
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
-                       surface_to_term=surface, lexicon=lexicon)
+                       surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks))
+
+
+def category_labels(tasks: Sequence[TaskRecord]) -> dict[str, str]:
+    """Each category's display label (lexicon.text.display_label over the tasks' names, aliases
+    and help: an acronym stays in capitals)."""
+    texts = [text for task in tasks for text in (task.name, *task.aliases, task.help)]
+    return {category: display_label(category, texts) for category in {t.category for t in tasks if t.category}}
 
 
 def _with_columns(matrix: sparse.csc_matrix, columns: Sequence[int], shape: tuple[int, int]) -> sparse.csc_matrix:

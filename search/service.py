@@ -373,6 +373,7 @@ class SearchService:
 
         confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None)
         confident = confidence.answer
+        hidden = self._hidden_by_role(live, analysed, query_vector, k, visible) if restrict_roles else 0
         nearest = result.ranked
         if not confident:
             result = replace(result, ranked=[])
@@ -385,7 +386,7 @@ class SearchService:
             self.metrics.stage_seconds.labels(name).observe(value / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
-        results = [self._result_row(item, rerank_info["reasons"].get(position))
+        results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
                    for position, item in ranked[:k]]
         if not results:
             self.metrics.zero_results.inc()
@@ -409,7 +410,21 @@ class SearchService:
             "weights": {name: round(w, 4) for name, w in result.effective_weights.items()},
             "ranker": {**params.summary(), "mode": result.mode, "confidence": confidence.logit},
             "rerank": rerank_info,
+            "hidden_by_role": hidden,
         }, timings)
+
+    def _hidden_by_role(self, live: LiveIndex, analysed, query_vector, k: int, visible: frozenset[str]) -> int:
+        """How many of the top `k` tasks for every role (a confident answer only) the caller may
+        not see: a count, never which. Costs a second prefilter only when some task is hidden
+        from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
+        if not (live.roles - visible):
+            return 0
+        everyone = prefilter(live.index, analysed, live.params.weights, k, restrict_roles=False,
+                             query_vector=query_vector)
+        model = live.params.abstention_for(everyone.mode) if self.settings.abstain else None
+        if not assess(everyone, model).answer:
+            return 0
+        return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:
@@ -453,10 +468,10 @@ class SearchService:
         return reordered + [(len(shortlist) + j, s) for j, s in enumerate(tail)], info
 
     @staticmethod
-    def _result_row(item, reason: str | None) -> dict:
+    def _result_row(item, reason: str | None, category_labels) -> dict:
         task = item.task
         row = {"id": task.id, "name": task.name, "help": task.help, "url": task.url,
-               "category": task.category, "score": round(item.score, 4), "signals": item.signals,
+               "category": task.category, "category_label": category_labels.get(task.category), "score": round(item.score, 4), "signals": item.signals,
                "probability": round(item.probability, 4), "contributions": item.contributions, "matched": item.matched,
                "pinned": item.pinned}
         if reason:
