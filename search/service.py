@@ -251,6 +251,13 @@ class SearchService:
         thread.start()
         return thread
 
+    def refit_now(self) -> dict:
+        """Fit in the foreground (CLI: `fit`, `load-demo`): first wait for a background fit in
+        flight in this process (building the index may have started one; racing it would lose
+        the lease and leave with nothing stored), then fit unless it stored one for these cases."""
+        with self._fitting:
+            return self.refit(self.live(wait=True))
+
     def refit(self, live: LiveIndex | None = None) -> dict:
         """Fit on the store's current tasks and cases and save the result; returns the report."""
         live = live or self.live()

@@ -155,3 +155,24 @@ def test_widget_js_is_served_compressed_when_accepted(client, encoding, decompre
     assert "max-age=300" in packed.headers["Cache-Control"] and packed.headers["ETag"] != plain.headers["ETag"]
     again = client.get("/widget.js", headers={"Accept-Encoding": encoding, "If-None-Match": packed.headers["ETag"]})
     assert again.status_code == 304
+
+
+# -- 7. the demo ships with its fit ----------------------------------------------------------------
+def test_load_demo_fits_the_ranker_so_the_first_answers_are_the_final_ones(tmp_path, shared_cache_dir):
+    from app import create_app
+
+    settings = make_settings(tmp_path, shared_cache_dir, AUTO_FIT="1", EMBEDDINGS_ENABLED="0")
+    loader = create_app(settings)
+    try:
+        result = loader.test_cli_runner().invoke(args=["load-demo"])
+        assert result.exit_code == 0 and "ranker fit: fitted" in result.output, result.output
+    finally:
+        close_app(loader)
+    server = create_app(settings)   # `python app.py serve` afterwards: a fresh process on that database
+    try:
+        live = server.extensions["taskfinder"].search.live(wait=True)
+        assert not live.fit_stale   # no background fit is due: nothing will change the ranking later
+        body = server.test_client().get("/api/search?q=bus driver background check").get_json()
+        assert body["ranker"]["source"] == "fit" and body["ranker"]["fit_id"] is not None
+    finally:
+        close_app(server)
