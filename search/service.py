@@ -339,6 +339,7 @@ class SearchService:
         stage="total")."""
         total = _ms(started)
         self.metrics.bound(self.metrics.stage_seconds, "total").observe(total / 1000.0)
+        self.metrics.bound(self.metrics.search_seconds, "typeahead").observe(total / 1000.0)   # replays: rerank=0
         if not cached.body["results"]:
             self.metrics.zero_results.inc()
         if cached.body["no_confident_match"]:
@@ -391,6 +392,7 @@ class SearchService:
 
         for name, value in timings.items():
             self.metrics.stage_seconds.labels(name).observe(value / 1000.0)
+        self.metrics.bound(self.metrics.search_seconds, "rerank" if rerank else "typeahead").observe(timings["total"] / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
