@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clinc150", type=Path)
     parser.add_argument("--holdout", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--max-test-per-intent", type=int, default=None, help="CLINC150: at most N val requests per intent")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     with app.app_context():
         services = app.extensions["taskfinder"]
         tasks, train, test, source = _load(args.catalog, args.cases, None, args.holdout, args.seed, args.clinc150,
-                                           None, None)
+                                           None, args.max_test_per_intent)
         result = {"source": source, "cuts": run(services.settings, tasks, train, test, services.search.embedder,
                                                 seed=args.seed)}
     text = json.dumps(result, indent=2, default=str)
