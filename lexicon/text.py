@@ -143,7 +143,8 @@ def display_label(identifier: str, texts: Iterable[str]) -> str:
     """A person's label for a lower-case identifier such as a category: "facilities_safety" ->
     "Facilities Safety", and a word the catalog's own `texts` write in capitals mostly (an
     acronym: "ERSEA Selection Criteria") in capitals: "ersea" -> "ERSEA" (a style-sheet
-    `text-transform: capitalize` made it "Ersea"). An identifier with any capital letter was
+    `text-transform: capitalize` made it "Ersea"), as is a word they never write that has no
+    vowel ("hr" -> "HR"). An identifier with any capital letter was
     written that way on purpose and is kept as it is, underscores as spaces."""
     parts = [p for p in _LABEL_PARTS.split(identifier.strip()) if p]
     if identifier != identifier.lower():
@@ -156,4 +157,12 @@ def display_label(identifier: str, texts: Iterable[str]) -> str:
             if folded in wanted:
                 seen[folded] += 1
                 upper[folded] += token.isupper()
-    return " ".join(p.upper() if seen[p] and upper[p] * 2 > seen[p] else p[:1].upper() + p[1:] for p in parts)
+    return " ".join(p.upper() if _acronym(p, seen[p], upper[p]) else p[:1].upper() + p[1:] for p in parts)
+
+
+def _acronym(word: str, seen: int, upper: int) -> bool:
+    """Mostly written in capitals where it occurs, or (never written out) a word no English word
+    looks like: letters without a vowel ("hr", "cdc")."""
+    if seen:
+        return upper * 2 > seen
+    return word.isalpha() and not set(word) & set("aeiouy")

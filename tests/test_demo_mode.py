@@ -142,6 +142,7 @@ def test_display_label():
     assert display_label("facilities_safety", ["Facilities"]) == "Facilities Safety"
     assert display_label("it", ["it works"]) == "It"
     assert display_label("hr", ["HR files", "hr"]) == "Hr"   # half is not most
+    assert display_label("hr", []) == "HR" and display_label("data_manager", []) == "Data Manager"
     assert display_label("Fiscal_Year", []) == "Fiscal Year"   # written with capitals: kept
 
 

@@ -25,6 +25,7 @@ from flask import Blueprint, abort, after_this_request, current_app, jsonify, re
     send_from_directory
 from flask_compress import Compress, DictCache
 
+from lexicon.text import display_label
 from search.roles import sign_role_token
 from widget.demo_roles import EXTENSION, demo_secret, switcher_enabled, token_ttl_s
 
@@ -123,7 +124,11 @@ def homepage():
     settings = current_app.config["SETTINGS"]
     if not settings.demo_homepage:
         abort(404)
-    roles = sorted(_live().roles) if switcher_enabled(settings) else []
+    roles = []
+    if switcher_enabled(settings):
+        tasks = _live().index.tasks
+        texts = [text for task in tasks for text in (task.name, *task.aliases, task.help)]
+        roles = [(role, display_label(role, texts)) for role in sorted(_live().roles)]
     return _page("widget/home.html", roles=roles)
 
 
