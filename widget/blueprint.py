@@ -21,6 +21,8 @@ to work under `script-src 'self'`.
 """
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, abort, after_this_request, current_app, jsonify, render_template, request, \
     send_from_directory
 from flask_compress import Compress, DictCache
@@ -29,6 +31,7 @@ from lexicon.text import display_label
 from search.roles import sign_role_token
 from widget.demo_roles import EXTENSION, demo_secret, switcher_enabled, token_ttl_s
 
+log = logging.getLogger(__name__)
 widget_bp = Blueprint("widget", __name__, static_folder="static", static_url_path="/widget-static",
                       template_folder="templates")
 
@@ -155,7 +158,11 @@ def missing_page():
     404."""
     settings = current_app.config["SETTINGS"]
     if settings.demo_homepage and request.method in ("GET", "HEAD"):
-        live = _live()
+        try:
+            live = _live()
+        except Exception:   # no index and no database: a page-not-found is still an answer, never a 500
+            log.warning("no search index to look %s up in; answering 404", request.path, exc_info=True)
+            return _page("widget/not_found.html", 404, path=request.path)
         task = next((t for t in live.index.tasks if t.active and t.url == request.path), None)
         if task is not None:
             return _page("widget/task.html", task=task, restricted=bool(task.roles), path=request.path,
