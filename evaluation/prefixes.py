@@ -45,9 +45,9 @@ def score(queries, params, mode: str) -> dict:
     return {"n": n, "hit@5": round(sum(hits) / n, 4) if n else None, "mrr": round(sum(reciprocal) / n, 4) if n else None}
 
 
-def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42) -> dict:
+def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000) -> dict:
     tasks = [t for t in tasks if t.active]
-    params, _, _ = fit_on_training(settings, tasks, train, embedder, seed, 3000, show=False)
+    params, _, _ = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show=False)
     index = heldout_index(settings, tasks, train, embedder, params)
     out = {}
     for cut in (*cuts, None):
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--holdout", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--max-test-per-intent", type=int, default=None, help="CLINC150: at most N val requests per intent")
+    parser.add_argument("--cv-max-queries", type=int, default=3000, help="fit on at most this many CV queries")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks, train, test, source = _load(args.catalog, args.cases, None, args.holdout, args.seed, args.clinc150,
                                            None, args.max_test_per_intent)
         result = {"source": source, "cuts": run(services.settings, tasks, train, test, services.search.embedder,
-                                                seed=args.seed)}
+                                                seed=args.seed, cv_max_queries=args.cv_max_queries)}
     text = json.dumps(result, indent=2, default=str)
     if args.json:
         args.json.write_text(text + "\n")
