@@ -480,7 +480,8 @@ class SearchService:
     def _result_row(item, reason: str | None, category_labels) -> dict:
         task = item.task
         row = {"id": task.id, "name": task.name, "help": task.help, "url": task.url,
-               "category": task.category, "category_label": category_labels.get(task.category), "score": round(item.score, 4), "signals": item.signals,
+               "category": task.category, "category_label": category_labels.get(task.category),
+               "score": round(item.score, 4), "signals": item.signals,
                "probability": round(item.probability, 4), "contributions": item.contributions, "matched": item.matched,
                "pinned": item.pinned}
         if reason:
