@@ -4,7 +4,11 @@ Every answered /api/search gets a fresh `search_id` and is queued for the search
 (analytics.recorder writes it in the background, never on the request path).
 
 /api/search shows restricted tasks only to verified roles (search.roles: a signed role token
-or a trusted proxy's header); the `role` query parameter merely picks one of those."""
+or a trusted proxy's header); the `role` query parameter merely picks one of those. Each answer
+says how many of the best tasks the caller's roles hide (`hidden_by_role`, a count, never which)
+and whether this server can re-rank at all (`rerank_available`: no LLM configured, no point in
+asking rerank=1). Unknown API paths answer JSON errors; other unknown pages get the demo pages'
+HTML page-not-found (widget/)."""
 from __future__ import annotations
 
 import json
