@@ -199,6 +199,11 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     # the demo homepage at / (widget/): a page embedding the search widget over this catalog
     demo_homepage: bool = True
+    # the demo homepage's role switcher (widget/): visitors mint a short-lived role token for any
+    # role of the catalog. Only with DEMO_HOMEPAGE; off by default, as it shows restricted tasks
+    # to anyone (`make run` turns it on for the demo); its tokens are signed with a demo-only
+    # secret that nothing else accepts, never with ROLE_TOKEN_SECRET.
+    demo_role_switcher: bool = False
     # search analytics (analytics/): every /api/search is logged and the widget's events are
     # stored, both written by a background thread from a bounded in-memory queue
     analytics_enabled: bool = True
@@ -404,6 +409,7 @@ ENVIRONMENT = (
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
     ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),
+    ("demo_role_switcher", "DEMO_ROLE_SWITCHER", _as_bool),
     ("analytics_enabled", "ANALYTICS_ENABLED", _as_bool),
     ("analytics_retention_days", "ANALYTICS_RETENTION_DAYS", _int(1, 36500)),
     ("analytics_queue_size", "ANALYTICS_QUEUE_SIZE", _int(1, 1_000_000)),
@@ -438,6 +444,7 @@ WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedW
 # (`python ops/gen_config_doc.py > docs/configuration.md`; tests/test_docs.py fails when a
 # variable has no line here or the file is stale).
 DESCRIPTIONS = {
+    "DEMO_ROLE_SWITCHER": "the demo homepage's \"Search as\" role switcher, minting 5-minute demo-only role tokens (needs DEMO_HOMEPAGE; `make run` turns it on; never accepted outside demo mode)",
     "METRICS_TOKEN": "bearer token `/metrics` requires (at least 32 characters; Prometheus `authorization.credentials_file`); empty = only clients on this host may read it",
     "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, per process (over it: 429, nothing stored)",
     "ANALYTICS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from everyone per minute, per process",

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
+from typing import Iterable
 
 import Stemmer
 
@@ -132,3 +134,35 @@ def jaccard(a: set[str], b: set[str]) -> float:
     """|a & b| / |a | b|: the token-overlap similarity of Eq. 6 (0 when both are empty)."""
     union = a | b
     return len(a & b) / len(union) if union else 0.0
+
+
+_LABEL_PARTS = re.compile(r"[_\s-]+")
+
+
+def display_label(identifier: str, texts: Iterable[str]) -> str:
+    """A person's label for a lower-case identifier such as a category: "facilities_safety" ->
+    "Facilities Safety", and a word the catalog's own `texts` write in capitals mostly (an
+    acronym: "ERSEA Selection Criteria") in capitals: "ersea" -> "ERSEA" (a style-sheet
+    `text-transform: capitalize` made it "Ersea"), as is a word they never write that has no
+    vowel ("hr" -> "HR"). An identifier with any capital letter was
+    written that way on purpose and is kept as it is, underscores as spaces."""
+    parts = [p for p in _LABEL_PARTS.split(identifier.strip()) if p]
+    if identifier != identifier.lower():
+        return " ".join(parts)
+    wanted = {p for p in parts if p.isalpha() and len(p) >= 2}
+    upper, seen = Counter(), Counter()
+    for text in texts:
+        for token in re.findall(r"[A-Za-z]+", text):
+            folded = token.lower()
+            if folded in wanted:
+                seen[folded] += 1
+                upper[folded] += token.isupper()
+    return " ".join(p.upper() if _acronym(p, seen[p], upper[p]) else p[:1].upper() + p[1:] for p in parts)
+
+
+def _acronym(word: str, seen: int, upper: int) -> bool:
+    """Mostly written in capitals where it occurs, or (never written out) a word no English word
+    looks like: letters without a vowel ("hr", "cdc")."""
+    if seen:
+        return upper * 2 > seen
+    return word.isalpha() and not set(word) & set("aeiouy")

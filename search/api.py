@@ -4,7 +4,11 @@ Every answered /api/search gets a fresh `search_id` and is queued for the search
 (analytics.recorder writes it in the background, never on the request path).
 
 /api/search shows restricted tasks only to verified roles (search.roles: a signed role token
-or a trusted proxy's header); the `role` query parameter merely picks one of those."""
+or a trusted proxy's header); the `role` query parameter merely picks one of those. Each answer
+says how many of the best tasks the caller's roles hide (`hidden_by_role`, a count, never which)
+and whether this server can re-rank at all (`rerank_available`: no LLM configured, no point in
+asking rerank=1). Unknown API paths answer JSON errors; other unknown pages get the demo pages'
+HTML page-not-found (widget/)."""
 from __future__ import annotations
 
 import hmac
@@ -12,6 +16,7 @@ import ipaddress
 import json
 import logging
 import os
+from dataclasses import replace
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -19,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from analytics import analytics_recorder
 from analytics.records import SESSION_ID, search_record
 from catalog.models import utcnow
-from search.roles import NONE, REJECTED, Access, bearer_token, resolve_access
+from search.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from search.service import BadQuery
 from settings import PROJECT_ROOT
 
@@ -93,10 +98,22 @@ REJECTED_NOTE = "the role credential was not accepted; only unrestricted tasks a
 ROLE_IGNORED_NOTE = "'role' was ignored: it is not one of the caller's verified roles"
 
 
+DEMO_ROLE_SECRET = "demo_role_secret"   # app.extensions: set by the demo's role switcher only while it is on
+
+
 def caller_access(args: dict[str, str]) -> Access:
-    """The caller's verified roles (search.roles): a signed token or a trusted proxy's header."""
+    """The caller's verified roles (search.roles): a signed token or a trusted proxy's header.
+    While the demo's role switcher is on (widget.demo_roles), a token that ROLE_TOKEN_SECRET
+    does not verify may instead be one the switcher signed with its demo-only secret."""
     environ = request.environ
-    return resolve_access(services().settings, EnvironHeaders(environ), args, environ.get("REMOTE_ADDR"))
+    settings, headers = services().settings, EnvironHeaders(environ)
+    access = resolve_access(settings, headers, args, environ.get("REMOTE_ADDR"))
+    demo_secret = current_app.extensions.get(DEMO_ROLE_SECRET)
+    if access.credential == REJECTED and demo_secret:
+        demo = resolve_access(replace(settings, role_token_secret=demo_secret), headers, args, None)
+        if demo.credential == VERIFIED:
+            return demo
+    return access
 
 
 def access_report(access: Access, requested_role: str | None, body: dict) -> dict:
@@ -125,7 +142,8 @@ def api_search():
     record = search_record(answer.body, session_id, utcnow())
     analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
     # search.answer: a cached answer's results are not encoded again, only these fields
-    body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body))
+    body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body),
+                          rerank_available=svc.search.reranker is not None)
     response = current_app.response_class(body + b"\n", mimetype="application/json")
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
         response.headers["Cache-Control"] = "private, no-store"
@@ -217,8 +235,27 @@ def reject_undecodable_query_string():
     return None
 
 
+# Paths whose clients are programs: their errors are JSON. Any other unknown path gets the HTML
+# page-not-found of the demo pages (widget/), which in demo mode also serves the tasks' URLs.
+API_PATHS = ("/api/", "/admin/api/")
+API_ENDPOINTS = frozenset({"/api", "/metrics", "/healthz", "/readyz", "/openapi.json"})
+
+
+def is_api_path(path: str) -> bool:
+    return path in API_ENDPOINTS or path.startswith(API_PATHS)
+
+
+def wants_html() -> bool:
+    """A browser's request (Accept ranks text/html above JSON), or one without an Accept header."""
+    accept = request.accept_mimetypes
+    return not accept or accept.best_match(["application/json", "text/html"]) == "text/html"
+
+
 @search_bp.app_errorhandler(404)
 def not_found(_error):
+    html_page = current_app.extensions.get("html_not_found")
+    if html_page is not None and not is_api_path(request.path) and wants_html():
+        return html_page()
     return jsonify({"error": f"no such endpoint: {request.path}"}), 404
 
 

@@ -28,5 +28,5 @@ def fit_command(history: bool):
             click.echo(f"fit {fit.id}  {fit.created_at:%Y-%m-%d %H:%M}  revision {fit.store_revision}  "
                        f"{report.get('n_cases', '?')} cases  CV Hit@1 {full.get('hit@1', '-')}  MRR {full.get('mrr', '-')}")
         return
-    report = services.search.refit(services.search.live(wait=True))
+    report = services.search.refit_now()
     click.echo(json.dumps(report, indent=2, ensure_ascii=False, default=str))

@@ -5,6 +5,7 @@ evaluation runs and the tests all build it the same way. Query time only reads i
 """
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
@@ -14,7 +15,7 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
-from lexicon.text import stem, words
+from lexicon.text import display_label, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedMemory
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
@@ -24,6 +25,10 @@ from settings import FieldWeights
 Enrichment = Mapping[str, Sequence[tuple[str, float]]]
 ENRICHED_FIELD_WEIGHT = 1.0
 MEMO_SIZE = 50_000   # typo-correction answers remembered per index
+# Type-ahead: the query's last word is also read as the start of a longer word (search.index.
+# prefix_expansion), once it has this many characters, expanded to at most this many terms.
+PREFIX_MIN_CHARS = 2
+PREFIX_MAX_TERMS = 8
 
 
 def task_fields(task: TaskRecord) -> dict[str, str]:
@@ -78,8 +83,11 @@ class SearchIndex:
     task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised passage embeddings, or None
     prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
     learned: LearnedMemory | None = None    # implicit exemplars learned from use (search.learned), or None
+    category_labels: Mapping[str, str] = field(default_factory=dict)   # category -> label people read
+    term_support: np.ndarray | None = None  # per term column: postings in lexical + rationale + exemplar
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
+    _prefixes: dict = field(default_factory=dict, compare=False, repr=False)
 
     def memo_corrections(self, word: str, last: bool, min_similarity: float, compute):
         """The typo corrections of `word`, computed once per index (at most MEMO_SIZE entries)."""
@@ -89,6 +97,16 @@ class SearchIndex:
             if len(self._corrections) >= MEMO_SIZE:
                 self._corrections.clear()
             found = self._corrections[key] = compute()
+        return found
+
+    def prefix_expansion(self, word: str) -> dict[int, float]:
+        """The vocabulary terms `word` may be the start of (search.index.prefix_expansion),
+        computed once per word and index (at most MEMO_SIZE entries)."""
+        found = self._prefixes.get(word)
+        if found is None:
+            if len(self._prefixes) >= MEMO_SIZE:
+                self._prefixes.clear()
+            found = self._prefixes[word] = prefix_expansion(self, word)
         return found
 
     def visible(self, role: str | None, restrict: bool = True) -> tuple[np.ndarray, tuple[TaskRecord, ...]]:
@@ -207,7 +225,55 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                        lexical_ideal=IdealWeights.of(lexical_matrix), rationale_ideal=IdealWeights.of(rationale_matrix),
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
-                       surface_to_term=surface, lexicon=lexicon)
+                       surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks),
+                       term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical))
+
+
+def term_support(*matrices: sparse.csc_matrix) -> np.ndarray:
+    """Per term column, how many (task, term) postings the sparse signals hold for it: the
+    document frequency over task text, rationale lexicon and exemplar documents together."""
+    return sum(np.diff(m.indptr).astype(np.float32) for m in matrices)
+
+
+def prefix_expansion(index: "SearchIndex", word: str) -> dict[int, float]:
+    """Type-ahead prefix evidence: the term columns whose surface words start with `word` (an
+    unfinished last word: "dev", "devel", "immun"), weighted, {column: weight} summing to 1.
+
+        weight(t) ∝ support(t) · |word| / |shortest surface word of t starting with word|
+
+    Every completion is a candidate reading of what the person is typing, as in Algolia's and
+    Meilisearch's "last word as a prefix" (both match the last query word as the prefix of any
+    indexed word); among the readings, terms more tasks use (document frequency, as a query
+    auto-completion ranks completions by popularity: Bar-Yossef & Kraus, WWW 2011) and
+    completions closer to what was typed count more. The PREFIX_MAX_TERMS heaviest are kept and
+    renormalised, so the word counts as one query word in the coverage normalisation. Empty
+    when `word` is shorter than PREFIX_MIN_CHARS, a term itself, or starts nothing.
+
+    The vocabulary is `index.surface_words`, sorted at index time: the completions are one
+    contiguous slice found by binary search, so the cost is the number of completions."""
+    if len(word) < PREFIX_MIN_CHARS or word.isdigit() or stem(word) in index.vocabulary:
+        return {}
+    surface = index.surface_words
+    lo = bisect.bisect_left(surface, word)
+    hi = bisect.bisect_left(surface, word + "\uffff", lo)
+    closeness: dict[int, float] = {}
+    for completion in surface[lo:hi]:
+        column = index.vocabulary.get(index.surface_to_term.get(completion, ""))
+        if column is not None:
+            closeness[column] = max(closeness.get(column, 0.0), len(word) / len(completion))
+    if not closeness or index.term_support is None:
+        return {}
+    weights = {column: float(index.term_support[column]) * near for column, near in closeness.items()}
+    top = sorted(weights.items(), key=lambda item: (-item[1], item[0]))[:PREFIX_MAX_TERMS]
+    total = sum(weight for _, weight in top)
+    return {column: weight / total for column, weight in top if weight > 0} if total > 0 else {}
+
+
+def category_labels(tasks: Sequence[TaskRecord]) -> dict[str, str]:
+    """Each category's display label (lexicon.text.display_label over the tasks' names, aliases
+    and help: an acronym stays in capitals)."""
+    texts = [text for task in tasks for text in (task.name, *task.aliases, task.help)]
+    return {category: display_label(category, texts) for category in {t.category for t in tasks if t.category}}
 
 
 def _with_columns(matrix: sparse.csc_matrix, columns: Sequence[int], shape: tuple[int, int]) -> sparse.csc_matrix:

@@ -146,13 +146,21 @@ class QueryPlan:
     lexical_ideal: float                        # coverage denominators (see coverage_normalise)
     rationale_ideal: float
     exemplar_ideal: float
+    prefix_columns: dict[int, float] = field(default_factory=dict)  # the last word's completions -> weight
 
 
-def plan_query(index: SearchIndex, query_words: list[str], corrections) -> QueryPlan:
+def _weighted_ideal(ideal, columns: dict[int, float]) -> float:
+    return sum(weight * ideal.of_term(column) for column, weight in columns.items())
+
+
+def plan_query(index: SearchIndex, query_words: list[str], corrections,
+               prefix_columns: dict[int, float] | None = None) -> QueryPlan:
+    """`prefix_columns`: the last word's completions (SearchIndex.prefix_expansion): that word
+    then meets the exact-term signals through them, weighted, and its ideal is theirs."""
     columns: list[int] = []
     typo_columns: dict[int, float] = {}
     lexical_ideal = rationale_ideal = exemplar_ideal = 0.0
-    for word in query_words:
+    for position, word in enumerate(query_words):
         column = index.vocabulary.get(stem(word))
         if column is not None:
             columns.append(column)
@@ -162,24 +170,36 @@ def plan_query(index: SearchIndex, query_words: list[str], corrections) -> Query
             corrected = index.vocabulary.get(index.surface_to_term.get(best, ""))
             if corrected is not None:
                 typo_columns[corrected] = max(typo_columns.get(corrected, 0.0), similarity)
+        if prefix_columns and position == len(query_words) - 1:   # (a prefix is never a term itself)
+            lexical_ideal += _weighted_ideal(index.lexical_ideal, prefix_columns)
+            rationale_ideal += _weighted_ideal(index.rationale_ideal, prefix_columns)
+            exemplar_ideal += _weighted_ideal(index.exemplar_ideal, prefix_columns)
+            continue
         # A word's ideal is that of its own term where the signal knows it, else its correction's.
         lexical_ideal += index.lexical_ideal.of_term(column if in_catalog_text(index, column) else corrected)
         known_to_lexicon = column is not None and index.rationale_ideal.per_term[column] > 0
         rationale_ideal += index.rationale_ideal.of_term(column if known_to_lexicon else corrected)
         known_to_cases = column is not None and index.exemplar_ideal.per_term[column] > 0
         exemplar_ideal += index.exemplar_ideal.of_term(column if known_to_cases else None)
-    return QueryPlan(unique(columns), typo_columns, lexical_ideal, rationale_ideal, exemplar_ideal)
+    return QueryPlan(unique(columns), typo_columns, lexical_ideal, rationale_ideal, exemplar_ideal,
+                     dict(prefix_columns or {}))
 
 
 def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]:
     """Lexical, rationale, typo and exemplar scores of every task, coverage-normalised to [0, ~1]."""
     typo_cols, typo_sims = list(plan.typo_columns), list(plan.typo_columns.values())
+    prefix_cols, prefix_weights = list(plan.prefix_columns), list(plan.prefix_columns.values())
+
+    def exact(matrix) -> np.ndarray:   # the query's own terms, plus the last word's completions
+        scores = column_sum(matrix, plan.columns)
+        return scores + column_sum(matrix, prefix_cols, prefix_weights) if prefix_cols else scores
+
     return {
-        "lexical": coverage_normalise(column_sum(index.lexical, plan.columns), plan.lexical_ideal),
-        "rationale": coverage_normalise(column_sum(index.rationale, plan.columns), plan.rationale_ideal),
+        "lexical": coverage_normalise(exact(index.lexical), plan.lexical_ideal),
+        "rationale": coverage_normalise(exact(index.rationale), plan.rationale_ideal),
         "typo": (coverage_normalise(column_sum(index.lexical, typo_cols, typo_sims), plan.lexical_ideal)
                  + coverage_normalise(column_sum(index.rationale, typo_cols, typo_sims), plan.rationale_ideal)),
-        "exemplar": coverage_normalise(column_sum(index.exemplars.lexical, plan.columns), plan.exemplar_ideal),
+        "exemplar": coverage_normalise(exact(index.exemplars.lexical), plan.exemplar_ideal),
     }
 
 
@@ -189,6 +209,7 @@ class AnalysedQuery:
     words: list[str]
     corrections: dict[str, list[tuple[str, float]]]
     embedding_text: str   # the query as the embedder should see it
+    prefix: dict[int, float] = field(default_factory=dict)   # the last word's completions (type-ahead)
 
 
 # A word unknown to the catalog and the lexicon is replaced by its correction in the text the
@@ -198,7 +219,8 @@ class AnalysedQuery:
 EMBED_CORRECTION_MIN = 0.9
 
 
-def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0) -> AnalysedQuery:
+def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0,
+                  prefix_search: bool = True) -> AnalysedQuery:
     """Normalise, split and typo-correct a query once, for every signal.
 
     The embedder gets the user's own text (stopwords, order and all: e5 reads sentences), with
@@ -215,7 +237,8 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     if replace_with:
         embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
                                            " ".join(normalise(query).split()))
-    return AnalysedQuery(query, query_words, corrections, embedding_text)
+    prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search else {}
+    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix)
 
 
 _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
@@ -255,7 +278,7 @@ def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
                   query_vector: np.ndarray | None) -> dict[str, np.ndarray]:
     """Each available signal's value for the tasks in `rows` (dense ones only with vectors)."""
-    plan = plan_query(index, analysed.words, analysed.corrections)
+    plan = plan_query(index, analysed.words, analysed.corrections, analysed.prefix)
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
     if query_vector is not None and index.has_vectors:
         values.update(dense_signals(index, rows, query_vector))

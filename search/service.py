@@ -272,6 +272,13 @@ class SearchService:
         thread.start()
         return thread
 
+    def refit_now(self) -> dict:
+        """Fit in the foreground (CLI: `fit`, `load-demo`): first wait for a background fit in
+        flight in this process (building the index may have started one; racing it would lose
+        the lease and leave with nothing stored), then fit unless it stored one for these cases."""
+        with self._fitting:
+            return self.refit(self.live(wait=True))
+
     def refit(self, live: LiveIndex | None = None) -> dict:
         """Fit on the store's current tasks and cases and save the result; returns the report."""
         live = live or self.live()
@@ -363,6 +370,7 @@ class SearchService:
         stage="total")."""
         total = _ms(started)
         self.metrics.bound(self.metrics.stage_seconds, "total").observe(total / 1000.0)
+        self.metrics.bound(self.metrics.search_seconds, "typeahead").observe(total / 1000.0)   # replays: rerank=0
         if not cached.body["results"]:
             self.metrics.zero_results.inc()
         if cached.body["no_confident_match"]:
@@ -404,6 +412,7 @@ class SearchService:
 
         confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None)
         confident = confidence.answer
+        hidden = self._hidden_by_role(live, analysed, query_vector, k, visible) if restrict_roles else 0
         nearest = result.ranked
         if not confident:
             result = replace(result, ranked=[])
@@ -414,9 +423,10 @@ class SearchService:
 
         for name, value in timings.items():
             self.metrics.stage_seconds.labels(name).observe(value / 1000.0)
+        self.metrics.bound(self.metrics.search_seconds, "rerank" if rerank else "typeahead").observe(timings["total"] / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
-        results = [self._result_row(item, rerank_info["reasons"].get(position))
+        results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
                    for position, item in ranked[:k]]
         if not results:
             self.metrics.zero_results.inc()
@@ -440,7 +450,21 @@ class SearchService:
             "weights": {name: round(w, 4) for name, w in result.effective_weights.items()},
             "ranker": {**params.summary(), "mode": result.mode, "confidence": confidence.logit},
             "rerank": rerank_info,
+            "hidden_by_role": hidden,
         }, timings)
+
+    def _hidden_by_role(self, live: LiveIndex, analysed, query_vector, k: int, visible: frozenset[str]) -> int:
+        """How many of the top `k` tasks for every role (a confident answer only) the caller may
+        not see: a count, never which. Costs a second prefilter only when some task is hidden
+        from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
+        if not (live.roles - visible):
+            return 0
+        everyone = prefilter(live.index, analysed, live.params.weights, k, restrict_roles=False,
+                             query_vector=query_vector)
+        model = live.params.abstention_for(everyone.mode) if self.settings.abstain else None
+        if not assess(everyone, model).answer:
+            return 0
+        return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:
@@ -484,10 +508,11 @@ class SearchService:
         return reordered + [(len(shortlist) + j, s) for j, s in enumerate(tail)], info
 
     @staticmethod
-    def _result_row(item, reason: str | None) -> dict:
+    def _result_row(item, reason: str | None, category_labels) -> dict:
         task = item.task
         row = {"id": task.id, "name": task.name, "help": task.help, "url": task.url,
-               "category": task.category, "score": round(item.score, 4), "signals": item.signals,
+               "category": task.category, "category_label": category_labels.get(task.category),
+               "score": round(item.score, 4), "signals": item.signals,
                "probability": round(item.probability, 4), "contributions": item.contributions, "matched": item.matched,
                "pinned": item.pinned}
         if reason:

@@ -90,11 +90,15 @@ def test_every_dashboard_metric_is_exported(exported_names):
     assert used - exported_names == set()
 
 
+# Series Prometheus writes itself: `up` (1 when the target's last scrape succeeded)
+PROMETHEUS_SERIES = {"up"}
+
+
 def test_every_alert_metric_is_exported_or_recorded(exported_names):
     rules = alert_rules()
     recorded = {rule["record"] for rule in rules if "record" in rule}
     used = set().union(*(metric_names(rule["expr"]) for rule in rules))
-    assert used - exported_names - recorded == set()
+    assert used - exported_names - recorded - PROMETHEUS_SERIES == set()
     assert recorded <= used, "a recording rule nothing uses"
 
 
@@ -104,8 +108,60 @@ def test_each_alert_has_a_runbook_section():
     alerts = [rule for rule in alert_rules() if "alert" in rule]
     assert len(alerts) >= 6
     for rule in alerts:
-        anchor = rule["annotations"]["runbook"].split("#", 1)[1]
+        base, anchor = rule["annotations"]["runbook_url"].split("#", 1)
+        assert base == "{{ $externalLabels.runbook_base }}", rule["alert"]   # an absolute URL: a link
         assert anchor == rule["alert"].lower() and anchor in headings, rule["alert"]
+    runbook_base = yaml.safe_load((OPS / "prometheus.yml").read_text())["global"]["external_labels"]["runbook_base"]
+    assert re.fullmatch(r"https://\S+/ops/runbooks\.md", runbook_base)
+
+
+def test_the_target_down_and_absent_metrics_and_both_latency_alerts_exist():
+    exprs = {rule["alert"]: " ".join(rule["expr"].split()) for rule in alert_rules() if "alert" in rule}
+    assert exprs["TaskfinderTargetDown"] == 'up{job="taskfinder"} == 0'
+    assert "absent(" in exprs["TaskfinderMetricsAbsent"]
+    assert 'kind="typeahead"' in exprs["TaskfinderTypeaheadLatencyHigh"]
+    assert 'kind="rerank"' in exprs["TaskfinderRerankLatencyHigh"]
+    assert "TaskfinderSearchLatencyHigh" not in exprs   # one alert for both budgets hid the type-ahead one
+
+
+def test_labelled_counters_are_zero_on_a_fresh_healthy_app(tmp_path, shared_cache_dir):
+    """A labelled counter that no request has touched yet still has its series, at 0: dashboards
+    and alerts read 0, not "No data"."""
+    from tests.conftest import build_app, close_app, make_settings
+
+    app = build_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED="0"), [], [])
+    try:
+        samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                   for family in text_string_to_metric_families(app.test_client().get("/metrics").get_data(as_text=True))
+                   for sample in family.samples}
+    finally:
+        close_app(app)
+
+    def value(name, **labels):
+        return samples.get((name, tuple(sorted(labels.items()))))
+
+    assert value("taskfinder_degraded_responses_total", flag="embeddings_unavailable") == 0
+    assert value("taskfinder_rerank_dropped_entries_total", reason="malformed_json") == 0
+    assert value("taskfinder_rerank_tokens_total", kind="prompt") == 0
+    assert value("taskfinder_analytics_records_total", kind="search", outcome="dropped_full") == 0
+    assert value("taskfinder_http_requests_total", endpoint="/api/search", status="500") == 0
+    for kind in ("typeahead", "rerank"):
+        assert value("taskfinder_search_duration_seconds_count", kind=kind) == 0
+
+
+def test_searches_are_timed_by_kind(demo_app):
+    client = demo_app.test_client()
+
+    def count(kind):
+        text = client.get("/metrics").get_data(as_text=True)
+        return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "taskfinder_search_duration_seconds_count" and s.labels["kind"] == kind)
+
+    before = count("typeahead"), count("rerank")
+    client.get("/api/search?q=kids shots&rerank=0")
+    client.get("/api/search?q=kids shots&rerank=0")   # an answer-cache replay is a type-ahead search too
+    client.get("/api/search?q=kids shots&rerank=1")
+    assert (count("typeahead"), count("rerank")) == (before[0] + 2, before[1] + 1)
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian: apt-get install prometheus)")

@@ -34,6 +34,19 @@ BREAKER_STATES = ("closed", "open", "half_open")
 RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
 EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
 RATE_LIMITS = ("search", "events", "login", "login_lockout", "login_account")
+#: The other label values known in advance, created at zero too: a dashboard panel or an alert on
+#: a labelled counter shows 0 on a healthy system, not "No data" (a series that does not exist).
+DEGRADED_FLAGS = ("embeddings_unavailable", "rerank_unavailable", "rerank_invalid")
+RERANK_DROP_REASONS = ("malformed_json", "wrong_shape", "idx_out_of_range", "name_mismatch", "unknown_name",
+                       "duplicate")   # rerank.validate
+TOKEN_KINDS = ("prompt", "completion")
+ANALYTICS_RECORDS = [(kind, outcome) for kind in ("search", "events")
+                     for outcome in ("queued", "written", "dropped_full", "write_failed", "rejected")]   # analytics.recorder
+#: Search latency by what the caller waits for: the instant type-ahead list (rerank=0) or the
+#: re-ranked one (rerank=1, an LLM call); separate alerts, since their budgets differ 20-fold.
+SEARCH_KINDS = ("typeahead", "rerank")
+#: Endpoints whose server errors the 5xx ratio alert and the dashboard divide: at zero from the start.
+ZEROED_REQUESTS = [("/api/search", "500"), ("/api/events", "500")]
 PER_WORKER = "liveall"
 
 
@@ -57,6 +70,9 @@ class Metrics:
         # the search pipeline
         self.stage_seconds = Histogram("taskfinder_stage_seconds", "Time spent per search pipeline stage",
                                        ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.search_seconds = Histogram("taskfinder_search_duration_seconds",
+                                        "Search pipeline time by kind: typeahead (rerank=0) or rerank (rerank=1)",
+                                        ["kind"], buckets=LATENCY_BUCKETS, registry=r)
         self.degraded = Counter("taskfinder_degraded_responses", "Search responses served degraded, by flag",
                                 ["flag"], registry=r)
         self.answer_cache = Counter("taskfinder_answer_cache_lookups",
@@ -122,6 +138,14 @@ class Metrics:
         self._zero(self.embedding_cache, ("hit", "miss"))
         self._zero(self.answer_cache, ("hit", "miss"))
         self._zero(self.ratelimited, RATE_LIMITS)
+        self._zero(self.degraded, DEGRADED_FLAGS)
+        self._zero(self.rerank_dropped, RERANK_DROP_REASONS)
+        self._zero(self.rerank_tokens, TOKEN_KINDS)
+        self._zero(self.search_seconds, SEARCH_KINDS)
+        for kind, outcome in ANALYTICS_RECORDS:
+            self.analytics_records.labels(kind, outcome)
+        for endpoint, status in ZEROED_REQUESTS:
+            self.requests.labels(endpoint, status)
 
     @staticmethod
     def _checked_multiprocess_dir(directory: Path | None) -> Path | None:
@@ -137,7 +161,7 @@ class Metrics:
         return directory
 
     @staticmethod
-    def _zero(counter: Counter, label_values: Iterable[str]) -> None:
+    def _zero(counter: Counter | Histogram, label_values: Iterable[str]) -> None:
         for value in label_values:
             counter.labels(value)
 

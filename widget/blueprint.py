@@ -4,6 +4,9 @@
     GET /widget.css   its optional stylesheet
     GET /             the demo homepage (DEMO_HOMEPAGE, on by default): a plain page that embeds
                       the widget exactly as a host platform would, searching this app's catalog
+    GET /demo/role-token?role=R   the demo's role switcher (DEMO_ROLE_SWITCHER, see widget.demo_roles)
+    GET <a task's URL>   in demo mode, a stand-in page for the host platform's task screen
+    any other unknown page   an HTML "page not found" (API paths keep their JSON errors: search.api)
 
 A host page embeds it with
 
@@ -18,8 +21,17 @@ to work under `script-src 'self'`.
 """
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template, send_from_directory
+import logging
 
+from flask import Blueprint, abort, after_this_request, current_app, jsonify, render_template, request, \
+    send_from_directory
+from flask_compress import Compress, DictCache
+
+from lexicon.text import display_label
+from search.roles import sign_role_token
+from widget.demo_roles import EXTENSION, demo_secret, switcher_enabled, token_ttl_s
+
+log = logging.getLogger(__name__)
 widget_bp = Blueprint("widget", __name__, static_folder="static", static_url_path="/widget-static",
                       template_folder="templates")
 
@@ -29,12 +41,44 @@ HOMEPAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connec
 # The assets themselves: a script or stylesheet needs no privileges as a document.
 ASSET_CSP = "default-src 'none'; frame-ancestors 'none'"
 ASSET_MAX_AGE_S = 300   # short: hosts pick up a new widget within minutes of a deploy
+COMPRESSION = "widget_compress"
+
+
+@widget_bp.record_once
+def _install_compression(state) -> None:
+    """Flask-Compress (maintained; zstd, br, gzip and deflate by the client's Accept-Encoding,
+    `Vary: Accept-Encoding`, ETags suffixed per encoding) for the widget's assets only: not
+    registered app-wide (COMPRESS_REGISTER off), so the JSON API is never compressed on the
+    request path. Each asset is compressed once per encoding and kept in memory (DictCache keyed
+    by path: the files change only with a deploy, i.e. a restart); widget.js is 41 KB raw, 10 KB
+    gzip, 9 KB br."""
+    compress = Compress()
+    config = state.app.config
+    config.update(COMPRESS_REGISTER=False, COMPRESS_STREAMS=False, COMPRESS_MIN_SIZE=500,
+                  COMPRESS_CACHE_BACKEND=DictCache, COMPRESS_CACHE_KEY=lambda request: request.path,
+                  COMPRESS_ALGORITHM=["br", "gzip"], COMPRESS_BR_LEVEL=11, COMPRESS_LEVEL=9)
+    compress.init_app(state.app)
+    state.app.extensions[COMPRESSION] = compress
+
+
+def _compressed(response):
+    """Compress (Flask-Compress also answers a matching If-None-Match with 304); a client that
+    accepts no encoding gets the file as it is, revalidated the same way."""
+    response = current_app.extensions[COMPRESSION].after_request(response)
+    if "Content-Encoding" not in response.headers:
+        response.make_conditional(request)
+    return response
 
 
 def _asset(filename: str, mimetype: str):
     """A widget asset, loadable by host pages on any origin (Cross-Origin-Resource-Policy), with
-    a short cache lifetime and its ETag for cheap revalidation."""
-    response = send_from_directory(widget_bp.static_folder, filename, mimetype=mimetype, max_age=ASSET_MAX_AGE_S)
+    a short cache lifetime and its ETag for cheap revalidation, compressed (br or gzip) when the
+    client accepts it."""
+    response = send_from_directory(widget_bp.static_folder, filename, mimetype=mimetype, max_age=ASSET_MAX_AGE_S,
+                                   conditional=False)
+    response.direct_passthrough = False
+    response.make_sequence()   # the file read into memory: a body that can be compressed (and cached)
+    after_this_request(_compressed)
     response.headers["Content-Security-Policy"] = ASSET_CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cross-Origin-Resource-Policy"] = "cross-origin"
@@ -51,15 +95,76 @@ def widget_css():
     return _asset("widget.css", "text/css")
 
 
-@widget_bp.get("/")
-def homepage():
-    """The demo homepage; a 404 when DEMO_HOMEPAGE is off (a deployment that only serves the API
-    and the widget to its host platforms)."""
-    if not current_app.config["SETTINGS"].demo_homepage:
-        abort(404)
-    response = current_app.make_response(render_template("widget/home.html"))
+@widget_bp.record_once
+def _install_demo(state) -> None:
+    """The switcher's secret (only while it is on) and the HTML page-not-found (search.api's
+    404 handler calls it for a page that is not an API path)."""
+    settings = state.app.config["SETTINGS"]
+    if switcher_enabled(settings):
+        state.app.extensions[EXTENSION] = demo_secret(settings.secret_key)
+    state.app.extensions["html_not_found"] = missing_page
+
+
+def _live():
+    return current_app.extensions["taskfinder"].search.live()
+
+
+def _page(template: str, status: int = 200, **context):
+    """A demo page (no inline script or style, never framed)."""
+    settings = current_app.config["SETTINGS"]
+    response = current_app.make_response((render_template(template, demo=settings.demo_homepage, **context), status))
     response.headers["Content-Security-Policy"] = HOMEPAGE_CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Referrer-Policy"] = "same-origin"
     return response
+
+
+@widget_bp.get("/")
+def homepage():
+    """The demo homepage; a 404 when DEMO_HOMEPAGE is off (a deployment that only serves the API
+    and the widget to its host platforms). With the role switcher, it lists the catalog's roles."""
+    settings = current_app.config["SETTINGS"]
+    if not settings.demo_homepage:
+        abort(404)
+    roles = []
+    if switcher_enabled(settings):
+        tasks = _live().index.tasks
+        texts = [text for task in tasks for text in (task.name, *task.aliases, task.help)]
+        roles = [(role, display_label(role, texts)) for role in sorted(_live().roles)]
+    return _page("widget/home.html", roles=roles)
+
+
+@widget_bp.get("/demo/role-token")
+def demo_role_token():
+    """{"token", "role", "expires_in"}: a role token for one role of the catalog, signed with the
+    demo-only secret (widget.demo_roles); a 404 unless the switcher is on."""
+    settings = current_app.config["SETTINGS"]
+    secret = current_app.extensions.get(EXTENSION)
+    if not switcher_enabled(settings) or not secret:
+        abort(404)
+    role = request.args.get("role", "")
+    if role not in _live().roles:
+        return jsonify({"error": "role must be one of the roles of the catalog's tasks"}), 400
+    ttl = token_ttl_s(settings)
+    response = jsonify({"token": sign_role_token(secret, [role], ttl), "role": role, "expires_in": ttl})
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def missing_page():
+    """A page that no route serves: in demo mode, a task's URL gets a stand-in for the host's
+    task screen (200; a restricted task's name and help are not shown); anything else an HTML
+    404."""
+    settings = current_app.config["SETTINGS"]
+    if settings.demo_homepage and request.method in ("GET", "HEAD"):
+        try:
+            live = _live()
+        except Exception:   # no index and no database: a page-not-found is still an answer, never a 500
+            log.warning("no search index to look %s up in; answering 404", request.path, exc_info=True)
+            return _page("widget/not_found.html", 404, path=request.path)
+        task = next((t for t in live.index.tasks if t.active and t.url == request.path), None)
+        if task is not None:
+            return _page("widget/task.html", task=task, restricted=bool(task.roles), path=request.path,
+                         category_label=live.index.category_labels.get(task.category))
+    return _page("widget/not_found.html", 404, path=request.path)

@@ -7,7 +7,8 @@
  *           data-target="#taskfinder" defer></script>
  *
  * Type-ahead shows the instant prefilter ranking (rerank=0) 120 ms after the last keystroke and
- * the re-ranked list (rerank=1) on Enter or after a 700 ms pause. The input is a WAI-ARIA 1.2
+ * the re-ranked list (rerank=1) on Enter or after a 700 ms pause, unless the API says re-ranking is
+ * unavailable (`rerank_available: false`: the instant list is final). The input is a WAI-ARIA 1.2
  * combobox with a listbox popup. Every string from the API is inserted with textContent (never
  * innerHTML), task URLs must be http(s), and nothing is inline, so the widget runs under a
  * Content-Security-Policy of script-src 'self'. Searches, clicks, dwell and returns are posted
@@ -58,7 +59,10 @@
     busy: "Too many searches right now. Please wait a moment and try again.",
     quickOnly: "Showing quick results: refining them is unavailable right now.",
     reduced: "Search is running in a reduced mode right now; results may be less accurate.",
-    noLink: "This task has no link."
+    noLink: "This task has no link.",
+    hidden: function (n) {
+      return (n === 1 ? "1 result" : n + " results") + " hidden — sign in as a role to see them";
+    }
   };
   var counter = 0;
   var queues = {};
@@ -227,6 +231,12 @@
     return line.charAt(0).toUpperCase() + line.slice(1);
   }
 
+  /** The API's label for the category ("ERSEA", "Human Resources"), else the identifier with
+   *  spaces for underscores (as written: no guessed capitals). */
+  function categoryLabel(row) {
+    return String(row.category_label || String(row.category).replace(/_/g, " "));
+  }
+
   function highlights(token, words) {
     var t = fold(token);
     for (var i = 0; i < words.length; i++) {
@@ -265,6 +275,7 @@
     this.settledQuery = null;
     this.impressed = {};
     this.dismissed = false;   // closed by Escape: answers arriving later do not reopen it
+    this.rerankAvailable = null;   // unknown until the API says (rerank_available in each answer)
     this.build(container);
     this.resumePending();
   }
@@ -307,6 +318,9 @@
     popup.appendChild(this.notice);
     popup.appendChild(listbox);
     popup.appendChild(this.empty);
+    this.hiddenNote = el("p", "tf-hidden");
+    this.hiddenNote.hidden = true;
+    popup.appendChild(this.hiddenNote);
 
     this.live = el("div", "tf-live");
     this.live.setAttribute("role", "status");
@@ -350,7 +364,7 @@
   /** The person paused: ask for the re-ranked list, or (re-ranking off) take the instant one as final. */
   Widget.prototype.settle = function (query) {
     this.settledQuery = query;
-    if (this.opts.rerank) { this.request(query, true); return; }
+    if (this.wantsRerank()) { this.request(query, true); return; }
     if (this.list && this.list.query === query && !this.list.final) this.finalise();
   };
 
@@ -360,7 +374,13 @@
     this.dismissed = false;
     if (!query) return;
     this.settledQuery = query;
-    this.request(query, this.opts.rerank);
+    this.request(query, this.wantsRerank());
+  };
+
+  /** Whether to ask for the re-ranked list: the host wants it and the API has not said that
+   *  re-ranking is unavailable (`rerank_available: false`, no LLM configured). */
+  Widget.prototype.wantsRerank = function () {
+    return !!this.opts.rerank && this.rerankAvailable !== false;
   };
 
   Widget.prototype.onKeydown = function (event) {
@@ -478,6 +498,7 @@
     this.setBusy(false);
     this.renderResults([]);
     this.showEmpty(null);
+    this.showHidden(0);
     this.setNotice(null);
     this.close();
     this.announce("");
@@ -599,6 +620,7 @@
       this.list = null;
       this.renderResults([]);
       this.showEmpty(null);
+      this.showHidden(0);
       this.setNotice(message, "error");
     }
     this.reveal();
@@ -608,7 +630,8 @@
   // -- rendering -------------------------------------------------------------------------------
   Widget.prototype.show = function (query, rerank, body) {
     var previous = this.list && this.active >= 0 ? this.list.results[this.active] : null;
-    var final = rerank || (!this.opts.rerank && this.settledQuery === query);
+    if (typeof body.rerank_available === "boolean") this.rerankAvailable = body.rerank_available;
+    var final = rerank || (!this.wantsRerank() && this.settledQuery === query);
     this.list = {
       query: query,
       searchId: body.search_id || ("local-" + randomId()),
@@ -618,6 +641,7 @@
     };
     this.renderResults(this.list.results);
     this.showEmpty(this.list.results.length ? null : body);
+    this.showHidden(body.hidden_by_role);
     this.setNotice(this.degradedMessage(body), "degraded");
     this.reveal();
     if (previous) this.setActive(this.indexOf(previous.id));
@@ -676,7 +700,7 @@
       var name = el("span", "tf-name");
       appendHighlighted(name, row.name, matchedWords(row, "name"));
       option.appendChild(name);
-      if (row.category) option.appendChild(el("span", "tf-category", String(row.category).replace(/_/g, " ")));
+      if (row.category) option.appendChild(el("span", "tf-category", categoryLabel(row)));
       if (row.help) {
         var help = el("span", "tf-help");
         appendHighlighted(help, row.help, matchedWords(row, "help"));
@@ -710,6 +734,14 @@
       list.appendChild(item);
     });
     empty.appendChild(list);
+  };
+
+  /** How many of the best tasks the caller's roles may not see (the API's `hidden_by_role`: a
+   *  count, never which), as one line under the results; 0 hides it. */
+  Widget.prototype.showHidden = function (count) {
+    var n = Number(count) || 0;
+    this.hiddenNote.textContent = n > 0 ? MESSAGES.hidden(n) : "";
+    this.hiddenNote.hidden = !(n > 0);
   };
 
   // -- opening a task, and what happens after --------------------------------------------------
