@@ -28,7 +28,7 @@ from analytics.learning import fit_inputs
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import make_engine
 from catalog.store import CatalogStore
-from evaluation.cli import evaluate_command
+from evaluation.cli import evaluate_command, evaluate_prefixes_command
 from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     init_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
     install_api_headers(app)                # WSGI middleware around the app...
     install_request_metrics(app, metrics)   # ...and the outermost: its duration covers everything inside
-    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, fit_command,
+    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,
                     analytics_group,
                     search_command,
                     serve_command):

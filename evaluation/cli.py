@@ -152,3 +152,32 @@ def summary_table(report: dict) -> str:
         lines.append(f"adaptation Hit@5 on new-task queries: before {a['before']['new_queries']['hit@5']:.3f} -> "
                      f"after {a['after']['new_queries']['hit@5']:.3f}")
     return "\n".join(lines)
+
+
+@click.command("evaluate-prefixes")
+@click.option("--catalog", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--cases", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--clinc150", "clinc_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option("--holdout", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.2, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--max-test-per-intent", type=click.IntRange(1), default=None, help="CLINC150: at most N val requests per intent")
+@click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
+              help="fit on at most this many CV queries")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@with_appcontext
+def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, json_path):
+    """Type-ahead: Hit@K/MRR on prefixes (3, 5, 8 characters) of the held-out queries
+    (evaluation.prefixes)."""
+    from evaluation.prefixes import run as run_prefixes
+
+    services = current_app.extensions["taskfinder"]
+    try:
+        tasks, train, test, source = _load(catalog, cases, None, holdout, seed, clinc_dir, None, max_test_per_intent)
+    except (ValueError, ImportRejected) as exc:
+        raise click.UsageError(str(exc)) from exc
+    result = {"source": source, "cuts": run_prefixes(services.settings, tasks, train, test, services.search.embedder,
+                                                     seed=seed, cv_max_queries=cv_max_queries)}
+    text = json.dumps(result, indent=2, default=str)
+    if json_path:
+        json_path.write_text(text + "\n")
+    click.echo(text)

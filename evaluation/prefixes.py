@@ -1,8 +1,8 @@
 """Type-ahead quality: Hit@5 of the product's ranking on PREFIXES of the held-out queries.
 
-    python -m evaluation.prefixes --catalog catalog/data/headstart_catalog.jsonl \
+    python app.py evaluate-prefixes --catalog catalog/data/headstart_catalog.jsonl \
         --cases catalog/data/headstart_cases.jsonl            # the demo, hash holdout 0.2 seed 42
-    python -m evaluation.prefixes --clinc150 /work/shared/data/clinc150   # CLINC150 train -> val
+    python app.py evaluate-prefixes --clinc150 ../shared/data/clinc150   # CLINC150 train -> val
 
 What a person has typed after n characters is the held-out query cut at n (`query[:n]`, the
 whole query when it is shorter); each cut is ranked exactly as /api/search ranks it (the
@@ -12,9 +12,6 @@ cases only (a prefix of an out-of-scope query has no gold). Results: docs/prefix
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,36 +52,3 @@ def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_ma
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {mode: score(queries, params, mode) for mode in modes}
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--catalog", type=Path)
-    parser.add_argument("--cases", type=Path)
-    parser.add_argument("--clinc150", type=Path)
-    parser.add_argument("--holdout", type=float, default=0.2)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--max-test-per-intent", type=int, default=None, help="CLINC150: at most N val requests per intent")
-    parser.add_argument("--cv-max-queries", type=int, default=3000, help="fit on at most this many CV queries")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-
-    from app import create_app
-    from evaluation.cli import _load
-
-    app = create_app()
-    with app.app_context():
-        services = app.extensions["taskfinder"]
-        tasks, train, test, source = _load(args.catalog, args.cases, None, args.holdout, args.seed, args.clinc150,
-                                           None, args.max_test_per_intent)
-        result = {"source": source, "cuts": run(services.settings, tasks, train, test, services.search.embedder,
-                                                seed=args.seed, cv_max_queries=args.cv_max_queries)}
-    text = json.dumps(result, indent=2, default=str)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

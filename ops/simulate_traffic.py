@@ -1,8 +1,8 @@
 """Traffic simulator: does the product learn from use? (issue 16 item 5; docs/learning-from-use.md)
 
-    python ops/simulate_traffic.py --clinc150 /work/shared/data/clinc150 --max-per-intent 2 \\
+    python ops/simulate_traffic.py --clinc150 ../shared/data/clinc150 --max-per-intent 2 \\
         --checkpoints 0,500,1000,2000,4000
-    python ops/simulate_traffic.py --clinc150 /work/shared/data/clinc150 --flood 300
+    python ops/simulate_traffic.py --clinc150 ../shared/data/clinc150 --flood 300
 
 What it does, with real parts only:
 
