@@ -226,7 +226,7 @@ def test_the_service_refits_in_the_background_when_cases_change_and_serves_the_f
     assert first.params.source == "default" and first.fit_stale
     for thread in threading.enumerate():
         if thread.name == "taskfinder-fit":
-            thread.join(120)
+            thread.join(600)   # a wait, not a speed target: the fit takes ~1-2 min on a busy 2-core machine
     assert len(source.fits) == 1 and source.fits[0].cases_digest == cases_digest(demo_tasks, demo_cases)
     fitted = service.live(wait=True)
     assert fitted.params.source == "fit" and fitted.params.fit_id == 1 and not fitted.fit_stale
