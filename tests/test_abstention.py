@@ -103,3 +103,15 @@ def test_a_catalog_without_out_of_scope_cases_abstains_within_its_budget(setting
     held_in_scope = [c for c in held if c.gold]
     refused_in_scope = sum(not answers(c.query) for c in held_in_scope)
     assert refused_in_scope <= max(3, 0.1 * len(held_in_scope))
+
+
+def test_evaluation_can_remove_the_written_negatives_from_training():
+    from evaluation.cli import without_written_negatives
+
+    train = [CaseRecord(query="a", gold=("t",)), CaseRecord(query="joke", gold=()), CaseRecord(query="b", gold=("t",))]
+    test = [CaseRecord(query="c", gold=("t",))]
+    dropped, same_test, source = without_written_negatives(train, test, {}, drop=True, holdout=False)
+    assert [c.query for c in dropped] == ["a", "b"] and same_test == test and "dropped" in source["written_negatives"]
+    kept, moved, source = without_written_negatives(train, test, {}, drop=False, holdout=True)
+    assert [c.query for c in kept] == ["a", "b"] and [c.query for c in moved] == ["c", "joke"]
+    assert without_written_negatives(train, test, {}, drop=False, holdout=False)[0] == train
