@@ -150,6 +150,11 @@ class Settings:
     fit_min_cases: int = 30
     # "No confident match" (search.confidence): abstain when the fitted abstention model says so.
     abstain: bool = True
+    # The abstention's in-scope budget: the share of answerable (in-scope) queries it may refuse,
+    # calibrated on the catalog's own cross-validated cases (search.fitting.conformal_threshold).
+    abstain_budget: float = 0.05
+    # Score the shipped generic off-topic memory (search.offtopic) as negatives in every fit.
+    abstain_offtopic: bool = True
     catalog_enrichment: bool = False
     # How often each serving process reads the store revision (search.watcher) to notice edits
     # made by any process sharing the database; requests never read it themselves.
@@ -373,6 +378,8 @@ ENVIRONMENT = (
     ("auto_fit", "AUTO_FIT", _as_bool),
     ("fit_min_cases", "FIT_MIN_CASES", _int(2)),
     ("abstain", "ABSTAIN", _as_bool),
+    ("abstain_budget", "ABSTAIN_BUDGET", _probability),
+    ("abstain_offtopic", "ABSTAIN_OFFTOPIC", _as_bool),
     ("catalog_enrichment", "CATALOG_ENRICHMENT", _as_bool),
     ("revision_poll_s", "REVISION_POLL_S", _float(0.01)),
     ("answer_cache_size", "ANSWER_CACHE_SIZE", _int(0, 1_000_000)),

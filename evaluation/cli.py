@@ -3,7 +3,8 @@ product, abstention, error analysis).
 
     python app.py evaluate --catalog C.jsonl --cases CASES.jsonl [--holdout 0.2 --seed 42 | --test-cases T.jsonl]
                            [--config all|deterministic|NAME ...] [--out DIR] [--json FILE] [--adaptation]
-    python app.py evaluate --clinc150 ../shared/data/clinc150 [--max-per-intent N]
+    python app.py evaluate --clinc150 ../shared/data/clinc150 [--max-per-intent N] [--drop-oos-train]
+    python app.py evaluate --catalog C.jsonl --cases CASES.jsonl --holdout-oos   # abstention without written negatives
     python app.py evaluate                 # the current database's tasks and cases (read only)
 
 Everything is built in a throw-away store from the TRAINING cases only; the live database and
@@ -85,6 +86,12 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @click.option("--sample-seed", type=int, default=None,
               help="CLINC150: with --max-per-intent, keep a random sample (this seed) rather than the first N.")
 @click.option("--max-test-per-intent", type=click.IntRange(1), default=None)
+@click.option("--drop-oos-train", is_flag=True,
+              help="Train without written negatives: drop every out-of-scope case from the training split "
+                   "(CLINC150: oos_train). The abstention then has only in-scope cases and the generic memory.")
+@click.option("--holdout-oos", is_flag=True,
+              help="Move every out-of-scope case of the training split into the held-out split (the demo: all "
+                   "its off-topic cases become unseen test queries).")
 @click.option("--depth", type=click.IntRange(10, 100), default=20, show_default=True)
 @click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
               help="Fit on at most this many cross-validated training queries (a stable hash sample).")
@@ -92,7 +99,8 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @click.option("--progress/--no-progress", default=True)
 @with_appcontext
 def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, json_path, adaptation,
-                     clinc_dir, max_per_intent, sample_seed, max_test_per_intent, depth, cv_max_queries, resamples, progress):
+                     clinc_dir, max_per_intent, sample_seed, max_test_per_intent, drop_oos_train, holdout_oos,
+                     depth, cv_max_queries, resamples, progress):
     """Offline evaluation: fit on the training split, then Hit@K, MRR, nDCG, baselines, ablations,
     abstention and error analysis on the held-out split."""
     services = current_app.extensions["taskfinder"]
@@ -103,6 +111,7 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
                                            max_per_intent, max_test_per_intent, sample_seed)
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
+    train, test, source = without_written_negatives(train, test, source, drop_oos_train, holdout_oos)
     if not test:
         raise click.UsageError("no held-out cases: raise --holdout or pass --test-cases")
     embedder = services.search.embedder
@@ -126,12 +135,26 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
         click.echo(f"report: {out / 'report.md'}")
 
 
+def without_written_negatives(train, test, source: dict, drop: bool, holdout: bool):
+    """(train, test, source): the training split's out-of-scope cases dropped (`drop`) or moved to
+    the held-out split (`holdout`), so abstention is measured as a catalog without written
+    negatives would see it."""
+    negatives = [c for c in train if not c.gold]
+    if not (drop or holdout) or not negatives:
+        return train, test, source
+    train = [c for c in train if c.gold]
+    if holdout:
+        test = [*test, *negatives]
+    note = f"{len(negatives)} out-of-scope training cases " + ("moved to the held-out split" if holdout else "dropped")
+    return train, test, {**source, "written_negatives": note}
+
+
 def summary_table(report: dict) -> str:
     def f(v):
         return "    -" if v is None else f"{v:.3f}"
 
     lines = [f"{'config':26} {'n':>5} {'Hit@1':>6} {'Hit@3':>6} {'Hit@5':>6} {'MRR':>6} {'nDCG10':>6} {'OOSFPR':>6} "
-             f"{'H5thr':>6} {'p50ms':>7}"]
+             f"{'H5thr':>6} {'refuse':>6} {'p50ms':>7}"]
     for name, c in report["configs"].items():
         if c.get("skipped"):
             lines.append(f"{name:26} skipped: {c['skipped']}")
@@ -139,14 +162,17 @@ def summary_table(report: dict) -> str:
         lat = c.get("latency_ms_p50")
         lines.append(f"{name:26} {c['n']:>5} {f(c['hit@1']):>6} {f(c['hit@3']):>6} {f(c['hit@5']):>6} "
                      f"{f(c['mrr']):>6} {f(c['ndcg@10']):>6} {f(c.get('oos_fpr')):>6} "
-                     f"{f(c.get('hit@5_with_threshold')):>6} {lat if lat is None else round(lat, 2):>7}")
+                     f"{f(c.get('hit@5_with_threshold')):>6} {f(c.get('in_scope_abstain')):>6} "
+                     f"{lat if lat is None else round(lat, 2):>7}")
     fit = report.get("fit") or {}
     lines.append(f"ranker: {fit.get('status')}" + (f"; CV (full) fitted {fit['cv']['full']['fitted']}" if
                                                     fit.get("cv", {}).get("full") else ""))
     for mode, point in (fit.get("abstention") or {}).items():
         if point:
-            lines.append(f"abstention ({mode}), CV: Hit@5 {f(point.get('hit@5'))} (answer-all {f(point.get('hit5_answer_all'))}), "
-                         f"OOS FPR {f(point.get('oos_fpr'))}")
+            lines.append(f"abstention ({mode}, {point.get('kind')}, budget {point.get('budget')}), CV: Hit@5 "
+                         f"{f(point.get('hit@5'))} (answer-all {f(point.get('hit5_answer_all'))}), in-scope refused "
+                         f"{f(point.get('in_scope_abstain'))}, OOS FPR {f(point.get('oos_fpr'))}, negatives answered "
+                         f"{point.get('negatives_answered')}")
     if report.get("adaptation"):
         a = report["adaptation"]
         lines.append(f"adaptation Hit@5 on new-task queries: before {a['before']['new_queries']['hit@5']:.3f} -> "

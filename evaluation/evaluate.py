@@ -10,7 +10,7 @@ import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from rerank import Reranker
-from search.fitting import FOLDS, MAX_CV_QUERIES, cv_queries, fit_ranker
+from search.fitting import FOLDS, MAX_CV_QUERIES, abstention_negatives, cv_queries, fit_ranker
 from search.learned import LearnedExemplar, normalised_query
 from search.ranker import RankerParams, default_params
 from settings import Settings
@@ -117,7 +117,7 @@ def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequ
             cross_validating(done / total)
 
         cv = cv_queries(settings, tasks, train, embedder, FOLDS, seed, cv_max_queries, progress=fold_done,
-                        learned=learned)
+                        negatives=abstention_negatives(settings, train), learned=learned)
         bar.close()
     stage_progress(on_progress, "fitting the ranker")(0.0)
     params, report = fit_ranker(settings, tasks, train, embedder, default_params(settings), seed, cv_max_queries,

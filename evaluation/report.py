@@ -112,9 +112,11 @@ def fit_section(fit: dict, data: dict, configs: dict) -> list[str]:
     for mode, point in (fit.get("abstention") or {}).items():
         config = configs.get("prefilter" if mode == "full" else "prefilter_sparse", {})
         if not point:
-            lines.append(f"- {mode}: not fitted (fewer than 5 out-of-scope or in-scope training cases): everything is answered.")
+            lines.append(f"- {mode}: not fitted (too few in-scope training cases to calibrate): everything is answered.")
             continue
-        lines.append(f"- {mode}: CV ({point['n_in_scope']} in-scope, {point['n_oos']} out-of-scope) Hit@5 "
+        negatives = ", ".join(f"{n} {source}" for source, n in (point.get("n_negatives") or {}).items()) or "no"
+        lines.append(f"- {mode}: {point.get('kind', '')} model, budget {_f(point.get('budget'))}; CV "
+                     f"({point['n_in_scope']} in-scope; negatives: {negatives}) Hit@5 "
                      f"{_f(point.get('hit@5'))} (answer-all {_f(point.get('hit5_answer_all'))}), OOS FPR "
                      f"{_f(point.get('oos_fpr'))}; held-out: Hit@5 {_f(config.get('hit@5'))} -> "
                      f"{_f(config.get('hit@5_with_threshold'))}, OOS FPR {_f(config.get('oos_fpr_unthresholded'))} -> "

@@ -3,15 +3,21 @@
 Two questions, one set of evidence (the features of the prefilter's top answer):
 
 - **Abstain** ("no confident match"): answer nothing rather than a wrong task. A logistic model
-  over ABSOLUTE evidence of the top task (raw cosines to its text and its nearest exemplar,
-  raw lexical and exemplar scores, the margin to the runner-up, and how much closer the query
-  is to a known out-of-scope case than to the task's nearest exemplar), fitted per catalog on
-  its own in-scope and out-of-scope test cases (search.fitting), with a separate model for the
-  degraded mode without embeddings. Its threshold is the budgeted operating point: the lowest
-  out-of-scope false-positive rate that costs at most 2 points of cross-validated Hit@5.
+  over ABSOLUTE evidence of the top task: raw cosines to its text, centroid and nearest exemplar,
+  that nearest-exemplar cosine against the task's own exemplar spread (`neighbour_gap`, local
+  geometry: search.exemplars.typical_neighbour), raw lexical and exemplar scores, the share of
+  the query's words the catalog knows (`coverage`), the margin to the runner-up, and how much
+  closer the query is to a written out-of-scope case than to the task's nearest exemplar. Fitted
+  per catalog (search.fitting.fit_abstention) on its in-scope cases against whatever negatives
+  exist: its own out-of-scope cases, the shipped generic off-topic memory (search.offtopic) and
+  queries that repeatedly ended without a click; one model per mode (with and without
+  embeddings). Its threshold is calibrated on the in-scope cases ALONE (split-conformal on their
+  cross-validated scores): at most the stated budget (ABSTAIN_BUDGET, 5%) of answerable queries
+  is refused, however few or many negatives there are. With no negative at all the score is the
+  one-class evidence itself (nearest-exemplar cosine; exemplar BM25 without embeddings).
   A pinned answer (a test case with this very query) is always given; without embeddings, a
-  query none of whose words points at any task is never answered; with no fitted model (too few
-  out-of-scope cases) everything else is answered.
+  query none of whose words points at any task is never answered; with no fitted model (the
+  shipped defaults, before a catalog has enough cases for a fit) everything else is answered.
 - **Skip the LLM**: the re-ranker is not called when the top task's probability (softmax of the
   fused scores) is at least RERANK_SKIP_PROBABILITY: the prefilter is already sure.
 """
@@ -26,8 +32,11 @@ if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
 
 SPARSE_EVIDENCE = ("lexical", "rationale", "typo", "exemplar")
-FULL_FEATURES = ("neighbour", "embedding", "centroid", "sparse_evidence", "probability", "margin", "oos_gap")
-SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "probability", "margin")
+FULL_FEATURES = ("neighbour", "neighbour_gap", "embedding", "centroid", "sparse_evidence", "coverage", "probability",
+                 "margin", "oos_gap")
+SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "coverage", "probability", "margin")
+# The score when a catalog has no negative evidence at all: the one-class evidence alone.
+ONE_CLASS_FEATURE = {"full": "neighbour", "sparse": "exemplar"}
 
 
 def features_for_mode(mode: str) -> tuple[str, ...]:
@@ -49,9 +58,11 @@ def answer_features(result: "PrefilterResult") -> dict[str, float]:
         "exemplar": signal["exemplar"],
         "typo": signal["typo"],
         "sparse_evidence": signal["lexical"] + signal["rationale"] + signal["exemplar"],
+        "coverage": result.evidence.get("coverage", 0.0),
     }
     if result.mode == "full":
         out.update(neighbour=signal["neighbour"], embedding=signal["embedding"], centroid=signal["centroid"])
+        out["neighbour_gap"] = signal["neighbour"] - result.evidence.get("typical", signal["neighbour"])
         oos = result.out_of_scope_similarity
         out["oos_gap"] = (oos - signal["neighbour"]) if oos is not None else 0.0
     return out

@@ -77,6 +77,7 @@ class ExemplarMemory:
     vectors: np.ndarray | None = None  # (E, dim) L2-normalised query embeddings of `texts`
     centroids: np.ndarray | None = None
     oos_vectors: np.ndarray | None = None
+    typical: np.ndarray | None = None  # (tasks,) typical_neighbour of each task's exemplars
 
     @property
     def n_tasks(self) -> int:
@@ -84,9 +85,10 @@ class ExemplarMemory:
 
     def with_vectors(self, vectors: np.ndarray | None, oos_vectors: np.ndarray | None) -> "ExemplarMemory":
         if vectors is None:
-            return replace(self, vectors=None, centroids=None, oos_vectors=None)
+            return replace(self, vectors=None, centroids=None, oos_vectors=None, typical=None)
         return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, self.task_rows, self.n_tasks),
-                       oos_vectors=oos_vectors)
+                       oos_vectors=oos_vectors, typical=typical_neighbour(vectors, self.group_starts, self.group_rows,
+                                                                          self.n_tasks))
 
     def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Per task, the cosine of the query to its nearest exemplar (-1 without exemplars).
@@ -109,6 +111,34 @@ class ExemplarMemory:
         if self.oos_vectors is None or not len(self.oos_vectors):
             return None
         return float((self.oos_vectors @ query_vector).max())
+
+
+TYPICAL_SAMPLE = 128   # exemplars per task whose nearest sibling is looked up (a bounded cost per task)
+
+
+def typical_neighbour(vectors: np.ndarray, starts: np.ndarray, group_rows: np.ndarray, n_tasks: int) -> np.ndarray:
+    """Per task, how close its own phrasings are to each other: the median, over its exemplars,
+    of the cosine to the nearest OTHER exemplar of the same task (leave-one-out 1-NN),
+
+        typical(t) = median_{e in E_t} max_{e' in E_t, e' != e} cos(e, e')
+
+    The local geometry a query's nearest-exemplar cosine is judged against (search.confidence):
+    0.9 to a task whose phrasings all look alike is weak evidence, 0.8 to a task whose phrasings
+    are spread out is strong. Tasks with a single exemplar get the median of the others (the
+    catalog's typical spread); at most TYPICAL_SAMPLE exemplars per task are looked up (evenly
+    spaced), each against all of its task's exemplars."""
+    out = np.full(n_tasks, np.nan, dtype=np.float32)
+    ends = np.append(starts[1:], len(vectors)).astype(np.int64)
+    for start, end, row in zip(starts, ends, group_rows):
+        if end - start < 2:
+            continue
+        group = vectors[start:end]
+        picked = np.unique(np.linspace(0, end - start - 1, min(TYPICAL_SAMPLE, end - start)).astype(np.int64))
+        similarity = group[picked] @ group.T
+        similarity[np.arange(picked.size), picked] = -np.inf
+        out[row] = float(np.median(similarity.max(axis=1)))
+    known = out[~np.isnan(out)]
+    return np.where(np.isnan(out), float(np.median(known)) if known.size else 1.0, out).astype(np.float32)
 
 
 def exemplar_documents(tasks: Sequence[TaskRecord]) -> list[list[str]]:

@@ -46,6 +46,13 @@ SIGNALS = SPARSE_SIGNALS + DENSE_SIGNALS
 #: exemplars and vectors, so that without traffic nothing (not even the response) changes.
 LEARNED = "learned"
 FUSED = SIGNALS + (LEARNED,)
+
+# Evidence about the query that is no ranking signal (never fused, never in contributions), kept
+# beside the signal values for the abstention model (search.confidence): per task arrays, read at
+# the top answer's row. `coverage` (any mode) is a property of the query, `typical` (full mode) of
+# each task's exemplar geometry (search.exemplars.typical_neighbour).
+QUERY_EVIDENCE = ("coverage",)
+DENSE_EVIDENCE = ("typical",)
 # Past this many exemplars, the nearest-neighbour signal is computed only for the tasks whose
 # centroid is among the closest (a cascade: the centroid is a cheap first stage of the same
 # evidence): a quarter of the visible tasks, at least 64 and at most 256; the rest get the
@@ -78,6 +85,7 @@ class PrefilterResult:
     effective_weights: dict[str, float] = field(default_factory=dict)
     mode: str = "full"                # "full" or "sparse" (embeddings unavailable)
     out_of_scope_similarity: float | None = None   # cosine to the nearest out-of-scope case
+    evidence: dict[str, float] = field(default_factory=dict)  # QUERY_ and DENSE_EVIDENCE at the top answer
 
 
 def mode_of(values: dict[str, np.ndarray]) -> str:
@@ -272,14 +280,32 @@ def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray
     values = {"embedding": project(index.task_vectors), "centroid": centroid, "neighbour": neighbour}
     if index.prototypes is not None:
         values["prototype"] = project(index.prototypes)
+    if memory.typical is not None:
+        values["typical"] = memory.typical[rows]
     return values
+
+
+def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
+    """Lexical coverage of the query: the share of its (non-stopword) words whose term the
+    catalog knows at all (task text, rationale lexicon or a test-case query),
+
+        coverage(q) = |{w in q : stem(w) in V}| / |q|     (0 for a query without words)
+
+    A one-class evidence of being in scope: an off-topic query is mostly made of words that no
+    task and no case of this catalog has ever used. Typo corrections do not count (a real word
+    one edit away from a catalog word is a common false friend)."""
+    if not analysed.words:
+        return 0.0
+    return sum(stem(w) in index.vocabulary for w in analysed.words) / len(analysed.words)
 
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
                   query_vector: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Each available signal's value for the tasks in `rows` (dense ones only with vectors)."""
+    """Each available signal's value for the tasks in `rows` (dense ones only with vectors), and
+    the abstention evidence beside them (QUERY_EVIDENCE, DENSE_EVIDENCE)."""
     plan = plan_query(index, analysed.words, analysed.corrections, analysed.prefix)
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
+    values["coverage"] = np.full(rows.size, query_coverage(index, analysed), dtype=np.float32)
     if query_vector is not None and index.has_vectors:
         values.update(dense_signals(index, rows, query_vector))
         learned = learned_signal(index.learned, rows, query_vector)
@@ -329,7 +355,7 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
     fused, fused_weights = fuse(values, mode_weights)
     probabilities = softmax(fused)
-    means = {name: float(values[name].mean()) for name in values}
+    means = {name: float(values[name].mean()) for name in SIGNALS if name in values}
     ranked = []
     order = rank_order(tasks, fused, pinned, k)
     for i in order:
@@ -345,7 +371,9 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
             pinned=tasks[i].id in pinned,
             probability=float(probabilities[i]),
         ))
-    return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity), order
+    evidence = ({name: float(values[name][order[0]]) for name in QUERY_EVIDENCE + DENSE_EVIDENCE if name in values}
+                if order else {})
+    return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence), order
 
 
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,

@@ -69,7 +69,7 @@ from lexicon.rationale import RationaleLexicon, build_lexicon, pin_key
 from lexicon.text import stem, words
 from search.confidence import assess
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
-from search.fitting import FOLDS, MIN_OOS_CASES, attach_vectors
+from search.fitting import FOLDS, attach_vectors
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
 from search.learned import build_learned_memory, normalised_query
 from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
@@ -175,15 +175,12 @@ class AbstentionNote:
     """What the preview can say about "no confident match" (module docstring)."""
 
     model: bool                  # the live ranker holds a fitted abstention model for this mode
-    fitted_oos: int | None       # out-of-scope cases that model was fitted on (None: unknown / no model)
+    fitted_oos: int | None       # written out-of-scope cases that model was fitted on (None: unknown / no model)
     oos_before: int              # out-of-scope test cases in the catalog, before and after
     oos_after: int
-    min_oos: int                 # out-of-scope cases the fit needs for a model (search.fitting)
     enabled: bool                # settings.abstain
-
-    @property
-    def too_few(self) -> bool:
-        return self.oos_after < self.min_oos
+    kind: str | None = None      # "one-class" (in-scope cases alone) or "discriminative" (with negatives)
+    other_negatives: int = 0     # the other negatives it was fitted on (generic off-topic, unclicked queries)
 
 
 @dataclass(frozen=True)
@@ -209,8 +206,6 @@ class PreviewReport:
         """JSON-safe (plain dicts, lists, strings, numbers, booleans and None)."""
         out = asdict(self)
         out["viewer"] = viewer_label(self.view_as)
-        if self.abstention is not None:
-            out["abstention"]["too_few"] = self.abstention.too_few
         for key in ("queries", "changed_cases"):
             for row, comparison in zip(out[key], getattr(self, key)):
                 row["changed"] = comparison.changed
@@ -543,10 +538,12 @@ def hidden_gold(tasks: Sequence[TaskRecord], shown: Sequence[QueryComparison], v
 def abstention_note(params: RankerParams, mode: str, enabled: bool, before_cases: Sequence[CaseRecord],
                     after_cases: Sequence[CaseRecord]) -> AbstentionNote:
     model = params.abstention_for(mode)
-    fitted = model.cv.get("n_oos") if model is not None else None
+    negatives = (model.cv.get("n_negatives") or {}) if model is not None else {}
+    fitted = negatives.get("case", 0) if model is not None else None
     return AbstentionNote(model is not None, int(fitted) if fitted is not None else None,
                           sum(1 for c in before_cases if not c.gold), sum(1 for c in after_cases if not c.gold),
-                          MIN_OOS_CASES, enabled)
+                          enabled, model.cv.get("kind") if model is not None else None,
+                          sum(int(n) for source, n in negatives.items() if source != "case"))
 
 
 def _content(cases: Sequence[CaseRecord]) -> list[CaseRecord]:

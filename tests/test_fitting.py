@@ -143,7 +143,7 @@ def test_abstention_is_fitted_on_out_of_scope_cases_and_pins_always_answer():
                                "exemplar": np.zeros(4)}, ("t0",) if in_scope else (), i % 5))
     weights = FusionWeights(zero(lexical=5.0), zero(lexical=5.0))
     model = fit_abstention(queries, weights, "sparse")
-    assert model is not None and model.cv["oos_fpr"] < 0.2 and model.cv["hit@5"] >= model.cv["hit5_answer_all"] - 0.02
+    assert model is not None and model.cv["oos_fpr"] < 0.2 and model.cv["in_scope_abstain"] <= 0.05
     assert model.cv["cross_fitted"]
     index = build_index(TASKS, build_lexicon(CASES), FieldWeights(), cases=CASES)
     strict = AbstentionModel(("lexical",), (1.0,), 0.0, 100.0, {})
@@ -156,10 +156,13 @@ def test_abstention_is_fitted_on_out_of_scope_cases_and_pins_always_answer():
     assert skip_rerank(pinned, 0.0) and not skip_rerank(pinned, 1.01)
 
 
-def test_too_few_out_of_scope_cases_fit_no_abstention():
-    queries = [_query({"lexical": [1.0, 0.0], "rationale": [0, 0], "typo": [0, 0], "exemplar": [0, 0]},
+def test_too_few_negatives_fall_back_to_the_one_class_score_and_too_few_cases_fit_nothing():
+    queries = [_query({"lexical": [1.0, 0.0], "rationale": [0, 0], "typo": [0, 0], "exemplar": [0.2 + i / 100, 0]},
                       ("t0",) if i % 3 else (), i % 5) for i in range(45)]   # 15 out of scope: fewer than 20
-    assert fit_abstention(queries, FusionWeights(zero(lexical=1.0), zero(lexical=1.0)), "sparse") is None
+    model = fit_abstention(queries, FusionWeights(zero(lexical=1.0), zero(lexical=1.0)), "sparse")
+    assert model.cv["kind"] == "one-class" and model.coef[model.features.index("exemplar")] == 1.0
+    assert model.cv["in_scope_abstain"] <= 0.05
+    assert fit_abstention(queries[:20], FusionWeights(zero(lexical=1.0), zero(lexical=1.0)), "sparse") is None
 
 
 def test_pins_match_the_whole_query_text_not_its_term_set():
@@ -177,8 +180,7 @@ def test_fit_on_the_demo_without_embeddings_stores_and_round_trips(settings, dem
     cv = report["cv"]["sparse"]
     assert cv["fitted"]["mrr"] >= cv["defaults"]["mrr"] - 0.01
     assert params.abstention_for("full") is None   # no embedder: no full-mode model
-    n_oos = sum(1 for c in train if not c.gold)
-    assert (params.abstention_for("sparse") is not None) == (n_oos >= 20)
+    assert params.abstention_for("sparse") is not None   # in-scope cases alone calibrate one (test_abstention)
     again = RankerParams.from_dict(params.as_dict(), "fit", 7)
     assert again.weights == params.weights and again.shortlist_size == params.shortlist_size
     assert again.as_dict() == params.as_dict()
@@ -224,7 +226,7 @@ def test_the_service_refits_in_the_background_when_cases_change_and_serves_the_f
     assert first.params.source == "default" and first.fit_stale
     for thread in threading.enumerate():
         if thread.name == "taskfinder-fit":
-            thread.join(120)
+            thread.join(600)   # a wait, not a speed target: the fit takes ~1-2 min on a busy 2-core machine
     assert len(source.fits) == 1 and source.fits[0].cases_digest == cases_digest(demo_tasks, demo_cases)
     fitted = service.live(wait=True)
     assert fitted.params.source == "fit" and fitted.params.fit_id == 1 and not fitted.fit_stale

@@ -180,18 +180,17 @@ def test_the_preview_ranks_as_the_public_by_default_and_warns_of_a_restricted_go
     assert "will not see this gold task" in html and f"<code>{CHECKS}</code> (roles: hr, director)" in html
 
 
-def test_an_out_of_scope_case_says_what_it_does_and_that_there_are_too_few(service, demo_app):
+def test_an_out_of_scope_case_says_what_it_does(service, demo_app):
     tasks, cases = demo(service)
     weather = CaseRecord(query="what is the weather", gold=())
     oos = sum(1 for c in cases if not c.gold)
-    assert service.live().params.abstention_for("full") is None   # the demo ships too few to fit one
     report = preview_change(service, tasks, cases, tasks, [*cases, weather], [weather.query])
 
     (edited,) = report.queries
     assert edited.status == "out_of_scope"
     note = report.abstention
-    assert (note.oos_before, note.oos_after, note.model) == (oos, oos + 1, False)
-    assert note.too_few == (oos + 1 < note.min_oos)
+    assert (note.oos_before, note.oos_after) == (oos, oos + 1)
+    assert note.model == (service.live().params.abstention_for(report.mode) is not None)
     assert edited.before.abstained == edited.after.abstained   # nothing refitted: the same answer
 
     with demo_app.test_request_context("/admin/"):
@@ -199,8 +198,7 @@ def test_an_out_of_scope_case_says_what_it_does_and_that_there_are_too_few(servi
     assert "no confident match" in html and "trains the model that decides when to refuse" in html
     assert f"{oos} out-of-scope test case(s) now, {oos + 1} after this change" in html
     assert "<q>what is the weather</q> the search" in html
-    if note.too_few:
-        assert f"add {note.min_oos - oos - 1} more" in html
+    assert ("There is no fitted" in html) == (not note.model)
 
 
 def test_with_a_fitted_model_the_note_names_what_it_was_fitted_on():
@@ -208,9 +206,11 @@ def test_with_a_fitted_model_the_note_names_what_it_was_fitted_on():
     from search.preview import abstention_note
     from search.ranker import RankerParams
 
-    model = AbstentionModel(("margin",), (1.0,), 0.0, 0.0, {"n_oos": 31})
+    model = AbstentionModel(("margin",), (1.0,), 0.0, 0.0, {"n_negatives": {"case": 31, "offtopic": 700},
+                                                               "kind": "discriminative"})
     params = RankerParams(None, 10, {"full": model, "sparse": None}, "fit", 7)
     cases = [CaseRecord("a", ("t",)), CaseRecord("b", ())]
     note = abstention_note(params, "full", True, cases, cases[:1])
     assert (note.model, note.fitted_oos, note.oos_before, note.oos_after) == (True, 31, 1, 0)
+    assert (note.kind, note.other_negatives) == ("discriminative", 700)
     assert not abstention_note(params, "sparse", True, cases, cases).model

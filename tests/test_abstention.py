@@ -1,0 +1,117 @@
+"""Abstention without written out-of-scope cases (search.confidence, search.fitting): a catalog
+whose test cases are all in scope still says "no confident match" to off-topic queries, refuses
+at most its budget of answerable ones, and always answers a test case's own query."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import holdout_split
+from lexicon.rationale import build_lexicon
+from search.confidence import assess
+from search.exemplars import typical_neighbour
+from search.fitting import CVQuery, conformal_threshold, fit_abstention, fit_ranker, negative_evidence
+from search.index import build_index
+from search.offtopic import load_offtopic
+from search.prefilter import prefilter
+from search.ranker import FusionWeights, default_params
+from settings import Weights
+
+
+def zero(**weights) -> Weights:
+    return Weights(**{name: weights.get(name, 0.0) for name in Weights.__dataclass_fields__})
+
+
+def test_conformal_threshold_refuses_at_most_the_budget_of_exchangeable_in_scope_scores():
+    rng = np.random.default_rng(0)
+    calibration = rng.normal(size=2000)
+    for budget in (0.01, 0.05, 0.2):
+        threshold = conformal_threshold(calibration, budget)
+        fresh = rng.normal(size=50_000)
+        refused = float(np.mean(fresh < threshold))
+        assert refused <= budget + 0.006 and refused >= budget - 0.02
+    assert conformal_threshold(calibration[:10], 0.05) == float("-inf")   # too few to refuse anything
+
+
+def test_the_shipped_off_topic_memory_is_public_small_and_not_clinc():
+    queries = load_offtopic()
+    assert 500 <= len(queries) <= 2000 and len(set(queries)) == len(queries)
+    assert "Tell me a joke" in queries or "tell me a joke" in {q.lower() for q in queries}
+    # a test case with the same query is evidence of the catalog's own: it is never a negative
+    negatives = negative_evidence([CaseRecord(query="tell me a joke", gold=("humour",))], queries, ["zzz unclicked"])
+    assert ("offtopic", "Tell me a joke") not in negatives and ("unclicked", "zzz unclicked") in negatives
+
+
+def _cv(top: float, gold: tuple[str, ...], fold: int, source: str = "case", n: int = 4) -> CVQuery:
+    tasks = tuple(TaskRecord(id=f"t{i}", name=f"t{i}") for i in range(n))
+    exemplar = np.full(n, 0.05)
+    exemplar[0] = top
+    values = {"lexical": np.zeros(n), "rationale": np.zeros(n), "typo": np.zeros(n), "exemplar": exemplar,
+              "coverage": np.full(n, min(1.0, top + 0.2))}
+    return CVQuery(CaseRecord(query=f"{source}-{fold}-{top}", gold=gold), fold, tasks, values, None, source=source)
+
+
+def test_in_scope_cases_alone_calibrate_a_threshold_and_negatives_sharpen_it():
+    rng = np.random.default_rng(7)
+    in_scope = [_cv(float(rng.uniform(0.3, 1.0)), ("t0",), i % 5) for i in range(400)]
+    offtopic = [_cv(float(rng.uniform(0.0, 0.4)), (), i % 5, "offtopic") for i in range(200)]
+    weights = FusionWeights(zero(exemplar=5.0), zero(exemplar=5.0))
+    one_class = fit_abstention(in_scope, weights, "sparse", budget=0.05)
+    assert one_class is not None and one_class.cv["kind"] == "one-class"
+    assert one_class.cv["in_scope_abstain"] <= 0.05
+    both = fit_abstention(in_scope + offtopic, weights, "sparse", budget=0.05)
+    assert both.cv["kind"] == "discriminative" and both.cv["in_scope_abstain"] <= 0.05
+    assert both.cv["negatives_answered"]["offtopic"] < 0.5
+    # a larger budget refuses more
+    loose = fit_abstention(in_scope + offtopic, weights, "sparse", budget=0.2)
+    assert loose.cv["in_scope_abstain"] > both.cv["in_scope_abstain"]
+    assert loose.cv["negatives_answered"]["offtopic"] <= both.cv["negatives_answered"]["offtopic"]
+
+
+def test_typical_neighbour_is_each_tasks_own_exemplar_spread():
+    tight = np.array([[1.0, 0.0], [0.995, 0.0998], [0.995, -0.0998]], dtype=np.float32)
+    loose = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    vectors = np.vstack([tight, loose, [[0.6, 0.8]]]).astype(np.float32)
+    typical = typical_neighbour(vectors, np.array([0, 3, 5]), np.array([0, 1, 2]), 3)
+    assert typical[0] > 0.98 and typical[1] == pytest.approx(0.0, abs=1e-6)
+    assert typical[2] == pytest.approx(np.median(typical[:2]))   # one exemplar: the catalog's median
+
+
+def test_a_catalog_without_out_of_scope_cases_abstains_within_its_budget(settings, demo_tasks, demo_cases):
+    """The demo with every out-of-scope case held out (degraded mode, no embedder): before, no
+    abstention model existed without 20 written negatives and every off-topic query was
+    answered; now the in-scope cases and the generic memory fit one."""
+    train, held = holdout_split(demo_cases, 0.2, 42)
+    off_topic = [c.query for c in demo_cases if not c.gold]
+    train = [c for c in train if c.gold]
+    params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
+    model = params.abstention_for("sparse")
+    assert model is not None and model.cv["budget"] == settings.abstain_budget
+    assert model.cv["in_scope_abstain"] <= settings.abstain_budget
+    index = build_index(demo_tasks, build_lexicon(train), settings.field_weights, cases=train)
+
+    def answers(query: str) -> bool:
+        return assess(prefilter(index, query, params.weights, k=5, restrict_roles=False), model).answer
+
+    refused = [q for q in off_topic if not answers(q)]
+    assert len(refused) >= 3, refused
+    for query in ("tell me a joke about penguins", "who won the world cup in 1998", "what is the capital of peru"):
+        assert not answers(query)
+    # every training case's own query is pinned: always answered
+    assert all(answers(c.query) for c in train[:60])
+    held_in_scope = [c for c in held if c.gold]
+    refused_in_scope = sum(not answers(c.query) for c in held_in_scope)
+    assert refused_in_scope <= max(3, 0.1 * len(held_in_scope))
+
+
+def test_evaluation_can_remove_the_written_negatives_from_training():
+    from evaluation.cli import without_written_negatives
+
+    train = [CaseRecord(query="a", gold=("t",)), CaseRecord(query="joke", gold=()), CaseRecord(query="b", gold=("t",))]
+    test = [CaseRecord(query="c", gold=("t",))]
+    dropped, same_test, source = without_written_negatives(train, test, {}, drop=True, holdout=False)
+    assert [c.query for c in dropped] == ["a", "b"] and same_test == test and "dropped" in source["written_negatives"]
+    kept, moved, source = without_written_negatives(train, test, {}, drop=False, holdout=True)
+    assert [c.query for c in kept] == ["a", "b"] and [c.query for c in moved] == ["c", "joke"]
+    assert without_written_negatives(train, test, {}, drop=False, holdout=False)[0] == train
