@@ -451,6 +451,8 @@ WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedW
 # (`python ops/gen_config_doc.py > docs/configuration.md`; tests/test_docs.py fails when a
 # variable has no line here or the file is stale).
 DESCRIPTIONS = {
+    "ABSTAIN_BUDGET": "share of answerable queries \"no confident match\" may refuse, calibrated (conformally) on the catalog's cross-validated in-scope cases; see docs/abstention.md",
+    "ABSTAIN_OFFTOPIC": "score the shipped generic off-topic memory (search/data/offtopic_en.jsonl, ChatterBot corpus) as negatives in every fit",
     "DEMO_ROLE_SWITCHER": "the demo homepage's \"Search as\" role switcher, minting 5-minute demo-only role tokens (needs DEMO_HOMEPAGE; `make run` turns it on; never accepted outside demo mode)",
     "METRICS_TOKEN": "bearer token `/metrics` requires (at least 32 characters; Prometheus `authorization.credentials_file`); empty = only clients on this host may read it",
     "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, per process (over it: 429, nothing stored)",
@@ -474,7 +476,7 @@ DESCRIPTIONS = {
     "RANKER_FIT": "rank with the newest per-catalog fit stored in the database (`0`: always the shipped defaults)",
     "AUTO_FIT": "when the test cases differ from the newest fit's, refit in a background thread of the serving process and store it; every process picks it up through the store revision",
     "FIT_MIN_CASES": "fewer in-scope test cases than this: no fit, the shipped defaults rank",
-    "ABSTAIN": "apply the fitted abstention model (`no_confident_match: true` and no results rather than a wrong task; a test case's exact query always answers); a catalog with too few out-of-scope cases has no model and answers everything",
+    "ABSTAIN": "apply the fitted abstention model (`no_confident_match: true` and no results rather than a wrong task; a test case's exact query always answers); the model works from in-scope cases alone, sharpened by written out-of-scope cases and the shipped off-topic memory; a catalog without a fit of its own answers everything",
     "CATALOG_ENRICHMENT": "`1`: add the LLM vocabulary cached by `corpus enrich-catalog` to the lexical signal",
     "REVISION_POLL_S": "how often each serving process's revision watcher reads the store revision; a published change reaches every process within about this plus one index rebuild",
     "ANSWER_CACHE_SIZE": "finished answers without re-ranking kept per worker for the live index (a new index starts an empty one; degraded and re-ranked answers are never kept); `0` = off",

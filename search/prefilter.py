@@ -355,7 +355,7 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
     fused, fused_weights = fuse(values, mode_weights)
     probabilities = softmax(fused)
-    means = {name: float(values[name].mean()) for name in SIGNALS if name in values}
+    means = {name: float(values[name].mean()) for name in FUSED if name in values}
     ranked = []
     order = rank_order(tasks, fused, pinned, k)
     for i in order:
