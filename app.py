@@ -37,9 +37,9 @@ from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
 from infra.cli import llm_group
-from search.api import render_text, search_bp
+from api.search import render_text, search_bp
 from search.cli import fit_command
-from search.cors import install_cors
+from api.cors import install_cors
 from search.embeddings import build_embedder
 from search.service import BadQuery, SearchService
 from settings import Settings

@@ -86,7 +86,7 @@ class Weights:
     These are the SHIPPED DEFAULTS, used until a catalog has enough test cases for its own fit
     (search.fitting, stored in the database). They were fitted once on pooled cross-validated
     queries of four catalogs (the demo, the demo without cases, CLINC150 with 5 requests per
-    intent, CLINC150 intent names alone; see `python -m search.defaults`), not on any one of them.
+    intent, CLINC150 intent names alone; see `python -m evaluation.defaults`), not on any one of them.
     """
 
     lexical: float = 0.0
@@ -196,7 +196,7 @@ class Settings:
     login_max_failures: int = 5
     login_lockout_s: int = 15 * 60
     login_account_max_failures: int = 20   # failed sign-ins of one account name, from all addresses, per LOGIN_LOCKOUT_S
-    # roles for the public search API (search/roles.py): empty secret = role tokens refused
+    # roles for the public search API (api/roles.py): empty secret = role tokens refused
     role_token_secret: str = field(default="", repr=False)
     role_token_max_ttl_s: int = 900         # the longest a role token may live (its exp - iat)
     role_token_audience: str = "taskfinder"  # the `aud` claim every role token (a JWT) must carry
@@ -229,7 +229,7 @@ class Settings:
     # session, and from everyone; over a cap: 429 with Retry-After, nothing stored
     analytics_session_events_per_minute: int = 120
     analytics_events_per_minute: int = 20_000
-    # CORS for the public API (search/cors.py): browser origins allowed to call /api/search,
+    # CORS for the public API (api/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
     cors_origins: tuple[str, ...] = ()
     # Redis (web.limits): rate limits and the login throttle shared by every worker and
@@ -241,7 +241,7 @@ class Settings:
     rate_limit_search: Rate | None = Rate(300, 60)
     rate_limit_events: Rate | None = Rate(600, 60)
     rate_limit_login: Rate | None = Rate(20, 60)
-    # /metrics (search/api.py): empty = answered to loopback clients only; set = a bearer token
+    # /metrics (api/search.py): empty = answered to loopback clients only; set = a bearer token
     # every scrape must send (Prometheus `authorization: {credentials_file: ...}`)
     metrics_token: str = field(default="", repr=False)
 
@@ -524,7 +524,7 @@ DESCRIPTIONS = {
     "RATE_LIMIT_SEARCH": "per client, `/api/search` + `/api/kb/search` together: `COUNT/UNIT` (`second`, `minute`, `hour`, `day`, or `Ns` as in `10/30s`) or `off`; over it: 429 with `Retry-After`",
     "RATE_LIMIT_EVENTS": "per client, `POST /api/events` (same syntax)",
     "RATE_LIMIT_LOGIN": "per client, `POST /admin/login` (same syntax)",
-    "WEIGHT_": "the shipped default fusion weights (full mode), used until the catalog has its own fit; chosen on pooled CV of four catalogs (`python -m search.defaults`, see docs/results.md). Dense weights are large because their signals are raw cosines; lexical is 0 because the exemplar BM25 document already holds the task text",
+    "WEIGHT_": "the shipped default fusion weights (full mode), used until the catalog has its own fit; chosen on pooled CV of four catalogs (`python -m evaluation.defaults`, see docs/results.md). Dense weights are large because their signals are raw cosines; lexical is 0 because the exemplar BM25 document already holds the task text",
     "DEGRADED_WEIGHT_": "the shipped default weights of the degraded mode (embeddings unavailable), fitted for that mode, not rescaled",
     "FIELD_WEIGHT_": "BM25F field weights: a name match counts 3× a help-text match",
     "lexical": "BM25F over name / aliases / category / help",

@@ -44,7 +44,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from admin.accounts import Account, AccountStore
 from admin.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
-from search.roles import bearer_token
+from api.roles import bearer_token
 from settings import Settings
 
 log = logging.getLogger(__name__)

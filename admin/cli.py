@@ -14,7 +14,7 @@ from flask.cli import AppGroup
 
 from admin.accounts import DEFAULT_TOKEN_DAYS, ROLES, AccountError, AccountStore
 from admin.audit import cli_actor
-from search.roles import InvalidRoleToken, sign_role_token, valid_roles
+from api.roles import InvalidRoleToken, sign_role_token, valid_roles
 
 users_group = AppGroup("users", help="Admin accounts (roles: viewer reads, editor writes).")
 tokens_group = AppGroup("tokens", help="API tokens for /admin/api, and role tokens for /api/search.")
@@ -125,7 +125,7 @@ def tokens_revoke(token_id: int):
     click.echo(f"token {info.id} of {info.user} revoked")
 
 
-# -- role tokens for /api/search (search.roles) ---------------------------------------------
+# -- role tokens for /api/search (api.roles) ---------------------------------------------
 @tokens_group.command("role-token")
 @click.option("--roles", "roles", multiple=True, required=True,
               help="Role(s) to grant: repeat the option or separate with commas.")

@@ -2,7 +2,7 @@
 resolve conflicts, browse versions and roll back, import and export.
 
 Flow of every page edit: form -> POST .../preview (any signed-in user: viewers may preview) ->
-the preview page (before/after computed by search.preview over the catalog with the change
+the preview page (before/after computed by admin.preview over the catalog with the change
 applied by admin.editing.apply_proposal) -> POST .../publish (editors; hidden fields carry the
 proposal and the record version it started from) -> CatalogStore writes the change, its catalog
 version and its audit entry in one transaction. A publish based on a stale version gets the
@@ -26,7 +26,7 @@ from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_ca
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import NotFound, StaleEdit, StaleRollback, StoreConflict
 from catalog.validation import bounded_int, json_problem, text_problem
-from search.preview import ANONYMOUS, EVERY_ROLE, preview_change
+from admin.preview import ANONYMOUS, EVERY_ROLE, preview_change
 from search.service import SearchService
 
 PICKER_RESULTS = 10
@@ -387,7 +387,7 @@ def version_rollback(version_id: int):
 
 def render_rollback(version_id: int, error: str | None = None, status: int = 200):
     """The confirmation page of a rollback to `version_id`: every record it would change (now
-    -> then) and the ranking preview of that change (search.preview), as for any edit."""
+    -> then) and the ranking preview of that change (admin.preview), as for any edit."""
     try:
         version = store().version(version_id)
         plan = store().rollback_plan(version_id)

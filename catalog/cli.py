@@ -10,11 +10,9 @@ from flask.cli import AppGroup, with_appcontext
 from admin.audit import cli_actor
 from catalog import db
 from catalog.formats import ImportRejected, load_cases_file, load_tasks_file, write_catalog, write_jsonl
+from catalog.demo import DEMO_CASES, DEMO_CATALOG
 from catalog.store import StoreConflict
 
-DEMO_DIR = Path(__file__).resolve().parent / "data"
-DEMO_CATALOG = DEMO_DIR / "headstart_catalog.jsonl"
-DEMO_CASES = DEMO_DIR / "headstart_cases.jsonl"
 
 
 def _store():

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import diskcache  # noqa: E402
 
 from catalog import db  # noqa: E402
-from catalog.cli import DEMO_CASES, DEMO_CATALOG  # noqa: E402
+from catalog.demo import DEMO_CASES, DEMO_CATALOG  # noqa: E402
 from catalog.formats import load_cases_file, load_tasks_file  # noqa: E402
 from catalog.store import CatalogStore  # noqa: E402
 from web.metrics import Metrics  # noqa: E402

@@ -1,4 +1,4 @@
-"""Latency benchmark of the admin ranking preview (search.preview) on the demo catalog.
+"""Latency benchmark of the admin ranking preview (admin.preview) on the demo catalog.
 
     python ops/bench_preview.py [--runs 7] [--workdir DIR] [--json FILE]
 
@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import diskcache  # noqa: E402
 
 from catalog import db  # noqa: E402
-from catalog.cli import DEMO_CASES, DEMO_CATALOG  # noqa: E402
+from catalog.demo import DEMO_CASES, DEMO_CATALOG  # noqa: E402
 from catalog.formats import load_cases_file, load_tasks_file  # noqa: E402
 from catalog.records import CaseRecord  # noqa: E402
 from catalog.store import CatalogStore  # noqa: E402
 from web.metrics import Metrics  # noqa: E402
 from search.embeddings import build_embedder  # noqa: E402
-from search.preview import preview_change  # noqa: E402
+from admin.preview import preview_change  # noqa: E402
 from search.service import SearchService  # noqa: E402
 from settings import PROJECT_ROOT, Settings  # noqa: E402
 

@@ -334,7 +334,7 @@ class Harness:
         self.server = Gunicorn(env, self.workdir / "gunicorn.log")
         self.server.start()
         self.stack.callback(self.server.stop)
-        from catalog.cli import DEMO_CASES
+        from catalog.demo import DEMO_CASES
 
         queries = [json.loads(line)["query"] for line in DEMO_CASES.read_text(encoding="utf-8").splitlines() if line]
         self.load = Load(self.server.base_url, queries, self.profile.clients, self.postgres.url,

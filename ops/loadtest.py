@@ -80,7 +80,7 @@ def build_pools(seed: int) -> Pools:
     """Type-ahead prefixes (3 characters and more, of test-case queries and task names) split
     into a small hot set and a large pool of distinct ones; full queries are test-case queries
     without their first word (so that no test case pins them), 10 of them repeated."""
-    from catalog.cli import DEMO_CASES, DEMO_CATALOG
+    from catalog.demo import DEMO_CASES, DEMO_CATALOG
     from catalog.formats import load_cases_file, load_tasks_file
 
     rng = random.Random(seed)

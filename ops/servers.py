@@ -67,7 +67,7 @@ def prepare_demo_database(url: str) -> None:
     """Migrate the database at `url` and load the demo catalog and test cases into it."""
     sys.path.insert(0, str(ROOT))
     from catalog import db
-    from catalog.cli import DEMO_CASES, DEMO_CATALOG
+    from catalog.demo import DEMO_CASES, DEMO_CATALOG
     from catalog.formats import load_cases_file, load_tasks_file
     from catalog.store import CatalogStore
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from web.json_provider import encode_json
+from infra.json_bytes import encode_json
 
 TIMINGS = "timings_ms"
 

@@ -312,7 +312,7 @@ class SearchService:
     # -- request validation --------------------------------------------------------------
     def check_request(self, query: str | None, k: int) -> str:
         """The stripped query, or BadQuery. Roles are not checked here: they come verified
-        (search.roles) and an error must never list the roles that exist."""
+        (api.roles) and an error must never list the roles that exist."""
         problem = query_problem(query, self.settings.max_query_chars)
         if problem is not None:
             raise BadQuery(problem)

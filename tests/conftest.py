@@ -17,7 +17,7 @@ from argon2 import PasswordHasher
 from sqlalchemy import create_engine, text
 
 from catalog import db
-from catalog.cli import DEMO_CASES, DEMO_CATALOG
+from catalog.demo import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.store import CatalogStore
 from settings import Settings

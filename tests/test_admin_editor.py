@@ -63,7 +63,7 @@ def test_a_case_edit_is_previewed_then_published_as_a_version_with_its_audit_ent
     assert preview.status_code == 200
     html = text(preview)
     assert "Preview: Edit test case" in html and "health.lead-screening" in html and "transport.bus-routes" in html
-    assert "Preview of this change" in html and "Cross-validated suite" in html   # search.preview's report
+    assert "Preview of this change" in html and "Cross-validated suite" in html   # admin.preview's report
     assert re.search(r"<caption><q>Bus Route Management</q>", html), "the edited query ranked before/after"
     assert case_by_query(admin_app, "Bus Route Management") == case, "a preview publishes nothing"
     assert f'name="base_version" value="{case.version}"' in html  # the publish form carries the base version
@@ -236,7 +236,7 @@ def test_rollback_restores_the_exact_rankings_and_the_fit_of_that_data(admin_app
     client, csrf = signed_in(admin_app, "eddie")
     store, search = services(admin_app).store, services(admin_app).search
     live = search.live(wait=True)
-    base_params = search.defaults.as_dict()
+    base_params = evaluation.defaults.as_dict()
     fit_a = store.save_fit(store.revision(), live.digest, scaled(base_params, 1.3), {"status": "fitted"})
     mark = store.versions(limit=1)[0].id
     before = {q: top(client, q) for q in QUERIES}

@@ -467,7 +467,7 @@ def test_without_an_allow_list_the_api_is_same_origin_only(demo_app):
 
 
 def test_a_wildcard_answers_any_origin_with_a_star_and_never_credentials():
-    from search.cors import CorsPolicy
+    from api.cors import CorsPolicy
 
     policy = CorsPolicy(("*",))
     assert policy.allowed_origin("https://anyone.example") == "*"

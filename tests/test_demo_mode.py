@@ -9,7 +9,7 @@ import brotli
 import pytest
 
 from lexicon.text import display_label
-from search.roles import sign_role_token
+from api.roles import sign_role_token
 from tests.conftest import build_app, close_app, make_settings
 
 SECRET = "s" * 40

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from search.learned import LearnedExemplar, build_learned_memory, normalised_query, unrelated_cosine
-from search.preview import preview_change
+from admin.preview import preview_change
 from search.ranker import FusionWeights
 from tests.test_preview import demo, service  # noqa: F401  (the demo service fixture and its data)
 

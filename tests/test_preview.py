@@ -1,4 +1,4 @@
-"""The admin ranking preview (search.preview) on the demo catalog, with the bundled embeddings.
+"""The admin ranking preview (admin.preview) on the demo catalog, with the bundled embeddings.
 
 Speed is measured by ops/bench_preview.py, never here.
 """
@@ -15,7 +15,7 @@ from lexicon.rationale import build_lexicon
 from lexicon.text import stem, words
 from web.metrics import Metrics
 from search.index import analyse_tasks, build_index
-from search.preview import EVERY_ROLE, preview_change
+from admin.preview import EVERY_ROLE, preview_change
 from search.service import SearchService
 
 ASQ = "health.asq3-screening"
@@ -203,7 +203,7 @@ def test_an_out_of_scope_case_says_what_it_does(service, demo_app):
 
 def test_with_a_fitted_model_the_note_names_what_it_was_fitted_on():
     from search.confidence import AbstentionModel
-    from search.preview import abstention_note
+    from admin.preview import abstention_note
     from search.ranker import RankerParams
 
     model = AbstentionModel(("margin",), (1.0,), 0.0, 0.0, {"n_negatives": {"case": 31, "offtopic": 700},

@@ -1,4 +1,4 @@
-"""Verified roles for /api/search (search/roles.py): the signed token format (a JWT, HS256), the
+"""Verified roles for /api/search (api/roles.py): the signed token format (a JWT, HS256), the
 trusted proxy header, and what the API shows with a valid, forged, expired or malformed credential."""
 import base64
 import hashlib
@@ -10,7 +10,7 @@ import jwt
 import pytest
 
 from web.clients import is_trusted_proxy
-from search.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
+from api.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
                           sign_role_token, verify_role_token)
 from settings import Settings
 from tests.conftest import build_app, make_settings

@@ -4,7 +4,7 @@ TRUSTED_PROXIES (settings.py) lists the addresses or CIDR networks of our own re
 `X-Forwarded-For` is a list every proxy appends its peer to, so only its right-hand end was
 written by proxies we trust; anything to the left of the first untrusted hop may be invented by
 the client. `client_address` therefore walks the header from the right, past our proxies, and
-stops at the first address that is not one of them. Used for the roles header (search.roles),
+stops at the first address that is not one of them. Used for the roles header (api.roles),
 the rate limits (web.limits) and the admin login throttle (admin.throttle): one rule for all.
 """
 from __future__ import annotations

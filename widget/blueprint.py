@@ -6,7 +6,7 @@
                       the widget exactly as a host platform would, searching this app's catalog
     GET /demo/role-token?role=R   the demo's role switcher (DEMO_ROLE_SWITCHER, see widget.demo_roles)
     GET <a task's URL>   in demo mode, a stand-in page for the host platform's task screen
-    any other unknown page   an HTML "page not found" (API paths keep their JSON errors: search.api)
+    any other unknown page   an HTML "page not found" (API paths keep their JSON errors: api.search)
 
 A host page embeds it with
 
@@ -28,7 +28,7 @@ from flask import Blueprint, abort, after_this_request, current_app, jsonify, re
 from flask_compress import Compress, DictCache
 
 from lexicon.text import display_label
-from search.roles import sign_role_token
+from api.roles import sign_role_token
 from widget.demo_roles import EXTENSION, demo_secret, switcher_enabled, token_ttl_s
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def widget_css():
 
 @widget_bp.record_once
 def _install_demo(state) -> None:
-    """The switcher's secret (only while it is on) and the HTML page-not-found (search.api's
+    """The switcher's secret (only while it is on) and the HTML page-not-found (api.search's
     404 handler calls it for a page that is not an API path)."""
     settings = state.app.config["SETTINGS"]
     if switcher_enabled(settings):

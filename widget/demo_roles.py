@@ -1,7 +1,7 @@
 """The demo homepage's role switcher: which secret signs its role tokens, and when it is on.
 
 A visitor of the demo picks a role and the server mints a short-lived role token for it
-(search.roles.sign_role_token), so the demo can show the 40 restricted tasks of its catalog.
+(api.roles.sign_role_token), so the demo can show the 40 restricted tasks of its catalog.
 Minting tokens for anyone is exactly what a production deployment must never do, so:
 
 - it is on only with DEMO_HOMEPAGE *and* DEMO_ROLE_SWITCHER (off by default; `make run`, the
@@ -10,7 +10,7 @@ Minting tokens for anyone is exactly what a production deployment must never do,
   here is worthless to any other deployment, and one minted by a host with ROLE_TOKEN_SECRET
   is verified as before. The demo secret is derived from SECRET_KEY when one is set (every
   worker of one deployment derives the same), else random per process;
-- /api/search accepts a demo-signed token only while the switcher is on (search.api), and its
+- /api/search accepts a demo-signed token only while the switcher is on (api.search), and its
   lifetime is at most DEMO_TOKEN_TTL_S (and ROLE_TOKEN_MAX_TTL_S).
 """
 from __future__ import annotations

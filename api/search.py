@@ -3,7 +3,7 @@
 Every answered /api/search gets a fresh `search_id` and is queued for the search log
 (analytics.recorder writes it in the background, never on the request path).
 
-/api/search shows restricted tasks only to verified roles (search.roles: a signed role token
+/api/search shows restricted tasks only to verified roles (api.roles: a signed role token
 or a trusted proxy's header); the `role` query parameter merely picks one of those. Each answer
 says how many of the best tasks the caller's roles hide (`hidden_by_role`, a count, never which)
 and whether this server can re-rank at all (`rerank_available`: no LLM configured, no point in
@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from analytics import analytics_recorder
 from analytics.records import SESSION_ID, search_record
 from catalog.models import utcnow
-from search.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
+from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from search.service import BadQuery
 from settings import PROJECT_ROOT
 
@@ -102,7 +102,7 @@ DEMO_ROLE_SECRET = "demo_role_secret"   # app.extensions: set by the demo's role
 
 
 def caller_access(args: dict[str, str]) -> Access:
-    """The caller's verified roles (search.roles): a signed token or a trusted proxy's header.
+    """The caller's verified roles (api.roles): a signed token or a trusted proxy's header.
     While the demo's role switcher is on (widget.demo_roles), a token that ROLE_TOKEN_SECRET
     does not verify may instead be one the switcher signed with its demo-only secret."""
     environ = request.environ

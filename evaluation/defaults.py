@@ -13,7 +13,7 @@ each contributing the same number of queries so that no catalog dominates:
 
 No prototype weight is fitted (prototypes exist only with a per-catalog fit). Run:
 
-    python -m search.defaults ../shared/data/clinc150 [--per-catalog 400]
+    python -m evaluation.defaults ../shared/data/clinc150 [--per-catalog 400]
 
 and copy the printed weights into settings.py. Held-out splits (the demo's 20% hash split,
 CLINC150 val) never enter.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import diskcache
 
-from catalog.cli import DEMO_CASES, DEMO_CATALOG
+from catalog.demo import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.splits import bucket, holdout_split
 from search.embeddings import build_embedder
@@ -83,7 +83,7 @@ def fit_pooled(pools: dict[str, list[CVQuery]], mode: str) -> Weights:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m search.defaults")
+    parser = argparse.ArgumentParser(prog="python -m evaluation.defaults")
     parser.add_argument("clinc_dir", type=Path)
     parser.add_argument("--per-catalog", type=int, default=400)
     args = parser.parse_args(argv)
