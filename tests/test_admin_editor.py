@@ -236,7 +236,7 @@ def test_rollback_restores_the_exact_rankings_and_the_fit_of_that_data(admin_app
     client, csrf = signed_in(admin_app, "eddie")
     store, search = services(admin_app).store, services(admin_app).search
     live = search.live(wait=True)
-    base_params = evaluation.defaults.as_dict()
+    base_params = search.defaults.as_dict()
     fit_a = store.save_fit(store.revision(), live.digest, scaled(base_params, 1.3), {"status": "fitted"})
     mark = store.versions(limit=1)[0].id
     before = {q: top(client, q) for q in QUERIES}

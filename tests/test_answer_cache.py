@@ -21,15 +21,16 @@ TASKS = [
 
 @pytest.fixture
 def pipeline_runs(monkeypatch):
-    """How many times the prefilter (the heart of the pipeline) really ran."""
+    """One entry per run of the pipeline (SearchService._answer: analyse, prefilter, fuse, and for
+    a catalog with restricted tasks the all-roles prefilter behind `hidden_by_role`)."""
     calls = []
-    real = search.service.prefilter
+    real = search.service.SearchService._answer
 
-    def counting(*args, **kwargs):
+    def counting(self, *args, **kwargs):
         calls.append(1)
-        return real(*args, **kwargs)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(search.service, "prefilter", counting)
+    monkeypatch.setattr(search.service.SearchService, "_answer", counting)
     return calls
 
 
