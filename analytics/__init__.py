@@ -13,11 +13,13 @@ the results, and the admin sees the measures and the queries to turn into test c
 """
 from __future__ import annotations
 
+import secrets
+
 from flask import Flask
 from sqlalchemy import Engine
 
 from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in admin_bp)
-from analytics.api import EXTENSION, SOURCES_EXTENSION, analytics_recorder, events_bp
+from analytics.api import EXTENSION, NETWORK_KEY_EXTENSION, SOURCES_EXTENSION, analytics_recorder, events_bp
 from analytics.recorder import AnalyticsRecorder
 from analytics.sources import AddressSessions
 from analytics.store import AnalyticsStore
@@ -35,6 +37,10 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
                                  enabled=settings.analytics_enabled, on_count=metrics.analytics_listener())
     app.extensions[EXTENSION] = recorder
     app.extensions[SOURCES_EXTENSION] = AddressSessions(settings.learning_sessions_per_address)
+    # the key of the events' network pseudonyms: SECRET_KEY, else one of this process (then the
+    # workers of one server give one address different pseudonyms: documented in docs/learning-from-use.md)
+    app.extensions[NETWORK_KEY_EXTENSION] = (settings.secret_key.encode("utf-8") if settings.secret_key
+                                             else secrets.token_bytes(32))
     app.register_blueprint(events_bp)
     return recorder
 
