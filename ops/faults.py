@@ -28,6 +28,7 @@ the end).
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -86,7 +87,7 @@ def http_json(url: str, timeout: float = REQUEST_TIMEOUT_S) -> tuple[int | str, 
             return exc.code, json.loads(exc.read() or b"{}")
         except ValueError:
             return exc.code, {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):   # a reply cut short (IncompleteRead) is no answer
         return "conn_error", {}
 
 
