@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from lexicon.text import normalise
+from lexicon.text import normalise_query
 
 #: The widget's opaque session id: 8-64 characters of [A-Za-z0-9_-] (it makes one up per visit).
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -37,12 +37,6 @@ def new_search_id(now_ns: int | None = None) -> str:
     raw = millis.to_bytes(6, "big") + secrets.token_bytes(10)
     return base64.urlsafe_b64encode(raw).rstrip(b"=").translate(_SORTABLE).decode("ascii")
 
-
-def normalise_query(text: str) -> str:
-    """The query as analytics groups and counts it: Unicode-normalised and case-folded
-    (lexicon.text.normalise), runs of white space collapsed to one space, trimmed. "Lead  Screening "
-    and "lead screening" are the same query."""
-    return " ".join(normalise(text).split())
 
 
 @dataclass(frozen=True)

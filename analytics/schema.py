@@ -21,7 +21,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from analytics.records import EventRecord, normalise_query
+from analytics.records import EventRecord
+from lexicon.text import normalise_query
 from catalog.validation import json_problem, render_path
 from settings import PROJECT_ROOT
 

@@ -58,6 +58,12 @@ def normalise(text: str) -> str:
     return _normalise_memo(text) if len(text) <= NORMALISE_MEMO_CHARS else _normalise(text)
 
 
+def normalise_query(text: str) -> str:
+    """The query as analytics counts it and learned evidence keys it: `normalise`d, runs of white
+    space collapsed to one space, trimmed. "Lead  Screening " and "lead screening" are one query."""
+    return " ".join(normalise(text).split())
+
+
 def _normalise(text: str) -> str:
     text = text.encode("utf-8", "replace").decode("utf-8")
     text = unicodedata.normalize("NFKC", text).casefold()

@@ -45,7 +45,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from lexicon.text import normalise
+from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
 from search.signals import group_max
 
 MIN_PROPENSITY = 0.05
@@ -114,11 +114,6 @@ def session_weights(sessions: Sequence[str], max_votes: int) -> np.ndarray:
 
 
 # --- what the fit and the prefilter use -------------------------------------------------------
-
-def normalised_query(text: str) -> str:
-    """A query as learned evidence keys it: the product's normaliser (lexicon.text.normalise),
-    white space collapsed; the same key as the search log's (analytics.records.normalise_query)."""
-    return " ".join(normalise(text).split())
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import pytest
 
 from analytics.formulas import (KEYSTROKE_GAP_S, REFORMULATION_WINDOW_S, by_day, by_query, intents, is_edit,
                                 low_ctr_queries, measure, top_no_result_queries, unmatched_events)
-from analytics.records import EventRecord, SearchRecord, normalise_query
+from analytics.records import EventRecord, SearchRecord
+from lexicon.text import normalise_query
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 

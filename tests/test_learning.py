@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from analytics.learning import aggregate, collect_votes, load_learned, learned_exemplars
-from analytics.records import EventRecord, SearchRecord, normalise_query
+from analytics.records import EventRecord, SearchRecord
+from lexicon.text import normalise_query
 from analytics.sources import AddressSessions
 from analytics.store import AnalyticsStore
 from search import learned as math
