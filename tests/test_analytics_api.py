@@ -7,6 +7,7 @@ import json
 import re
 import sqlite3
 import time
+from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,7 +18,7 @@ from analytics.models import SearchEvent, SearchLogEntry
 from analytics.records import EventRecord, SearchRecord
 from analytics.recorder import AnalyticsRecorder
 from catalog.models import utcnow
-from tests.conftest import FAST_HASHER, build_app, make_settings, postgres_schema, signed_in
+from tests.conftest import FAST_HASHER, build_app, close_app, make_settings, postgres_schema, signed_in
 
 ORIGIN = "https://host.example.org"
 SESSION = "sess-0123456789"
@@ -38,16 +39,10 @@ def app(request, tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
         accounts.create_user("vera", "a long enough password", "viewer", actor="cli:test")
         return app
 
-    if request.param == "sqlite":
-        app = make({})
+    with postgres_schema() if request.param == "postgresql" else nullcontext((None, None)) as (_schema, url):
+        app = make({"DATABASE_URL": url} if url else {})
         yield app
-        app.extensions["taskfinder_analytics"].close()
-        return
-    with postgres_schema() as (_schema, url):
-        app = make({"DATABASE_URL": url})
-        yield app
-        app.extensions["taskfinder_analytics"].close()
-        app.extensions["taskfinder"].store.engine.dispose()
+        close_app(app)
 
 
 def recorder(app) -> AnalyticsRecorder:

@@ -16,7 +16,7 @@ from analytics.records import EventRecord, SearchRecord
 from analytics.report import load_report, load_rollup_report, summarise
 from analytics.rollup import final_after
 from analytics.store import AnalyticsStore
-from tests.conftest import FAST_HASHER, build_app, make_settings, postgres_schema, signed_in
+from tests.conftest import FAST_HASHER, build_app, close_app, make_settings, postgres_schema, signed_in
 
 FIRST = date(2026, 3, 2)
 DAYS = 4
@@ -150,8 +150,7 @@ def page_app(request, tmp_path_factory, shared_cache_dir, demo_tasks):
     with postgres_schema() as (_schema, url):
         app = make({"DATABASE_URL": url})
         yield app
-        app.extensions["taskfinder_analytics"].close()
-        app.extensions["taskfinder"].store.engine.dispose()
+        close_app(app)
 
 
 def test_the_page_shows_top_searches_and_results_from_roll_ups_without_developer_text(page_app):
