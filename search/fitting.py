@@ -39,7 +39,8 @@ from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon, pin_key
 from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
-from search.learned import LearnedExemplar, build_learned_memory, learned_digest, normalised_query, unrelated_cosine
+from search.learned import (LearnedExemplar, build_learned_memory, learned_cases, learned_digest, normalised_query,
+                            unrelated_cosine)
 from search.offtopic import load_offtopic
 from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, analyse_query, fuse, rank_values,
                               signal_values)
@@ -134,7 +135,7 @@ def negative_evidence(cases: Sequence[CaseRecord], offtopic: Sequence[str] = (),
 def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, negatives: Sequence[tuple[str, str]] = (),
-               learned: Sequence[LearnedExemplar] = ()) -> list[CVQuery]:
+               learned: Sequence[LearnedExemplar] = (), learned_as_cases: bool = False) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
     `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
     one is scored (each fold's index still learns from all the other folds' cases).
@@ -142,7 +143,8 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     and scored against that fold's index, as CV queries without gold of that source.
     `learned`: exemplars learned from use (search.learned); each fold's index has those whose
     query is not one of the fold's held-out queries, so the `learned` signal's weight is fitted
-    on how well use predicts queries it has not seen."""
+    on how well use predicts queries it has not seen. `learned_as_cases`: those exemplars also
+    join the fold's cases (search.learned.learned_cases: exemplar memory and lexicon)."""
     tasks = [t for t in tasks if t.active]
     negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
     sampled = None
@@ -162,9 +164,11 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         held = held + [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
         if not held:
             continue
+        held_queries = frozenset(normalised_query(c.query) for c in held)
+        if learned and learned_as_cases:
+            fit = [*fit, *learned_cases(learned, held_queries)]
         index = build_index(tasks, build_lexicon(fit), settings.field_weights, cases=fit)
         if learned:
-            held_queries = frozenset(normalised_query(c.query) for c in held)
             index = index.with_learned(build_learned_memory([t.id for t in tasks], learned, held_queries))
         analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
         vectors = [None] * len(held)
@@ -519,6 +523,35 @@ def abstention_negatives(settings: Settings, cases: Sequence[CaseRecord], unclic
     return negative_evidence(cases, load_offtopic() if settings.abstain_offtopic else (), unclicked)
 
 
+def choose_learned_as_cases(settings: Settings, tasks, cases, embedder, seed: int, max_queries: int | None,
+                            learned: Sequence[LearnedExemplar], defaults: RankerParams,
+                            queries: Sequence[CVQuery], weights: FusionWeights, report: dict
+                            ) -> tuple[Sequence[CVQuery], FusionWeights, bool]:
+    """Whether the learned exemplars should also join the exemplar memory and lexicon
+    (search.learned.learned_cases), decided by the same CV: the written cases' held-out folds
+    are scored by indexes with and without them (each fold without its own queries) and the
+    weights fitted on each; the learned exemplars become cases only when that raises the CV
+    Hit@1 (then MRR) of the full mode. A catalog where use does not generalise keeps the
+    `learned` signal alone (or nothing). Returns (queries, weights, as_cases); the report's
+    cv.full gets `fitted_learned_as_cases`."""
+    alternative = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, None, learned,
+                             learned_as_cases=True)
+    full = fit_weights(alternative, "full", defaults.weights.full)
+    candidate = FusionWeights(full, fit_weights(alternative, "sparse", defaults.weights.sparse))
+    with_cases = ranking_metrics(alternative, rankings(alternative, candidate, "full"))
+    report["cv"]["full"]["fitted_learned_as_cases"] = with_cases
+    current = report["cv"]["full"]["fitted"]
+    if (with_cases["hit@1"], with_cases["mrr"]) > (current["hit@1"], current["mrr"]):
+        report["cv"]["full"]["fitted_learned_signal_only"] = current
+        report["cv"]["full"]["fitted"] = with_cases
+        report["cv"]["full"]["defaults"] = ranking_metrics(alternative, rankings(alternative, defaults.weights, "full"))
+        if "sparse" in report["cv"]:   # a degraded server holds the same exemplars (sparse exemplar document)
+            report["cv"]["sparse"] = {m: ranking_metrics(alternative, rankings(alternative, w, "sparse"))
+                                      for m, w in (("defaults", defaults.weights), ("fitted", candidate))}
+        return alternative, candidate, True
+    return queries, weights, False
+
+
 def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                defaults: RankerParams, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, queries: Sequence[CVQuery] | None = None,
@@ -557,21 +590,28 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
             report["cv"][mode]["fitted_without_learned"] = ranking_metrics(
                 in_scope_queries, rankings(in_scope_queries, FusionWeights(replace(weights.full, learned=0.0), weights.sparse), mode))
     report["cv"]["sparse"]["cross_fitted"] = sparse_choice
+    as_cases = False
+    if learned and "full" in modes:
+        queries, weights, as_cases = choose_learned_as_cases(settings, tasks, cases, embedder, seed, max_queries,
+                                                             learned, defaults, queries, weights, report)
     primary = "full" if "full" in modes else "sparse"
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     abstention = {m: fit_abstention(queries, defaults.weights, m, settings.abstain_budget, signals[m]) for m in modes}
     abstention.setdefault("full", None)
     stored_prototypes = None
     if embedder is not None:
-        index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases), embedder)  # no learned: prototypes are the cases'
+        index_cases = [*cases, *learned_cases(learned)] if as_cases else cases   # the exemplars serving will hold
+        index = attach_vectors(build_index(tasks, build_lexicon(index_cases), settings.field_weights,
+                                           cases=index_cases), embedder)
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
+    used = weights.full.learned > 0 or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
-                          learned=tuple(learned) if weights.full.learned > 0 else ())
+                          learned=tuple(learned) if used else (), learned_as_cases=as_cases)
     if learned:
         report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned), "weight": weights.full.learned,
-                             "used": weights.full.learned > 0}
+                             "as_cases": as_cases, "used": used}
     report.update(status="fitted", n_cv_queries=sum(q.source == "case" for q in queries),
                   n_cv_negatives=sum(q.source != "case" for q in queries), shortlist_size=shortlist,
                   abstention={m: (a.cv if a else None) for m, a in abstention.items()},

@@ -45,6 +45,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from catalog.records import CaseRecord
 from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
 from search.signals import group_max
 
@@ -128,16 +129,32 @@ class LearnedExemplar:
 
 def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
              blocked: frozenset[tuple[str, str]] = frozenset(),
-             task_ids: Iterable[str] | None = None) -> tuple[LearnedExemplar, ...]:
-    """The pairs that count: at least `min_sessions` distinct clicking sessions, relevance at
+             task_ids: Iterable[str] | None = None, min_networks: int = 1) -> tuple[LearnedExemplar, ...]:
+    """The pairs that count: at least `min_sessions` distinct clicking sessions from at least
+    `min_networks` distinct client networks (pairs without a `networks` count: sessions), relevance at
     least `min_relevance`, not blocked by the admin, and (with `task_ids`) on a known task.
     `pairs`: anything with query, task_id, sessions and relevance (analytics.learning.LearnedPair).
     Sorted by (query, task) so that the fit's input, and its digest, are stable."""
     known = set(task_ids) if task_ids is not None else None
     found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in pairs
-             if p.sessions >= min_sessions and p.relevance >= min_relevance and (p.query, p.task_id) not in blocked
+             if p.sessions >= min_sessions and getattr(p, "networks", p.sessions) >= min_networks
+             and p.relevance >= min_relevance and (p.query, p.task_id) not in blocked
              and (known is None or p.task_id in known)]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
+
+
+def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozenset[str] = frozenset()) -> tuple[CaseRecord, ...]:
+    """The learned exemplars as implicit test cases (query -> its task), for the exemplar memory
+    and the lexicon that the neighbour, centroid, prototype and exemplar-BM25 signals read: use
+    then generalises like a written case does (to paraphrases near it), not only through the
+    separate `learned` signal. The fit decides by CV whether an index gets them
+    (search.fitting.fit_ranker, `learned_as_cases`). `exclude_queries`: left out (a CV fold's
+    held-out queries). Several eligible tasks for one query give one case with every task."""
+    by_query: dict[str, list[str]] = {}
+    for e in exemplars:
+        if e.query not in exclude_queries:
+            by_query.setdefault(e.query, []).append(e.task_id)
+    return tuple(CaseRecord(query, tuple(sorted(tasks)), category="learned") for query, tasks in sorted(by_query.items()))
 
 
 def learned_digest(exemplars: Sequence[LearnedExemplar]) -> str | None:

@@ -28,7 +28,7 @@ from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
-from search.learned import LearnedExemplar, build_learned_memory, learned_digest
+from search.learned import LearnedExemplar, build_learned_memory, learned_cases, learned_digest
 from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
@@ -202,11 +202,15 @@ class SearchService:
         tasks, cases = self.source.tasks(), tuple(self.source.cases())
         lexicon = build_lexicon(cases)
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
-        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
         digest = cases_digest(tasks, cases)
         params, stale = self._params(digest)
         params, stale = self._without_blocked(params, stale)
-        if params.learned:   # the exemplars learned from use that this fit weighed
+        # the fit decided (CV) whether the exemplars learned from use join the exemplar memory
+        indexed = (*cases, *learned_cases(params.learned)) if params.learned_as_cases else cases
+        if indexed is not cases:
+            lexicon = build_lexicon(indexed)
+        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=indexed)
+        if params.learned and params.weights.full.learned > 0:   # the `learned` signal this fit weighed
             index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)

@@ -157,6 +157,75 @@ def test_address_session_cap_is_held_in_memory_and_forgets_with_the_window():
     assert gate.admit("10.0.0.1", "session-4")       # a new window
 
 
+def test_one_address_with_many_sessions_cannot_make_a_pair_count(settings, demo_tasks, demo_cases):
+    """Issue 16 item 3, through the real endpoints: three sessions from one address (each with
+    its own search, impression and click, under the per-address session cap) do not make the
+    pair eligible; three sessions from three addresses do. The stored events hold a keyed
+    pseudonym of the network, never the address."""
+    from tests.conftest import build_app, close_app
+
+    app = build_app(settings, demo_tasks, demo_cases)
+    try:
+        client = app.test_client()
+
+        def vote(query: str, session: str, address: str) -> str:
+            env = {"REMOTE_ADDR": address}
+            body = client.get(f"/api/search?q={query}&k=8&session={session}", environ_base=env).get_json()
+            first = body["results"][0]["id"]
+            events = [{"type": "impression", "search_id": body["search_id"], "query": query,
+                       "task_ids": [r["id"] for r in body["results"]]},
+                      {"type": "click", "search_id": body["search_id"], "task_id": first, "position": 1}]
+            assert client.post("/api/events", json={"session_id": session, "events": events},
+                               environ_base=env).status_code == 202
+            return first
+
+        one = {vote("lead screening", f"one-address-session-{i}", "203.0.113.7") for i in range(4)}
+        many = {vote("cacfp claim", f"many-addresses-session-{i}", f"198.51.{i}.9") for i in range(3)}
+        app.extensions["taskfinder_analytics"].flush()
+        engine = app.extensions["taskfinder"].store.engine
+        stored = AnalyticsStore(engine).events(NOW - timedelta(days=365), NOW + timedelta(days=365 * 10))
+        assert stored and all(e.network and "203.0.113" not in e.network and "198.51" not in e.network for e in stored)
+        found = learned_exemplars(engine, Settings.from_env({"LEARNING_SETTLE_S": "0"}))
+        rows = pairs_by_key(engine)
+        assert rows[("lead screening", one.pop())].sessions == 4
+        assert [(e.query, e.task_id) for e in found] == [("cacfp claim", many.pop())]
+    finally:
+        close_app(app)
+
+
+def test_network_pseudonyms_are_coarse_keyed_and_rotate_daily():
+    from datetime import date
+
+    from analytics.sources import network_pseudonym
+
+    day, key = date(2026, 11, 24), b"k" * 32
+    a = network_pseudonym("203.0.113.7", key, day)
+    assert a == network_pseudonym("203.0.113.200", key, day)                 # one /24
+    assert a != network_pseudonym("203.0.114.7", key, day)
+    assert a != network_pseudonym("203.0.113.7", b"x" * 32, day)             # keyed
+    assert a != network_pseudonym("203.0.113.7", key, date(2026, 11, 25))    # rotated daily
+    assert network_pseudonym("2001:db8:1:2::1", key, day) == network_pseudonym("2001:db8:1:ffff::9", key, day)
+    assert network_pseudonym("not-an-address", key, day) is None and "203" not in a
+
+
+def test_a_pair_needs_distinct_networks_as_well_as_distinct_sessions(engine):
+    def found():
+        return [(e.query, e.task_id) for e in eligible(load_learned(engine), SETTINGS.learning_min_sessions,
+                                                        SETTINGS.learning_min_relevance,
+                                                        min_networks=SETTINGS.learning_min_networks)]
+
+    searches, events = session_votes(4, "t5")
+    write(engine, searches, [replace(e, network="same-network-00") for e in events])
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=5))
+    row = pairs_by_key(engine)[("lead screening", "t5")]
+    assert (row.sessions, row.networks) == (4, 1) and found() == []
+    more, more_events = session_votes(1, "t5", prefix="other", start=360)
+    write(engine, more, [replace(e, network="other-network-1") for e in more_events])
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=10))
+    assert pairs_by_key(engine)[("lead screening", "t5")].networks == 2
+    assert found() == [("lead screening", "t5")]
+
+
 # -- aggregation on each database -------------------------------------------------------------------
 
 def test_a_pair_counts_only_after_min_sessions_distinct_sessions(engine):
