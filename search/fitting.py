@@ -525,29 +525,29 @@ def abstention_negatives(settings: Settings, cases: Sequence[CaseRecord], unclic
 
 def choose_learned_as_cases(settings: Settings, tasks, cases, embedder, seed: int, max_queries: int | None,
                             learned: Sequence[LearnedExemplar], defaults: RankerParams,
-                            queries: Sequence[CVQuery], weights: FusionWeights, report: dict
+                            queries: Sequence[CVQuery], weights: FusionWeights, report: dict, mode: str = "full"
                             ) -> tuple[Sequence[CVQuery], FusionWeights, bool]:
     """Whether the learned exemplars should also join the exemplar memory and lexicon
     (search.learned.learned_cases), decided by the same CV: the written cases' held-out folds
     are scored by indexes with and without them (each fold without its own queries) and the
     weights fitted on each; the learned exemplars become cases only when that raises the CV
-    Hit@1 (then MRR) of the full mode. A catalog where use does not generalise keeps the
-    `learned` signal alone (or nothing). Returns (queries, weights, as_cases); the report's
-    cv.full gets `fitted_learned_as_cases`."""
+    Hit@1 (then MRR) of `mode` (the fit's primary mode: full, or sparse without embeddings).
+    A catalog where use does not generalise keeps the `learned` signal alone (or nothing).
+    Returns (queries, weights, as_cases); the report's cv[mode] gets `fitted_learned_as_cases`."""
     alternative = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, None, learned,
                              learned_as_cases=True)
-    full = fit_weights(alternative, "full", defaults.weights.full)
-    candidate = FusionWeights(full, fit_weights(alternative, "sparse", defaults.weights.sparse))
-    with_cases = ranking_metrics(alternative, rankings(alternative, candidate, "full"))
-    report["cv"]["full"]["fitted_learned_as_cases"] = with_cases
-    current = report["cv"]["full"]["fitted"]
+    modes = list(report["cv"])
+    candidate = FusionWeights(fit_weights(alternative, "full", defaults.weights.full) if "full" in modes
+                              else weights.full, fit_weights(alternative, "sparse", defaults.weights.sparse))
+    with_cases = ranking_metrics(alternative, rankings(alternative, candidate, mode))
+    report["cv"][mode]["fitted_learned_as_cases"] = with_cases
+    current = report["cv"][mode]["fitted"]
     if (with_cases["hit@1"], with_cases["mrr"]) > (current["hit@1"], current["mrr"]):
-        report["cv"]["full"]["fitted_learned_signal_only"] = current
-        report["cv"]["full"]["fitted"] = with_cases
-        report["cv"]["full"]["defaults"] = ranking_metrics(alternative, rankings(alternative, defaults.weights, "full"))
-        if "sparse" in report["cv"]:   # a degraded server holds the same exemplars (sparse exemplar document)
-            report["cv"]["sparse"] = {m: ranking_metrics(alternative, rankings(alternative, w, "sparse"))
-                                      for m, w in (("defaults", defaults.weights), ("fitted", candidate))}
+        for m in modes:   # a degraded server holds the same exemplars (the sparse exemplar document)
+            before = report["cv"][m]["fitted"]
+            report["cv"][m].update(defaults=ranking_metrics(alternative, rankings(alternative, defaults.weights, m)),
+                                   fitted=ranking_metrics(alternative, rankings(alternative, candidate, m)))
+            report["cv"][m]["fitted_learned_signal_only" if m == "full" else "fitted_without_learned"] = before
         return alternative, candidate, True
     return queries, weights, False
 
@@ -562,10 +562,11 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     `queries`: the CV queries of these cases (with their negatives, `abstention_negatives`),
     when the caller has them already; `unclicked`: see abstention_negatives.
     `learned`: exemplars learned from use (search.learned.eligible), minus the `blocked`
-    (query, task) pairs; without embeddings they are not used (the signal is dense)."""
+    (query, task) pairs; the CV decides whether they feed the `learned` signal (dense: with
+    embeddings only) and whether they join the exemplar memory (choose_learned_as_cases)."""
     started = time.perf_counter()
     tasks = [t for t in tasks if t.active]
-    learned = usable_learned(learned, blocked, tasks) if embedder is not None else ()
+    learned = usable_learned(learned, blocked, tasks)   # without embeddings: only as cases (the signal is dense)
     in_scope = [c for c in cases if c.gold]
     report: dict = {"n_cases": len(cases), "n_in_scope": len(in_scope), "n_out_of_scope": len(cases) - len(in_scope),
                     "folds": FOLDS, "seed": seed, "digest": cases_digest(tasks, cases)}
@@ -591,10 +592,10 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                 in_scope_queries, rankings(in_scope_queries, FusionWeights(replace(weights.full, learned=0.0), weights.sparse), mode))
     report["cv"]["sparse"]["cross_fitted"] = sparse_choice
     as_cases = False
-    if learned and "full" in modes:
-        queries, weights, as_cases = choose_learned_as_cases(settings, tasks, cases, embedder, seed, max_queries,
-                                                             learned, defaults, queries, weights, report)
     primary = "full" if "full" in modes else "sparse"
+    if learned:
+        queries, weights, as_cases = choose_learned_as_cases(settings, tasks, cases, embedder, seed, max_queries,
+                                                             learned, defaults, queries, weights, report, primary)
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     abstention = {m: fit_abstention(queries, defaults.weights, m, settings.abstain_budget, signals[m]) for m in modes}
     abstention.setdefault("full", None)
@@ -606,7 +607,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
-    used = weights.full.learned > 0 or as_cases
+    used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases)
     if learned:

@@ -307,9 +307,9 @@ class SearchService:
                 self.source.release_lease(FIT_LEASE)
 
     def _learned_inputs(self, embedder) -> LearnedInputs:
-        """(learned exemplars, blocked pairs) for a fit: none when learning is off, there is no
-        source, or there are no embeddings (the learned signal is dense)."""
-        if self.learned_evidence is None or not self.settings.learning_enabled or embedder is None:
+        """(learned exemplars, blocked pairs) for a fit: none when learning is off or there is no
+        source (without embeddings the fit may still use them as exemplars: fit_ranker)."""
+        if self.learned_evidence is None or not self.settings.learning_enabled:
             return (), frozenset()
         return self.learned_evidence()
 
