@@ -611,7 +611,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases)
     if learned:
-        report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned), "weight": weights.full.learned,
+        report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
+                             "weight": weights.full.learned if embedder is not None else None,
                              "as_cases": as_cases, "used": used}
     report.update(status="fitted", n_cv_queries=sum(q.source == "case" for q in queries),
                   n_cv_negatives=sum(q.source != "case" for q in queries), shortlist_size=shortlist,

@@ -372,3 +372,13 @@ def test_without_traffic_rankings_are_bit_for_bit_unchanged(demo_app):
     badb2f5) on the demo data; with an empty learned_evidence table nothing may differ."""
     assert load_learned(demo_app.extensions["taskfinder"].store.engine) == []
     assert no_traffic_rankings(demo_app) == json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+def test_learned_exemplars_become_cases_without_the_held_out_queries():
+    """search.learned.learned_cases: what joins the exemplar memory when the fit's CV says so;
+    a CV fold's held-out queries are left out, one case per query with all its tasks."""
+    learned = [LearnedExemplar("renew my card", "t2", 0.9, 3), LearnedExemplar("renew my card", "t1", 0.8, 4),
+               LearnedExemplar("lead screening", "t5", 0.9, 3)]
+    cases = math.learned_cases(learned)
+    assert [(c.query, c.gold) for c in cases] == [("lead screening", ("t5",)), ("renew my card", ("t1", "t2"))]
+    assert [c.query for c in math.learned_cases(learned, frozenset({"lead screening"}))] == ["renew my card"]
