@@ -214,7 +214,7 @@ def fit_summary(report: dict) -> dict:
     learned = report.get("learned") or {}
     full = (report.get("cv") or {}).get("full") or {}
     return {"status": report.get("status"), "learned_pairs": learned.get("pairs", 0),
-            "learned_weight": learned.get("weight", 0.0),
+            "learned_weight": learned.get("weight", 0.0), "learned_as_cases": learned.get("as_cases", False),
             "cv_hit@1": (full.get("fitted") or {}).get("hit@1"),
             "cv_hit@1_without_learned": (full.get("fitted_without_learned") or {}).get("hit@1")}
 
