@@ -15,6 +15,7 @@ the results, and the admin sees the measures and the queries to turn into test c
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 
 from flask import Flask
@@ -46,8 +47,10 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
                                                    settings.analytics_events_per_minute)
     # the key of the events' network pseudonyms: SECRET_KEY, else one of this process (then the
     # workers of one server give one address different pseudonyms: documented in docs/learning-from-use.md)
-    app.extensions[NETWORK_KEY_EXTENSION] = (settings.secret_key.encode("utf-8") if settings.secret_key
-                                             else secrets.token_bytes(32))
+    # (derived, so that the session-signing key itself is not used for a second purpose)
+    app.extensions[NETWORK_KEY_EXTENSION] = (
+        hashlib.sha256(b"taskfinder network pseudonym\0" + settings.secret_key.encode("utf-8")).digest()
+        if settings.secret_key else secrets.token_bytes(32))
     app.register_blueprint(events_bp)
     return recorder
 
