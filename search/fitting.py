@@ -105,6 +105,8 @@ def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None
     if index.learned is not None and index.exemplars.vectors is not None:
         floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)
         index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
+    if index.written is not None:
+        index = index.with_written(attach_vectors(index.written, embedder, task_vectors))
     return index
 
 
@@ -525,7 +527,8 @@ def abstention_negatives(settings: Settings, cases: Sequence[CaseRecord], unclic
 
 def choose_learned_as_cases(settings: Settings, tasks, cases, embedder, seed: int, max_queries: int | None,
                             learned: Sequence[LearnedExemplar], defaults: RankerParams,
-                            queries: Sequence[CVQuery], weights: FusionWeights, report: dict, mode: str = "full"
+                            queries: Sequence[CVQuery], weights: FusionWeights, report: dict, mode: str = "full",
+                            negatives: Sequence[tuple[str, str]] = (), signals: dict | None = None
                             ) -> tuple[Sequence[CVQuery], FusionWeights, bool]:
     """Whether the learned exemplars should also join the exemplar memory and lexicon
     (search.learned.learned_cases), decided by the same CV: the written cases' held-out folds
@@ -534,19 +537,22 @@ def choose_learned_as_cases(settings: Settings, tasks, cases, embedder, seed: in
     Hit@1 (then MRR) of `mode` (the fit's primary mode: full, or sparse without embeddings).
     A catalog where use does not generalise keeps the `learned` signal alone (or nothing).
     Returns (queries, weights, as_cases); the report's cv[mode] gets `fitted_learned_as_cases`."""
-    alternative = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, None, learned,
-                             learned_as_cases=True)
-    modes = list(report["cv"])
+    alternative = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, None, negatives=negatives,
+                             learned=learned, learned_as_cases=True)
+    in_scope = [q for q in alternative if q.case.gold]
+    signals = signals or {}
+    modes = [m for m in report["cv"] if m in MODES]
     candidate = FusionWeights(fit_weights(alternative, "full", defaults.weights.full) if "full" in modes
-                              else weights.full, fit_weights(alternative, "sparse", defaults.weights.sparse))
-    with_cases = ranking_metrics(alternative, rankings(alternative, candidate, mode))
+                              else weights.full,
+                              fit_weights(alternative, "sparse", defaults.weights.sparse, signals=signals.get("sparse")))
+    with_cases = ranking_metrics(in_scope, rankings(in_scope, candidate, mode))
     report["cv"][mode]["fitted_learned_as_cases"] = with_cases
     current = report["cv"][mode]["fitted"]
     if (with_cases["hit@1"], with_cases["mrr"]) > (current["hit@1"], current["mrr"]):
         for m in modes:   # a degraded server holds the same exemplars (the sparse exemplar document)
             before = report["cv"][m]["fitted"]
-            report["cv"][m].update(defaults=ranking_metrics(alternative, rankings(alternative, defaults.weights, m)),
-                                   fitted=ranking_metrics(alternative, rankings(alternative, candidate, m)))
+            report["cv"][m].update(defaults=ranking_metrics(in_scope, rankings(in_scope, defaults.weights, m)),
+                                   fitted=ranking_metrics(in_scope, rankings(in_scope, candidate, m)))
             report["cv"][m]["fitted_learned_signal_only" if m == "full" else "fitted_without_learned"] = before
         return alternative, candidate, True
     return queries, weights, False
@@ -573,9 +579,9 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     if len(in_scope) < settings.fit_min_cases:
         report["status"] = f"defaults: fewer than {settings.fit_min_cases} in-scope test cases"
         return defaults, report
+    negatives = abstention_negatives(settings, cases, unclicked)
     if queries is None:
-        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress,
-                             abstention_negatives(settings, cases, unclicked), learned)
+        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, negatives, learned)
     modes = [m for m in MODES if m == "sparse" or embedder is not None]
     sparse_signals, sparse_choice = choose_sparse_signals(queries, defaults.weights)
     signals = {"full": None, "sparse": sparse_signals}
@@ -595,7 +601,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     primary = "full" if "full" in modes else "sparse"
     if learned:
         queries, weights, as_cases = choose_learned_as_cases(settings, tasks, cases, embedder, seed, max_queries,
-                                                             learned, defaults, queries, weights, report, primary)
+                                                             learned, defaults, queries, weights, report, primary,
+                                                             negatives, signals)
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     abstention = {m: fit_abstention(queries, defaults.weights, m, settings.abstain_budget, signals[m]) for m in modes}
     abstention.setdefault("full", None)
@@ -607,6 +614,10 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
+            if as_cases:   # the written cases' own: contributions.learned's counterfactual (search.index)
+                written = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases),
+                                         embedder)
+                stored_prototypes["written_matrix"] = encode(prototypes_of(written))
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases)

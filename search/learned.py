@@ -45,7 +45,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from catalog.records import CaseRecord
+from catalog.records import IMPLICIT_CATEGORY, CaseRecord
 from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
 from search.signals import group_max
 
@@ -154,7 +154,7 @@ def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozens
     for e in exemplars:
         if e.query not in exclude_queries:
             by_query.setdefault(e.query, []).append(e.task_id)
-    return tuple(CaseRecord(query, tuple(sorted(tasks)), category="learned") for query, tasks in sorted(by_query.items()))
+    return tuple(CaseRecord(query, tuple(sorted(tasks)), category=IMPLICIT_CATEGORY) for query, tasks in sorted(by_query.items()))
 
 
 def learned_digest(exemplars: Sequence[LearnedExemplar]) -> str | None:

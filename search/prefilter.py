@@ -376,6 +376,52 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence), order
 
 
+def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray, query_vector: np.ndarray | None,
+                   typo_min_similarity: float) -> dict[str, np.ndarray]:
+    """The signal values of the tasks in `rows` had the cases learned from use never joined the
+    index: the same query (and query vector) against `index.written`, the catalog indexed from
+    the written cases alone. Only the returned rows are scored densely (a few dot products)."""
+    written = index.written
+    again = analyse_query(written, analysed.text, typo_min_similarity, prefix_search=bool(analysed.prefix))
+    plan = plan_query(written, again.words, again.corrections, again.prefix)
+    values = {name: scores[rows] for name, scores in sparse_signals(written, plan).items()}
+    if query_vector is not None and written.has_vectors:
+        memory = written.exemplars
+        values["embedding"] = written.task_vectors[rows] @ query_vector
+        values["centroid"] = memory.centroids[rows] @ query_vector
+        values["neighbour"] = memory.neighbour(query_vector, rows)[rows]
+        if written.prototypes is not None:
+            values["prototype"] = written.prototypes[rows] @ query_vector
+    return values
+
+
+def learned_attribution(ranked: list[ScoredTask], values: dict[str, np.ndarray], written: dict[str, np.ndarray],
+                        weights: dict[str, float]) -> list[ScoredTask]:
+    """Split off what use added to each returned task's score, when cases learned from use
+    joined the index (search.learned.learned_cases). With x_f the signal values of the index as
+    served and x'_f those of the written cases alone (written_values), both at the task,
+
+        contributions[f]       = w_f · (x'_f − mean_f)                f in SIGNALS
+        contributions.learned  = w_L · (x_L − mean_L) + sum_f w_f · (x_f − x'_f)
+
+    (mean_f over the visible tasks as served; L the `learned` signal, where weighed), so the
+    contributions still add up to the score, and every returned task says how much use moved
+    it (0 where use left its evidence unchanged; a task passed by another that use lifted shows
+    the other's gain, not its own). `values` and `written` are aligned with `ranked`."""
+    out = []
+    for i, item in enumerate(ranked):
+        contributions = dict(item.contributions)
+        gained = 0.0
+        for name in SIGNALS:
+            if name in written and name in values and name in contributions:
+                delta = weights.get(name, 0.0) * (float(values[name][i]) - float(written[name][i]))
+                contributions[name] = round(contributions[name] - delta, 4)
+                gained += delta
+        contributions[LEARNED] = round(contributions.get(LEARNED, 0.0) + gained, 4)
+        out.append(replace(item, contributions=contributions))
+    return out
+
+
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
               restrict_roles: bool = True, query_vector: np.ndarray | None = None,
               typo_min_similarity: float = 80.0, use_pins: bool = True) -> PrefilterResult:
@@ -392,4 +438,9 @@ def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, r
     result, order = _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections)
     explained = [replace(item, matched=_explain(index, int(rows[position]), analysed.words, analysed.corrections))
                  for item, position in zip(result.ranked, order)]
+    if index.written is not None and explained:
+        shown = np.asarray(order, dtype=np.int64)
+        counterfactual = written_values(index, analysed, rows[shown], query_vector, typo_min_similarity)
+        explained = learned_attribution(explained, {name: v[shown] for name, v in values.items()}, counterfactual,
+                                        result.effective_weights)
     return replace(result, ranked=explained)

@@ -53,13 +53,16 @@ class RankerParams:
     learned: tuple[LearnedExemplar, ...] = ()   # exemplars learned from use the fit weighed (search.learned)
     learned_as_cases: bool = False              # they also join the exemplar memory (search.learned.learned_cases)
 
-    def prototype_matrix(self, index: SearchIndex) -> np.ndarray | None:
+    def prototype_matrix(self, index: SearchIndex, written: bool = False) -> np.ndarray | None:
         """The fitted prototypes in `index`'s task order; a task the fit did not know (added
-        since) gets its scaled centroid, the prototypes' starting point."""
+        since) gets its scaled centroid, the prototypes' starting point. `written`: the ones
+        fitted on the written cases alone (stored as "written_matrix" when the fit put learned
+        exemplars in the memory: the counterfactual of contributions.learned, search.index)."""
         if not self.prototypes or index.exemplars.centroids is None:
             return None
         known = self.prototypes["task_ids"]
-        fitted = prototypes.decode(self.prototypes["matrix"], len(known))
+        key = "written_matrix" if written and "written_matrix" in self.prototypes else "matrix"
+        fitted = prototypes.decode(self.prototypes[key], len(known))
         row_of = {task_id: i for i, task_id in enumerate(known)}
         out = prototypes.INIT_SCALE * index.exemplars.centroids.copy()
         for row, task in enumerate(index.tasks):

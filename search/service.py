@@ -205,11 +205,14 @@ class SearchService:
         digest = cases_digest(tasks, cases)
         params, stale = self._params(digest)
         params, stale = self._without_blocked(params, stale)
-        # the fit decided (CV) whether the exemplars learned from use join the exemplar memory
-        indexed = (*cases, *learned_cases(params.learned)) if params.learned_as_cases else cases
-        if indexed is not cases:
+        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
+        if params.learned_as_cases and params.learned:
+            # the fit decided (CV) that the exemplars learned from use join the exemplar memory and
+            # the lexicon; the written-only index stays beside it, for contributions.learned
+            indexed = (*cases, *learned_cases(params.learned))
             lexicon = build_lexicon(indexed)
-        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=indexed)
+            index = build_index(tasks, lexicon, self.settings.field_weights, enrichment,
+                                cases=indexed).with_written(index)
         if params.learned and params.weights.full.learned > 0:   # the `learned` signal this fit weighed
             index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
@@ -256,6 +259,8 @@ class SearchService:
         except EmbeddingUnavailable:
             return live
         index = index.with_prototypes(live.params.prototype_matrix(index))
+        if index.written is not None:
+            index = index.with_written(index.written.with_prototypes(live.params.prototype_matrix(index.written, True)))
         return replace(live, index=index, vectors_ok=True)
 
     def refit_in_background(self, live: LiveIndex) -> threading.Thread | None:

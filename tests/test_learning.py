@@ -382,3 +382,56 @@ def test_learned_exemplars_become_cases_without_the_held_out_queries():
     cases = math.learned_cases(learned)
     assert [(c.query, c.gold) for c in cases] == [("lead screening", ("t5",)), ("renew my card", ("t1", "t2"))]
     assert [c.query for c in math.learned_cases(learned, frozenset({"lead screening"}))] == ["renew my card"]
+
+
+def with_learned_cases(service, live, exemplars):
+    """The live catalog indexed as the service does once the fit puts learned exemplars among
+    the cases (params.learned_as_cases): the union index, the written-only one beside it."""
+    from lexicon.rationale import build_lexicon
+    from search.fitting import attach_vectors
+    from search.index import build_index
+
+    fields = service.settings.field_weights
+    written = build_index(live.index.tasks, build_lexicon(live.cases), fields, cases=live.cases)
+    cases = (*live.cases, *math.learned_cases(exemplars))
+    union = build_index(live.index.tasks, build_lexicon(cases), fields, cases=cases).with_written(written)
+    return attach_vectors(union, service.embedder)
+
+
+def test_a_task_lifted_by_learned_cases_says_so_and_the_contributions_still_add_up(demo_app, demo_live):
+    """Learned exemplars in the exemplar memory move a ranking through the ordinary signals;
+    contributions.learned (search.prefilter.learned_attribution) is measured against the same
+    catalog indexed from the written cases alone, so a result that use moved says by how much.
+    Failed before: the move showed up only as neighbour/centroid/rationale contributions."""
+    service = demo_app.extensions["taskfinder"].search
+    query = "where do i put the bus route changes"
+    plain = with_learned_cases(service, demo_live, [])
+    before = ranked_ids(plain.written, query, demo_live.params.weights, service.embedder)
+    ids = [r.task.id for r in before.ranked]
+    target = ids[7]                                   # position 8: below the widget's fold
+    index = with_learned_cases(service, demo_live, [LearnedExemplar(normalise_query(query), target, 0.9, 5)])
+    after = ranked_ids(index, query, demo_live.params.weights, service.embedder)
+    after_ids = [r.task.id for r in after.ranked]
+    assert after_ids.index(target) < 7
+    lifted = after.ranked[after_ids.index(target)]
+    assert not lifted.pinned                          # a learned case never pins (lexicon.rationale)
+    assert lifted.contributions["learned"] > 0.5
+    for item in after.ranked:
+        assert "learned" in item.contributions
+        assert sum(item.contributions.values()) == pytest.approx(item.score, abs=1e-3)
+    # the counterfactual is the ranking without use: the written-only index ranks as before
+    assert [r.task.id for r in ranked_ids(index.written, query, demo_live.params.weights, service.embedder).ranked] == ids
+    # with no learned case at all, nothing is attributed to use
+    assert all(r.contributions["learned"] == 0 for r in ranked_ids(plain, query, demo_live.params.weights,
+                                                                    service.embedder).ranked)
+
+
+def test_learned_cases_never_pin():
+    from catalog.records import CaseRecord
+    from lexicon.rationale import build_lexicon
+
+    learned = math.learned_cases([LearnedExemplar("renew my card", "t2", 0.9, 3)])
+    lexicon = build_lexicon([CaseRecord("lead screening", ("t5",)), *learned])
+    assert lexicon.pinned_for("lead screening") == ("t5",)
+    assert lexicon.pinned_for("renew my card") == ()
+    assert lexicon.tasks_for("renew") == {"t2": 1}     # its words still link, like any case's
