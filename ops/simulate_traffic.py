@@ -136,16 +136,20 @@ def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise:
 
 def measure(base: str, cases: list[tuple[str, str]]) -> dict:
     """Hit@1, Hit@5 and MRR over (query, gold) through the API (no session: these searches
-    are not traffic and bind no event)."""
-    hit1 = hit5 = rr = 0.0
+    are not traffic and bind no event); a "no confident match" counts as a miss, and `refused`
+    is the share of these in-scope queries that got one."""
+    hit1 = hit5 = rr = refused = 0.0
     for query, gold in cases:
-        ids = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+        body = search(base, query, 10, rerank=False)
+        refused += bool(body.get("no_confident_match"))
+        ids = [row["id"] for row in body["results"]]
         rank = ids.index(gold) + 1 if gold in ids else None
         hit1 += rank == 1
         hit5 += rank is not None and rank <= 5
         rr += 1.0 / rank if rank else 0.0
     n = len(cases)
-    return {"n": n, "hit@1": round(hit1 / n, 4), "hit@5": round(hit5 / n, 4), "mrr": round(rr / n, 4)}
+    return {"n": n, "hit@1": round(hit1 / n, 4), "hit@5": round(hit5 / n, 4), "mrr": round(rr / n, 4),
+            "refused": round(refused / n, 4)}
 
 
 class Lab:
