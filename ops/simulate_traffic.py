@@ -116,9 +116,11 @@ def choose_click(rng: random.Random, shown: list[str], gold: str, noise: float) 
 
 
 def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise: float,
-                    session: str | None = None, click_task: str | None = None, address: str | None = None) -> bool:
+                    session: str | None = None, click_task: str | None = None, address: str | None = None,
+                    limited: list | None = None) -> bool:
     """One person's search as the widget sends it; True when something was clicked. The events
-    come from `address` (default: the person's own, person_address)."""
+    come from `address` (default: the person's own, person_address). `limited`: where the
+    product's event flood caps answer 429 (a flood run), that is noted there instead of raised."""
     session = session or session_id(rng)
     body = search(base, query, WIDGET_K, session)
     shown = [row["id"] for row in body["results"]][:WIDGET_K]
@@ -129,6 +131,9 @@ def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise:
         events.append({"type": "click", "search_id": body["search_id"], "task_id": shown[index], "position": index + 1})
     status = post_json(f"{base}/api/events", {"session_id": session, "events": events},
                        address or person_address(session))
+    if status == 429 and limited is not None:
+        limited.append(session)
+        return False
     if status != 202:
         raise RuntimeError(f"events: HTTP {status}")
     return index is not None
@@ -272,11 +277,12 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random,
     before = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
     wrong = next(t for t in before[1:WIDGET_K] if t != gold)
     session = session_id(rng)
+    limited: list = []   # event batches the product's flood caps refused (HTTP 429)
     for _ in range(clicks):
         if one_address:
-            simulate_search(base, rng, query, gold, 0.0, click_task=wrong, address="192.0.2.66")
+            simulate_search(base, rng, query, gold, 0.0, click_task=wrong, address="192.0.2.66", limited=limited)
         else:
-            simulate_search(base, rng, query, gold, 0.0, session=session, click_task=wrong)
+            simulate_search(base, rng, query, gold, 0.0, session=session, click_task=wrong, limited=limited)
     before_hit1 = measure(base, val)["hit@1"]
     lab.stop()
     fitted = fit_summary(lab.fit())
@@ -284,7 +290,8 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random,
     after = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
     after_hit1 = measure(base, val)["hit@1"]
     lab.stop()
-    return {"query": query, "wrong_task": wrong, "clicks": clicks, "rank_before": before.index(wrong) + 1,
+    return {"query": query, "wrong_task": wrong, "clicks": clicks, "refused_by_flood_caps": len(limited),
+            "rank_before": before.index(wrong) + 1,
             "rank_after": after.index(wrong) + 1 if wrong in after else None, "ranking_unchanged": before == after,
             "val_hit@1_before": before_hit1, "val_hit@1_after": after_hit1, "fit": fitted}
 
