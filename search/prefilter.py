@@ -390,7 +390,8 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
                  deferred: dict | None = None, explain=None) -> PrefilterResult:
     """rank_values, plus `deferred` signals (deferred_signals: weight 0, computed at the ranked
     positions only; each contributes exactly 0) and `explain` (ranked positions -> the
-    `matched` list of each)."""
+    `matched` list of each). The returned tasks' signal values and contributions are computed
+    as one (signals x k) array, rounded at once (round_like_python)."""
     deferred = deferred or {}
     mode = mode_of(values)
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
@@ -400,20 +401,25 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     probabilities = softmax(fused)
     order = rank_order(tasks, fused, pinned, k)
     names = [name for name in FUSED if name in values or name in deferred]
-    at = {name: (values[name][order] if name in values else deferred[name](order)).tolist() for name in names}
-    means = {name: float(values[name].mean()) for name in names if name in values}
-    shown = FUSED if LEARNED in at else SIGNALS
+    width = len(names)
+    shown = FUSED if LEARNED in names else SIGNALS
+    column = {name: i for i, name in enumerate(names)}
+    at = np.array([values[name][order] if name in values else deferred[name](order) for name in names],
+                  dtype=np.float64).reshape(width, len(order))
+    means = np.array([signal_mean(values[name]) if name in values else 0.0 for name in names])
+    scale = np.array([fused_weights[name] if name in values else 0.0 for name in names])
+    contributions = round_like_python((scale[:, None] * (at - means[:, None])).T.ravel())
+    signals = round_like_python(at.T.ravel())
     chance = probabilities[order].tolist()
     matched = explain(order) if explain is not None else [[] for _ in order]
     ranked = []
     for j, i in enumerate(order):
-        contributions = {name: round(fused_weights[name] * (at[name][j] - means[name]), 4) if name in means else 0.0
-                         for name in names}
+        row = contributions[j * width:(j + 1) * width]
         ranked.append(ScoredTask(
             task=tasks[i],
-            score=round(sum(contributions.values()), 4),
-            signals={name: round(at[name][j], 4) if name in at else None for name in shown},
-            contributions=contributions,
+            score=round(sum(row), 4),
+            signals={name: signals[j * width + column[name]] if name in column else None for name in shown},
+            contributions=dict(zip(names, row)),
             matched=matched[j],
             pinned=tasks[i].id in pinned,
             probability=chance[j],
@@ -421,6 +427,36 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     evidence = ({name: float(values[name][order[0]]) for name in QUERY_EVIDENCE + DENSE_EVIDENCE if name in values}
                 if order else {})
     return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence)
+
+
+def signal_mean(values: np.ndarray) -> float:
+    """float(values.mean()), without the generic reduction's overhead: numpy's mean is the
+    pairwise sum in the array's dtype, divided by the count in float64, cast back to the dtype."""
+    return float(values.dtype.type(float(np.add.reduce(values)) / values.size))
+
+
+# Beyond this magnitude (and for nan, inf) round_like_python defers to Python's round: below it,
+# x * 10**4 is computed within 1e-6 of its exact value, so its rounding is decided exactly.
+ROUND_FAST_LIMIT = 1e5
+
+
+def round_like_python(values: np.ndarray, digits: int = 4) -> list[float]:
+    """[round(float(x), digits) for x in values], the same floats, at numpy's speed.
+
+    Python rounds the exact binary value of x to `digits` decimals, half to even, and returns
+    the double nearest that decimal. Here k = rint(x * 10^d) (half to even), then k / 10^d:
+    an exact integer divided by an exact power of ten is correctly rounded, so it is that same
+    double whenever k is right, i.e. unless x * 10^d lies within the product's rounding error
+    (< 1e-6 below ROUND_FAST_LIMIT) of a half-integer: those few (and nan, inf, huge values)
+    take Python's own round."""
+    scale = 10.0 ** digits
+    with np.errstate(invalid="ignore"):
+        scaled = values * scale
+        fast = (np.abs(values) < ROUND_FAST_LIMIT) & (np.abs(scaled - np.floor(scaled) - 0.5) >= 1e-6)
+        out = (np.rint(scaled) / scale).tolist()
+    for i in np.flatnonzero(~fast).tolist():
+        out[i] = round(float(values[i]), digits)
+    return out
 
 
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,

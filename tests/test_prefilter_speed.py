@@ -11,7 +11,7 @@ from lexicon.rationale import build_lexicon
 from search.exemplars import build_exemplars
 from search.index import build_index
 from search.learned import LearnedExemplar, build_learned_memory, learned_signal, learned_values
-from search.prefilter import analyse_query, explain_rows, prefilter, signal_values
+from search.prefilter import analyse_query, explain_rows, prefilter, round_like_python, signal_mean, signal_values
 from search.signals import GEMV_BLOCK, group_max, grouped_products
 from settings import FieldWeights, Weights
 
@@ -127,3 +127,22 @@ def test_explanations_are_resolved_once_per_query_for_every_result():
     assert not any(m["field"] == "rationale" for m in matched[1])
     corrected = [m for m in matched[0] if m["term"] == "devlopmental"]
     assert corrected and all(m["corrected_to"] == "developmental" and m["field"] == "rationale" for m in corrected)
+
+
+def test_round_like_python_gives_python_s_own_rounding_of_every_value():
+    rng = np.random.default_rng(4)
+    values = np.concatenate([
+        rng.normal(size=3000) * 10.0 ** rng.integers(-6, 4, size=3000),
+        (rng.integers(-10**6, 10**6, size=3000) + 0.5) / 1e4,        # halfway cases, as the double has them
+        rng.integers(-10**6, 10**6, size=3000) / 1e4,
+        [0.0, -0.0, 1e-5, -1e-5, 5e-5, 1.5e-4, 2.675, 1.00005, np.inf, -np.inf, np.nan, 1e12, 123456789.123456]])
+    got, want = round_like_python(values), [round(float(v), 4) for v in values]
+    assert [repr(g) for g in got] == [repr(w) for w in want]   # repr: -0.0 and nan compare as themselves
+
+
+def test_signal_mean_is_numpy_s_mean():
+    rng = np.random.default_rng(5)
+    for dtype in (np.float32, np.float64):
+        for size in (1, 7, 150, 1001):
+            values = rng.normal(size=size).astype(dtype)
+            assert signal_mean(values) == float(values.mean())
