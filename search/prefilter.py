@@ -404,21 +404,24 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     width = len(names)
     shown = FUSED if LEARNED in names else SIGNALS
     column = {name: i for i, name in enumerate(names)}
-    at = np.array([values[name][order] if name in values else deferred[name](order) for name in names],
+    positions = np.asarray(order, dtype=np.int64)
+    at = np.array([values[name][positions] if name in values else deferred[name](positions) for name in names],
                   dtype=np.float64).reshape(width, len(order))
     means = np.array([signal_mean(values[name]) if name in values else 0.0 for name in names])
     scale = np.array([fused_weights[name] if name in values else 0.0 for name in names])
     contributions = round_like_python((scale[:, None] * (at - means[:, None])).T.ravel())
     signals = round_like_python(at.T.ravel())
-    chance = probabilities[order].tolist()
+    chance = probabilities[positions].tolist()
+    every = names == list(shown)   # each shown signal is available (the usual case): zip them
     matched = explain(order) if explain is not None else [[] for _ in order]
     ranked = []
     for j, i in enumerate(order):
-        row = contributions[j * width:(j + 1) * width]
+        row, shown_values = contributions[j * width:(j + 1) * width], signals[j * width:(j + 1) * width]
         ranked.append(ScoredTask(
             task=tasks[i],
             score=round(sum(row), 4),
-            signals={name: signals[j * width + column[name]] if name in column else None for name in shown},
+            signals=dict(zip(names, shown_values)) if every else
+            {name: shown_values[column[name]] if name in column else None for name in shown},
             contributions=dict(zip(names, row)),
             matched=matched[j],
             pinned=tasks[i].id in pinned,
@@ -450,10 +453,10 @@ def round_like_python(values: np.ndarray, digits: int = 4) -> list[float]:
     (< 1e-6 below ROUND_FAST_LIMIT) of a half-integer: those few (and nan, inf, huge values)
     take Python's own round."""
     scale = 10.0 ** digits
-    with np.errstate(invalid="ignore"):
-        scaled = values * scale
-        fast = (np.abs(values) < ROUND_FAST_LIMIT) & (np.abs(scaled - np.floor(scaled) - 0.5) >= 1e-6)
-        out = (np.rint(scaled) / scale).tolist()
+    fast = np.abs(values) < ROUND_FAST_LIMIT                   # False for nan and inf too
+    scaled = np.where(fast, values, 0.0) * scale
+    fast &= np.abs(scaled - np.floor(scaled) - 0.5) >= 1e-6
+    out = (np.rint(scaled) / scale).tolist()
     for i in np.flatnonzero(~fast).tolist():
         out[i] = round(float(values[i]), digits)
     return out

@@ -67,11 +67,14 @@ def column_sum(matrix: sparse.csc_matrix, columns: Sequence[int], weights: Seque
     The matrices are (tasks x terms) CSC, so a column is a contiguous slice of postings: the
     cost is the number of postings of the query's terms, not the size of the catalog."""
     out = np.zeros(matrix.shape[0], dtype=np.float32)
+    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
     for position, column in enumerate(columns):
-        start, end = matrix.indptr[column], matrix.indptr[column + 1]
+        start, end = int(indptr[column]), int(indptr[column + 1])
         if end > start:
-            weight = 1.0 if weights is None else float(weights[position])
-            out[matrix.indices[start:end]] += weight * matrix.data[start:end]
+            if weights is None:   # (1.0 * x == x: the unweighted sum skips the product)
+                out[indices[start:end]] += data[start:end]
+            else:
+                out[indices[start:end]] += float(weights[position]) * data[start:end]
     return out
 
 
