@@ -141,9 +141,10 @@ def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str]
     out = []
     for row in rows:
         fields = index.field_terms[row]
+        in_text = frozenset().union(*fields.values())   # one look-up for the usual miss
         matched = []
         for word, surface_word, similarity, term, column in targets:
-            hits = [f for f in TEXT_FIELDS if term in fields.get(f, ())]
+            hits = [f for f in TEXT_FIELDS if term in fields.get(f, ())] if term in in_text else []
             if row in linked[column]:
                 hits.append("rationale")
             for where in hits:
