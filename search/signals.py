@@ -107,12 +107,17 @@ def group_max(values: np.ndarray, starts: np.ndarray, size: int, rows: np.ndarra
 # this many rows, each row's value independent of where its block lies; the last (rows mod 4)
 # rows of a product go through another kernel, whose values depend on the rows before them.
 GEMV_BLOCK = 4
+# Reading in place costs a call (~3 us) per run of adjacent segments; gathering the rows costs
+# their copy. Below this many rows per run on average (many small groups: the large catalog),
+# grouped_products gathers (the same values: it is the product it reproduces).
+GATHER_BELOW_ROWS_PER_RUN = 20
 
 
 def grouped_products(vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray,
                      whole: bool = False) -> np.ndarray:
     """The cosines v_e . q of the rows e in the segments [starts_i, ends_i) (sorted, disjoint),
-    concatenated, read in place: one product per run of adjacent segments, no copy of the rows.
+    concatenated, read in place: one product per run of adjacent segments, no copy of the rows
+    (unless the runs are short: GATHER_BELOW_ROWS_PER_RUN).
     A nearest-neighbour cascade reads about half of a memory's exemplars; gathering them first
     (`vectors[picked] @ q`) made them cross the memory bus three times (read, write, read).
 
@@ -128,6 +133,11 @@ def grouped_products(vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
     breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
     run_starts = starts[np.concatenate(([0], breaks))].tolist()
     run_ends = ends[np.concatenate((breaks - 1, [len(ends) - 1]))].tolist()
+    if not whole and total < GATHER_BELOW_ROWS_PER_RUN * len(run_starts):
+        lengths = ends - starts
+        offsets = np.zeros(len(starts), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        return vectors[np.arange(total) + np.repeat(starts - offsets, lengths)] @ query_vector
     size, position = len(vectors), 0
     for start, end in zip(run_starts, run_ends):
         n = end - start

@@ -1,7 +1,11 @@
 """The query path's shortcuts give what the plain computation gives: the in-place exemplar scan,
 the learned signal computed at the returned tasks only (weight 0), the explanations resolved
 once per query (issue 16: a cheaper prefilter, the same results)."""
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,11 +25,15 @@ def unit_rows(rng, n: int, dim: int = 24) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def blas_blocks_rows(rng) -> bool:
-    """Whether this BLAS computes a row of `A @ x` the same wherever its block of GEMV_BLOCK rows
-    lies (OpenBLAS does): then the shortcuts give the plain values to the last bit."""
-    a, x = unit_rows(rng, 64, 384), unit_rows(rng, 1, 384)[0]
-    return all(np.array_equal((a[s:s + 16] @ x), (a @ x)[s:s + 16]) for s in range(0, 48, GEMV_BLOCK))
+def blas_blocks_rows(rng=None) -> bool:
+    """Whether the products are computed single-threaded (OPENBLAS_NUM_THREADS=1, as the
+    benchmark runs): then OpenBLAS computes each row of `A @ x` the same wherever its block of
+    GEMV_BLOCK rows lies, and the shortcuts give the plain values to the last bit. A
+    multi-threaded OpenBLAS splits a product between its threads, each part with its own tail:
+    then the values agree to the last bits only (allclose), as the gathered and the full
+    product already did before. test_the_shortcuts_are_exact_single_threaded runs the exact
+    checks in a single-threaded process."""
+    return os.environ.get("OPENBLAS_NUM_THREADS") == "1"
 
 
 def same(got: np.ndarray, want: np.ndarray, exact: bool) -> bool:
@@ -35,8 +43,8 @@ def same(got: np.ndarray, want: np.ndarray, exact: bool) -> bool:
 def test_grouped_products_equal_the_gathered_and_the_whole_product():
     rng = np.random.default_rng(0)
     exact = blas_blocks_rows(rng)
-    for n_groups in (1, 2, 7, 60):
-        sizes = rng.integers(1, 12, size=n_groups)
+    for n_groups, largest in ((1, 12), (2, 12), (7, 12), (60, 12), (7, 90), (40, 90)):   # gathered, in place
+        sizes = rng.integers(1, largest, size=n_groups)
         ends = np.cumsum(sizes)
         starts = ends - sizes
         vectors = unit_rows(rng, int(ends[-1]), 384)
@@ -55,7 +63,7 @@ def test_the_neighbour_cascade_reads_its_exemplars_in_place_with_the_gathered_va
     rng = np.random.default_rng(1)
     exact = blas_blocks_rows(rng)
     tasks = [TaskRecord(id=f"t{i}", name=f"task {i}") for i in range(50)]
-    cases = [CaseRecord(query=f"query {i} {j}", gold=(f"t{(i * 7) % 50}",)) for i in range(90) for j in range(2)]
+    cases = [CaseRecord(query=f"query {i} {j}", gold=(f"t{(i * 7) % 50}",)) for i in range(900) for j in range(2)]
     memory = build_exemplars(tasks, cases, {})
     memory = memory.with_vectors(unit_rows(rng, len(memory.texts), 384), None)
     for _ in range(20):
@@ -146,3 +154,14 @@ def test_signal_mean_is_numpy_s_mean():
         for size in (1, 7, 150, 1001):
             values = rng.normal(size=size).astype(dtype)
             assert signal_mean(values) == float(values.mean())
+
+
+def test_the_shortcuts_are_exact_single_threaded():
+    """The checks above, exact, in a process whose OpenBLAS runs one thread (see blas_blocks_rows)."""
+    checks = ("test_grouped_products_equal_the_gathered_and_the_whole_product",
+              "test_the_neighbour_cascade_reads_its_exemplars_in_place_with_the_gathered_values")
+    code = "import tests.test_prefilter_speed as t; " + "; ".join(f"t.{name}()" for name in checks)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
