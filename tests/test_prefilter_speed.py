@@ -16,7 +16,7 @@ from search.exemplars import build_exemplars
 from search.index import build_index
 from search.learned import LearnedExemplar, build_learned_memory, learned_signal, learned_values
 from search.prefilter import analyse_query, explain_rows, prefilter, round_like_python, signal_mean, signal_values
-from search.signals import GEMV_BLOCK, group_max, grouped_products
+from search.signals import group_max, grouped_products
 from settings import FieldWeights, Weights
 
 
