@@ -47,7 +47,7 @@ import numpy as np
 
 from catalog.records import IMPLICIT_CATEGORY, CaseRecord
 from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
-from search.signals import group_max
+from search.signals import group_max, grouped_products
 
 MIN_PROPENSITY = 0.05
 MIN_EM_VOTES = 200
@@ -221,6 +221,40 @@ def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExe
                          np.asarray(rows, dtype=np.int64), len(task_ids))
 
 
+def learned_groups(memory: LearnedMemory, rows: np.ndarray) -> np.ndarray:
+    """Per entry of `rows`, its task's group in the memory, -1 for a task without learned
+    exemplars (a binary search: build_learned_memory keeps `group_rows` sorted)."""
+    at = np.searchsorted(memory.group_rows, rows)
+    found = at < memory.group_rows.size
+    found[found] = memory.group_rows[at[found]] == rows[found]
+    return np.where(found, at, -1)
+
+
+def learned_values(memory: LearnedMemory, rows: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+    """learned(q, t) of each task in `rows` (formula: learned_signal). With fewer than half of
+    the memory's groups wanted (the prefilter's returned tasks, when the signal's weight is 0),
+    only their learned exemplars are read (search.signals.grouped_products, the same values)."""
+    groups = learned_groups(memory, rows)
+    groups = np.sort(groups[groups >= 0])
+    if groups.size * 2 >= memory.group_rows.size:
+        nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
+    else:
+        ends = np.append(memory.group_starts[1:], len(memory.texts))[groups]
+        lengths = ends - memory.group_starts[groups]
+        starts = np.zeros(groups.size, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        products = grouped_products(memory.vectors, memory.group_starts[groups], ends, query_vector, whole=True)
+        nearest = group_max(products, starts, memory.n_tasks, memory.group_rows[groups])
+    return np.maximum(nearest[rows], memory.floor).astype(np.float64)
+
+
+def learned_available(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None) -> bool:
+    """Whether the `learned` signal exists for `rows`: a learned memory with vectors, a query
+    vector, and at least one task of `rows` with learned exemplars."""
+    return (memory is not None and memory.vectors is not None and query_vector is not None
+            and bool((learned_groups(memory, rows) >= 0).any()))
+
+
 def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None
                    ) -> np.ndarray | None:
     """The `learned` signal of the tasks in `rows` (a nearest-neighbour vote of the queries
@@ -233,10 +267,6 @@ def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector:
     floor: use lifts a task only for queries like the ones it was found with. None when there
     is nothing to compute: no learned memory, no vectors, or no visible task with learned
     evidence (then nothing changes, not even the response's fields)."""
-    if memory is None or memory.vectors is None or query_vector is None:
+    if not learned_available(memory, rows, query_vector):
         return None
-    has = np.isin(rows, memory.group_rows)
-    if not has.any():
-        return None
-    nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
-    return np.maximum(nearest[rows], memory.floor).astype(np.float64)
+    return learned_values(memory, rows, query_vector)
