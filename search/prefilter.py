@@ -27,7 +27,7 @@ version of the other). `probability` is softmax(score) over the visible tasks.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
