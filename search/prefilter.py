@@ -391,9 +391,10 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
                  deferred: dict | None = None, explain=None, attribute=None) -> PrefilterResult:
     """rank_values, plus `deferred` signals (deferred_signals: weight 0, computed at the ranked
     positions only; each contributes exactly 0), `explain` (ranked positions -> the `matched`
-    list of each) and `attribute` ((ranked positions, ranked, fused weights) -> ranked with
-    contributions.learned: learned_attribution). The returned tasks' signal values and
-    contributions are computed as one (signals x k) array, rounded at once (round_like_python)."""
+    list of each) and `attribute` (ranked positions -> the written-cases-only signal values
+    there, written_values: contributions.learned, learned_attribution). The returned tasks'
+    signal values and contributions are computed as one (signals x k) array, rounded at once
+    (round_like_python)."""
     deferred = deferred or {}
     mode = mode_of(values)
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
@@ -411,26 +412,29 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
                   dtype=np.float64).reshape(width, len(order))
     means = np.array([signal_mean(values[name]) if name in values else 0.0 for name in names])
     scale = np.array([fused_weights[name] if name in values else 0.0 for name in names])
-    contributions = round_like_python((scale[:, None] * (at - means[:, None])).T.ravel())
+    terms = scale[:, None] * (at - means[:, None])
+    parts = names
+    if attribute is not None and order:   # learned_attribution: what use added, split out of each signal
+        terms, parts = learned_attribution(names, terms, at, scale, attribute(positions))
+    cw = len(parts)
+    contributions = round_like_python(terms.T.ravel())
     signals = round_like_python(at.T.ravel())
     chance = probabilities[positions].tolist()
     every = names == list(shown)   # each shown signal is available (the usual case): zip them
     matched = explain(order) if explain is not None else [[] for _ in order]
     ranked = []
     for j, i in enumerate(order):
-        row, shown_values = contributions[j * width:(j + 1) * width], signals[j * width:(j + 1) * width]
+        row, shown_values = contributions[j * cw:(j + 1) * cw], signals[j * width:(j + 1) * width]
         ranked.append(ScoredTask(
             task=tasks[i],
             score=round(sum(row), 4),
             signals=dict(zip(names, shown_values)) if every else
             {name: shown_values[column[name]] if name in column else None for name in shown},
-            contributions=dict(zip(names, row)),
+            contributions=dict(zip(parts, row)),
             matched=matched[j],
             pinned=tasks[i].id in pinned,
             probability=chance[j],
         ))
-    if attribute is not None and order:
-        ranked = attribute(positions, ranked, fused_weights)
     evidence = ({name: float(values[name][order[0]]) for name in QUERY_EVIDENCE + DENSE_EVIDENCE if name in values}
                 if order else {})
     return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence)
@@ -485,8 +489,8 @@ def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
     return values
 
 
-def learned_attribution(ranked: list[ScoredTask], values: dict[str, np.ndarray], written: dict[str, np.ndarray],
-                        weights: dict[str, float]) -> list[ScoredTask]:
+def learned_attribution(names: list[str], terms: np.ndarray, at: np.ndarray, scale: np.ndarray,
+                        written: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]:
     """Split off what use added to each returned task's score, when cases learned from use
     joined the index (search.learned.learned_cases). With x_f the signal values of the index as
     served and x'_f those of the written cases alone (written_values), both at the task,
@@ -497,19 +501,18 @@ def learned_attribution(ranked: list[ScoredTask], values: dict[str, np.ndarray],
     (mean_f over the visible tasks as served; L the `learned` signal, where weighed), so the
     contributions still add up to the score, and every returned task says how much use moved
     it (0 where use left its evidence unchanged; a task passed by another that use lifted shows
-    the other's gain, not its own). `values` and `written` are aligned with `ranked`."""
-    out = []
-    for i, item in enumerate(ranked):
-        contributions = dict(item.contributions)
-        gained = 0.0
-        for name in SIGNALS:
-            if name in written and name in values and name in contributions:
-                delta = weights.get(name, 0.0) * (float(values[name][i]) - float(written[name][i]))
-                contributions[name] = round(contributions[name] - delta, 4)
-                gained += delta
-        contributions[LEARNED] = round(contributions.get(LEARNED, 0.0) + gained, 4)
-        out.append(replace(item, contributions=contributions))
-    return out
+    the other's gain, not its own). `terms` (names x tasks): w_f · (x_f − mean_f); `at`: x_f;
+    `written`: x'_f at the same tasks. Returns (terms, their names), `learned` last if new."""
+    moved = np.zeros_like(terms)
+    for c, name in enumerate(names):
+        if name != LEARNED and name in written:
+            moved[c] = scale[c] * (at[c] - written[name])
+    terms = terms - moved
+    gained = moved.sum(axis=0)
+    if LEARNED in names:
+        terms[names.index(LEARNED)] += gained
+        return terms, names
+    return np.vstack([terms, gained]), [*names, LEARNED]
 
 
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
@@ -529,10 +532,8 @@ def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, r
     oos = index.exemplars.nearest_out_of_scope(query_vector) if mode_of(values) == "full" else None
     attribute = None
     if index.written is not None:   # cases learned from use joined this index: say what they did
-        def attribute(order: np.ndarray, ranked: list[ScoredTask], fused_weights: dict) -> list[ScoredTask]:
-            counterfactual = written_values(index, analysed, rows[order], query_vector, typo_min_similarity)
-            return learned_attribution(ranked, {name: v[order] for name, v in values.items()}, counterfactual,
-                                       fused_weights)
+        def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
+            return written_values(index, analysed, rows[order], query_vector, typo_min_similarity)
     return _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections,
                         deferred_signals(index, rows, query_vector, defer),
                         lambda order: explain_rows(index, rows[order].tolist(), analysed.words, analysed.corrections),
