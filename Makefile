@@ -18,7 +18,7 @@ PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/instance/prometheus-multiproc
 
 run: setup
 	$(PY) app.py load-demo
-	DEMO_ROLE_SWITCHER=$${DEMO_ROLE_SWITCHER:-1} $(PY) app.py serve
+	DEMO_ROLE_SWITCHER=$${DEMO_ROLE_SWITCHER:-1} OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-1} $(PY) app.py serve
 
 serve-prod: setup
 	$(PY) app.py db upgrade

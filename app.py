@@ -151,7 +151,10 @@ def serve_command(host: str | None, port: int | None, threads: int):
     services.search.live()  # build the index (and task embeddings) before the first request
     click.echo(f"Taskfinder serving on http://{host}:{port}  (database: "
                f"{services.store.engine.url.render_as_string(hide_password=True)})")
-    serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder")
+    # waitress drops X-Forwarded-For unless told otherwise; behind TRUSTED_PROXIES the app reads
+    # it itself (web.clients.client_address believes it only from those peers)
+    serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder",
+          clear_untrusted_proxy_headers=not settings.trusted_proxies)
 
 
 cli = FlaskGroup(create_app=lambda: create_app(), add_version_option=False,

@@ -219,6 +219,7 @@ class Settings:
     learning_enabled: bool = True           # the fit uses learned evidence (off: fits exactly as without traffic)
     learning_half_life_days: float = 30.0   # click evidence loses half its weight in this many days
     learning_min_sessions: int = 3          # distinct clicking sessions before a (query, task) pair counts
+    learning_min_networks: int = 2          # ... and distinct client networks (analytics.sources.network_pseudonym)
     learning_min_relevance: float = 0.5     # estimated relevance a pair needs to count
     learning_max_position: int = 10         # clicks/impressions beyond this rank are not evidence (k=50 votes nothing)
     learning_max_votes_per_session: int = 20  # per aggregation window; beyond, a session's votes weigh less
@@ -424,6 +425,7 @@ ENVIRONMENT = (
     ("learning_enabled", "LEARNING_ENABLED", _as_bool),
     ("learning_half_life_days", "LEARNING_HALF_LIFE_DAYS", _float(0.01)),
     ("learning_min_sessions", "LEARNING_MIN_SESSIONS", _int(1, 1_000_000)),
+    ("learning_min_networks", "LEARNING_MIN_NETWORKS", _int(1, 1_000_000)),
     ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
     ("learning_max_position", "LEARNING_MAX_POSITION", _int(1, 100)),
     ("learning_max_votes_per_session", "LEARNING_MAX_VOTES_PER_SESSION", _int(1, 1_000_000)),
@@ -461,6 +463,7 @@ DESCRIPTIONS = {
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
+    "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed daily pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
     "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",

@@ -46,7 +46,9 @@ weighed (`params.learned`, search.learned; the service has already dropped the p
 blocked since), as the live ranking does: the rankings shown include the `learned` signal, and
 so do the CV figures, where each fold's index leaves out the learned exemplars whose query is
 one of the fold's held-out queries (the fit's convention, search.fitting.cv_queries), so that
-use cannot leak a held-out case's answer into its own evaluation.
+use cannot leak a held-out case's answer into its own evaluation. Where the fit put the learned
+exemplars in the exemplar memory and lexicon (`params.learned_as_cases`), every index here holds
+them too (search.learned.learned_cases, minus a fold's held-out queries).
 
 Speed (about 2 s on the demo catalog, `ops/bench_preview.py`): the task half of every index
 (search.index.TaskText) and the task vectors are computed once per task list; every text is
@@ -71,7 +73,7 @@ from search.confidence import assess
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS, attach_vectors
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
-from search.learned import build_learned_memory, normalised_query
+from search.learned import build_learned_memory, learned_cases, normalised_query
 from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
 from search.prototypes import INIT_SCALE
 from search.ranker import RankerParams
@@ -292,6 +294,8 @@ class _Workbench:
         if tasks not in self._task_text:
             enrichment = self.enrichment(tasks) if self.enrichment is not None else None
             self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights, enrichment)
+        if self.params.learned_as_cases:   # the live fit put the learned exemplars in the memory too
+            cases = (*cases, *learned_cases(self.params.learned, held_out))
         index = build_index(tasks, build_lexicon(cases), self.settings.field_weights, cases=cases,
                             task_text=self._task_text[tasks])
         if self.params.learned:   # the learned evidence the live fit weighed (module docstring)

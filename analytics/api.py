@@ -22,7 +22,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from analytics.recorder import AnalyticsRecorder
 from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
-from analytics.sources import AddressSessions
+from analytics.sources import AddressSessions, network_pseudonym
 from web.limits import request_client
 from catalog.models import utcnow
 
@@ -30,6 +30,7 @@ events_bp = Blueprint("events", __name__)
 EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
 SOURCES_EXTENSION = "taskfinder_sessions_per_address"   # analytics.sources.AddressSessions
 BUDGET_EXTENSION = "taskfinder_event_budget"   # ... and of its analytics.budget.EventBudget
+NETWORK_KEY_EXTENSION = "taskfinder_network_key"         # the key of analytics.sources.network_pseudonym
 
 ACCEPTED_TYPES = ("application/json", "text/plain")
 RETRY_AFTER_S = 5
@@ -45,12 +46,17 @@ def error(status: int, message: str) -> tuple[Response, int]:
 
 
 def bind_to_address(batch: EventBatch) -> EventBatch:
-    """The batch as stored: without its session id when the caller's address has brought too
-    many sessions this hour (analytics.sources; the address itself is never stored)."""
+    """The batch as stored: each event with the keyed daily pseudonym of the caller's network,
+    and without its session id when the caller's address has brought too many sessions this
+    hour (analytics.sources; the address itself is never stored)."""
+    address = request_client(current_app.extensions["taskfinder"].settings)
+    key = current_app.extensions.get(NETWORK_KEY_EXTENSION)
+    network = network_pseudonym(address, key, utcnow().date()) if key else None
     gate: AddressSessions | None = current_app.extensions.get(SOURCES_EXTENSION)
-    if gate is None or gate.admit(request_client(current_app.extensions["taskfinder"].settings), batch.session_id):
-        return batch
-    return EventBatch(None, tuple(replace(e, session_id=None) for e in batch.events))
+    admitted = gate is None or gate.admit(address, batch.session_id)
+    return EventBatch(batch.session_id if admitted else None,
+                      tuple(replace(e, network=network, session_id=e.session_id if admitted else None)
+                            for e in batch.events))
 
 
 def read_body(limit: int) -> bytes | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
@@ -68,6 +68,7 @@ class LearnedPair:
     examinations: float    # decayed, position-bias-weighted impressions (sum of theta_k)
     relevance: float       # estimated P(relevant | query) in [0, 1] (search.learned.coec_relevance)
     updated_at: datetime
+    networks: int = 0      # distinct client networks that clicked (per window, summed; analytics.sources)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Vote:
     position: int          # best (smallest) position the task was shown at to this session for this query
     clicked: bool
     at: datetime           # the latest of its searches
+    network: str | None = None   # the network pseudonym of the session's click (analytics.sources)
 
 
 def load_learned(session) -> list[LearnedPair]:
@@ -92,7 +94,7 @@ def load_learned(session) -> list[LearnedPair]:
     for row in rows:
         r = row[0] if len(row) == 1 and isinstance(row[0], LearnedEvidence) else row
         out.append(LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
-                               float(r.relevance), as_utc(r.updated_at)))
+                               float(r.relevance), as_utc(r.updated_at), int(r.networks or 0)))
     return out
 
 
@@ -137,6 +139,7 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
     for search_id in set(impressions) | set(clicks):
         search = by_id[search_id]
         clicked = {e.task_id for e in clicks.get(search_id, ())}
+        network = {e.task_id: e.network for e in clicks.get(search_id, ())}
         shown = shown_positions(search, impressions.get(search_id), None, max_position)
         for e in clicks.get(search_id, ()):
             shown.setdefault(e.task_id, e.position)
@@ -145,10 +148,11 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
             old = votes.get(key)
             at = as_utc(search.at)
             if old is None:
-                votes[key] = Vote(search.session_id, search.query, task, position, task in clicked, at)
+                votes[key] = Vote(search.session_id, search.query, task, position, task in clicked, at,
+                                  network.get(task))
             else:
                 votes[key] = Vote(old.session_id, old.query, task, min(old.position, position),
-                                  old.clicked or task in clicked, max(old.at, at))
+                                  old.clicked or task in clicked, max(old.at, at), old.network or network.get(task))
     return sorted(votes.values(), key=lambda v: (v.query, v.task_id, v.session_id))
 
 
@@ -159,6 +163,7 @@ class _Sums:
     sessions: float = 0.0      # decayed clicking sessions
     n_sessions: int = 0        # clicking sessions (counted)
     n_clicks: int = 0
+    networks: set = field(default_factory=set)   # networks of the clicking sessions (none: the session itself)
 
 
 def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
@@ -183,6 +188,7 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
             s.sessions += float(dv)
             s.n_sessions += 1
             s.n_clicks += 1
+            s.networks.add(v.network or f"session:{v.session_id}")
     return dict(sums), theta
 
 
@@ -191,14 +197,16 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
     updated_at to `now`)."""
     if old is None:
         clicks, exams, sessions, n_sessions, n_clicks = new.clicks, new.examinations, new.sessions, new.n_sessions, new.n_clicks
+        networks = len(new.networks)
     else:
         d = float(math.decay((now - as_utc(old.updated_at)).total_seconds() / 86400, half_life_days))
         clicks = old.decayed_clicks * d + new.clicks
         exams = old.examinations * d + new.examinations
         sessions = old.decayed_sessions * d + new.sessions
         n_sessions, n_clicks = old.sessions + new.n_sessions, old.clicks + new.n_clicks
+        networks = int(old.networks or 0) + len(new.networks)
     return {"sessions": n_sessions, "clicks": n_clicks, "examinations": exams, "decayed_clicks": clicks,
-            "decayed_sessions": sessions, "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
+            "decayed_sessions": sessions, "networks": networks, "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
 
 
 def _watermark(connection) -> datetime:
@@ -253,7 +261,7 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
     per-catalog fit uses as learned evidence."""
     aggregate(engine, settings)
     return math.eligible(load_learned(engine), settings.learning_min_sessions, settings.learning_min_relevance,
-                         blocked, task_ids)
+                         blocked, task_ids, settings.learning_min_networks)
 
 
 def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:

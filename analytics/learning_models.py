@@ -29,6 +29,7 @@ class LearnedEvidence(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     decayed_clicks: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
     decayed_sessions: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
+    networks: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")  # migration 0010
 
 
 class LearningState(Base):

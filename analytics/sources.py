@@ -12,11 +12,25 @@ The table lives in this process's memory (per gunicorn worker: a bot reaching N 
 times the cap; documented), keyed by the address as the rate limiter sees it
 (web.limits.request_client), forgotten when the window turns; at most MAX_ADDRESSES addresses
 are tracked (past that, the window is cleared early: the cap errs towards counting).
+
+**Networks** (issue 16 item 3: "one address must not move a ranking"): the cap above is per
+process and still lets one address vote with up to the cap's sessions. So each event is also
+stored with `network_pseudonym(address)`: HMAC-SHA256 under a server key of (UTC day, the
+address's /24 for IPv4 or /48 for IPv6), 16 hex characters: coarse (a block of neighbouring
+addresses is one network), keyed (not reversible to the address without the key, and not
+comparable across deployments), rotated daily (not linkable across days). It lives in the raw
+event log only, which the retention purge deletes; learned_evidence keeps a count of distinct
+networks, and a pair counts only with LEARNING_MIN_NETWORKS of them as well as
+LEARNING_MIN_SESSIONS sessions (search.learned.eligible).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import threading
 import time
+from datetime import date
 from typing import Callable
 
 MAX_ADDRESSES = 100_000
@@ -46,3 +60,28 @@ class AddressSessions:
                 return False
             seen.add(session_id)
             return True
+
+
+IPV4_PREFIX = 24
+IPV6_PREFIX = 48
+
+
+def network_of(address: str | None) -> str | None:
+    """The coarse network of an address: its /24 (IPv4) or /48 (IPv6); None when it is not one."""
+    try:
+        ip = ipaddress.ip_address((address or "").strip())
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    prefix = IPV4_PREFIX if ip.version == 4 else IPV6_PREFIX
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+
+
+def network_pseudonym(address: str | None, key: bytes, day: date) -> str | None:
+    """HMAC-SHA256(key, "<UTC day>|<network>") in 16 hex characters (module docstring); None
+    for something that is not an address (its events then count per session, as before)."""
+    network = network_of(address)
+    if network is None:
+        return None
+    return hmac.new(key, f"{day.isoformat()}|{network}".encode("ascii"), hashlib.sha256).hexdigest()[:16]

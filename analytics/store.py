@@ -98,7 +98,7 @@ class AnalyticsStore:
         with self.engine.connect() as connection:
             return [EventRecord(at=as_utc(r.at), search_id=r.search_id, type=r.type, session_id=r.session_id,
                                 task_id=r.task_id, position=r.position, dwell_ms=r.dwell_ms, query=r.query,
-                                task_ids=tuple(r.task_ids) if r.task_ids is not None else None)
+                                task_ids=tuple(r.task_ids) if r.task_ids is not None else None, network=r.network)
                     for r in connection.execute(query)]
 
     def purge(self, before: datetime) -> tuple[int, int]:
@@ -216,4 +216,5 @@ def _search_row(record: SearchRecord) -> dict:
 def _event_row(record: EventRecord) -> dict:
     return {"at": record.at, "search_id": record.search_id, "type": record.type, "session_id": record.session_id,
             "task_id": record.task_id, "position": record.position, "dwell_ms": record.dwell_ms,
-            "query": record.query, "task_ids": list(record.task_ids) if record.task_ids is not None else None}
+            "query": record.query, "task_ids": list(record.task_ids) if record.task_ids is not None else None,
+            "network": record.network}

@@ -44,9 +44,15 @@ class TaskRecord:
         return row
 
 
+#: The category of a case learned from use rather than written (see CaseRecord).
+IMPLICIT_CATEGORY = "learned"
+
+
 @dataclass(frozen=True)
 class CaseRecord:
-    """A developer test case: query -> gold task ids (empty: out of scope) -> rationale."""
+    """A developer test case: query -> gold task ids (empty: out of scope) -> rationale.
+    A case of category IMPLICIT_CATEGORY was learned from use (search.learned.learned_cases),
+    not written: it feeds the exemplar memory and the lexicon like a written case but never pins."""
 
     query: str
     gold: tuple[str, ...]

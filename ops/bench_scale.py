@@ -2,7 +2,8 @@
 
     python ops/bench_scale.py [--scale small|large|both] [--queries 300] [--seed 7]
                               [--repeats 3] [--profile] [--profile-build] [--json FILE]
-                              [--learned-searches 100000] [--learned-queries 3000] [--learned-sessions 20000]
+                              [--learned-searches 100000] [--learned-weight 1.0] [--learned-queries 3000]
+                              [--learned-sessions 20000]
 
 Scales (from the scaling issue):
   small   150 tasks,    15,000 test cases   target: prefilter p50 <= 2 ms
@@ -31,7 +32,11 @@ real migrated SQLite database by the product's analytics writer, folded into lea
 the product's aggregation (analytics.learning.aggregate, timed: it runs off the request path, in
 the fit), and the pairs that count (search.learned.eligible) are attached to the index as its
 learned memory, with vectors: the traffic query's own synthetic vector. The prefilter is then
-timed with the `learned` signal fused (weight 1.0).
+timed with the `learned` signal fused (weight 1.0; --learned-weight 0 times the prefilter as it
+runs when the fit gives the signal weight 0: computed at the returned tasks only). With
+`--learned-as cases` (the default: what the fit chose in every simulator run) the pairs instead
+join the cases, as the served index then holds them, with the written-cases-only index beside it
+for contributions.learned.
 
 Held-out queries (--queries) are generated like the cases but not taken from them: ~20% have
 a typo in a topic word, ~5% are out of scope, ~5% repeat a case query exactly (pins).
@@ -432,7 +437,7 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
             pre_analysed.append(timed(lambda: run_prefilter(i, a))[0])
 
     # Stages, each timed on its own, in the order prefilter runs them.
-    explain = getattr(prefilter_module, "_explain", None)
+    explain = getattr(prefilter_module, "explain_rows", None)
     stages: dict[str, list[float]] = {s: [] for s in (
         "analyse_query", "visible", "plan_query", "sparse_signals", "dense_signals", "signal_values",
         "pins_and_oos", "rank_values", "explain")}
@@ -457,8 +462,8 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
             t, result = timed(lambda: rank_values(visible, values, weights, K, pinned, oos, a.corrections))
             stages["rank_values"].append(t)
             if explain is not None:
-                stages["explain"].append(timed(lambda: [explain(index, int(rows[pos]), a.words, a.corrections)
-                                                        for pos in range(len(result.ranked))])[0])
+                stages["explain"].append(timed(lambda: explain(index, rows[:len(result.ranked)].tolist(), a.words,
+                                                               a.corrections))[0])
     stages = {s: samples for s, samples in stages.items() if samples}
     stage_p50 = {s: round(statistics.median(samples), 3) for s, samples in stages.items()}
     sparse_total = [p + s for p, s in zip(stages["plan_query"], stages["sparse_signals"])]
@@ -566,14 +571,22 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
     aggregate_took, aggregated, pairs = aggregate_traffic(engine, settings, now)
     exemplars = eligible(pairs, settings.learning_min_sessions, settings.learning_min_relevance,
                          task_ids=[t.id for t in data.tasks])
-    memory = build_learned_memory([t.id for t in index.tasks], exemplars)
     vector_of = {normalised_query(q): pool_vectors[i] for i, q in enumerate(pool)}
+    if args.learned_as == "cases":
+        build_took, index = timed(lambda: learned_as_cases(data, index, space, exemplars, vector_of))
+        print(f"[{name}] learned exemplars as cases: {len(index.exemplars.texts)} exemplars, index built in "
+              f"{build_took / 1000:.1f} s", file=sys.stderr)
+        exemplars_kept = exemplars
+        exemplars = ()            # no separate learned memory: the fit's CV gave the signal weight 0 (simulator runs)
+    memory = build_learned_memory([t.id for t in index.tasks], exemplars)
     if memory is not None:
         fallback = space.around(np.asarray(memory.task_rows, dtype=np.int64), noise=1.4)
         vectors = np.stack([vector_of.get(text, fallback[j]) for j, text in enumerate(memory.texts)]).astype(np.float32)
         floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)   # as attach_vectors does
         index = index.with_learned(memory.with_vectors(vectors, floor))
-    weights = FusionWeights(replace(weights.full, learned=1.0), weights.sparse)
+    weights = FusionWeights(replace(weights.full, learned=args.learned_weight), weights.sparse)
+    if args.learned_as == "cases":
+        exemplars = exemplars_kept
     gold_of = {normalised_query(q): data.tasks[int(g)].id for q, g in zip(pool, gold_rows)}
     correct = sum(1 for e in exemplars if gold_of.get(e.query) == e.task_id)
     engine.dispose()
@@ -589,6 +602,27 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
     print(f"[{name}] aggregation {aggregate_took}: {len(pairs)} pairs, {len(exemplars)} eligible",
           file=sys.stderr)
     return index, weights, report
+
+
+def learned_as_cases(data: Synthetic, index, space: VectorSpace, exemplars, vector_of: dict):
+    """The served index when the fit takes the learned exemplars as cases
+    (search.fitting.choose_learned_as_cases; SearchService._build): built from the written and
+    the learned cases, with the written-cases-only `index` kept beside it for
+    contributions.learned. Written exemplars keep their vectors, a learned one gets its traffic
+    query's vector; prototypes as for the written index."""
+    from search.learned import learned_cases
+
+    cases = [*data.cases, *learned_cases(exemplars)]
+    union = build_index(data.tasks, build_lexicon(cases), FieldWeights(), cases=cases)
+    memory = index.exemplars
+    known = {(text, int(row)): memory.vectors[j] for j, (text, row) in enumerate(zip(memory.texts, memory.task_rows))}
+    rows = np.asarray(union.exemplars.task_rows, dtype=np.int64)
+    fresh = space.around(rows, noise=1.4)
+    vectors = np.stack([known.get((text, int(row)), vector_of.get(text, fresh[j]))
+                        for j, (text, row) in enumerate(zip(union.exemplars.texts, rows))]).astype(np.float32)
+    union = union.with_vectors(index.task_vectors, vectors, memory.oos_vectors)
+    noise = 0.5 * unit(space.rng.standard_normal(union.exemplars.centroids.shape, dtype=np.float32))
+    return union.with_prototypes((20.0 * (union.exemplars.centroids + noise)).astype(np.float32)).with_written(index)
 
 
 def print_table(reports: list[dict]) -> None:
@@ -637,7 +671,12 @@ def main() -> None:
     parser.add_argument("--learned-searches", type=int, default=0,
                         help="log this many searches with clicks, aggregate them into learned evidence and rank "
                              "with it (issue 16: 100000); 0: no learned evidence")
+    parser.add_argument("--learned-weight", type=float, default=1.0,
+                        help="the learned signal's fusion weight (0: as when the fit gives it none)")
     parser.add_argument("--learned-queries", type=int, default=3000, help="distinct queries of that traffic")
+    parser.add_argument("--learned-as", choices=("cases", "signal"), default="cases",
+                        help="the eligible pairs join the cases (the fit's choice in the simulator runs; the "
+                             "written-only index is kept for contributions.learned) or feed the `learned` signal")
     parser.add_argument("--learned-sessions", type=int, default=20000, help="sessions of that traffic")
     args = parser.parse_args()
     global _clock

@@ -13,8 +13,16 @@ the fork, never in the master) that picks up edits published by any process; wor
 PROMETHEUS_MULTIPROC_DIR must be in the environment of the gunicorn command itself (not set
 here): prometheus_client decides at import time whether to write samples to that directory.
 """
+import os
 import sys
 from pathlib import Path
+
+# One BLAS thread per worker unless the operator says otherwise, set before numpy loads: a query's
+# products are small, and workers already use every core; with 2 OpenBLAS threads per process the
+# prefilter's wall p50 was 17-41 ms under load against 2-3 ms with one (ops/bench_scale.py
+# --blas-threads, docs/design/performance.md).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -32,13 +32,20 @@ What it does, with real parts only:
 clicks the same wrong task (one shown at position 2..8) every time; then fit, restart, and the
 ranking of that query is compared with the one before the flood (and the whole val Hit@1).
 
-The traffic all comes from 127.0.0.1, so the simulator raises LEARNING_SESSIONS_PER_ADDRESS
-(a per-address cap on voting sessions) for its server; LEARNING_SETTLE_S=0 lets the fit count
-events that are seconds old.
+Each simulated person's events come from an address of their own (person_address, one /24
+each, sent as X-Forwarded-For to a server that trusts 127.0.0.1 as its proxy), so that the
+distinct-network requirement of learning (LEARNING_MIN_NETWORKS) sees people as distinct, as
+staff on different networks would be; LEARNING_SETTLE_S=0 lets the fit count events that are
+seconds old.
+
+`--flood-address N`: after that, N sessions from one address each search one val query and
+click the same wrong task: the per-address session cap lets LEARNING_SESSIONS_PER_ADDRESS of
+them bind, and the distinct-network requirement keeps the pair from counting.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import secrets
@@ -65,10 +72,20 @@ def session_id(rng: random.Random) -> str:
     return "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") for _ in range(22))
 
 
-def post_json(url: str, payload: dict) -> int:
+def person_address(session: str) -> str:
+    """The address a simulated person's events come from (through the server's trusted proxy,
+    X-Forwarded-For): one per person, in its own /24 of 10.0.0.0/8, derived from the session id
+    (so the traffic's random sequence is the same as without it)."""
+    digest = hashlib.sha256(session.encode("ascii")).digest()
+    return f"10.{digest[0]}.{digest[1]}.{1 + digest[2] % 254}"
+
+
+def post_json(url: str, payload: dict, address: str | None = None) -> int:
     data = json.dumps(payload).encode("utf-8")
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                              "Connection": "close"}, method="POST")
+    headers = {"Content-Type": "application/json", "Connection": "close"}
+    if address:
+        headers["X-Forwarded-For"] = address
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status
@@ -99,8 +116,11 @@ def choose_click(rng: random.Random, shown: list[str], gold: str, noise: float) 
 
 
 def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise: float,
-                    session: str | None = None, click_task: str | None = None) -> bool:
-    """One person's search as the widget sends it; True when something was clicked."""
+                    session: str | None = None, click_task: str | None = None, address: str | None = None,
+                    limited: list | None = None) -> bool:
+    """One person's search as the widget sends it; True when something was clicked. The events
+    come from `address` (default: the person's own, person_address). `limited`: where the
+    product's event flood caps answer 429 (a flood run), that is noted there instead of raised."""
     session = session or session_id(rng)
     body = search(base, query, WIDGET_K, session)
     shown = [row["id"] for row in body["results"]][:WIDGET_K]
@@ -109,7 +129,11 @@ def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise:
         None if click_task else choose_click(rng, shown, gold, noise))
     if index is not None:
         events.append({"type": "click", "search_id": body["search_id"], "task_id": shown[index], "position": index + 1})
-    status = post_json(f"{base}/api/events", {"session_id": session, "events": events})
+    status = post_json(f"{base}/api/events", {"session_id": session, "events": events},
+                       address or person_address(session))
+    if status == 429 and limited is not None:
+        limited.append(session)
+        return False
     if status != 202:
         raise RuntimeError(f"events: HTTP {status}")
     return index is not None
@@ -117,16 +141,20 @@ def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise:
 
 def measure(base: str, cases: list[tuple[str, str]]) -> dict:
     """Hit@1, Hit@5 and MRR over (query, gold) through the API (no session: these searches
-    are not traffic and bind no event)."""
-    hit1 = hit5 = rr = 0.0
+    are not traffic and bind no event); a "no confident match" counts as a miss, and `refused`
+    is the share of these in-scope queries that got one."""
+    hit1 = hit5 = rr = refused = 0.0
     for query, gold in cases:
-        ids = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+        body = search(base, query, 10, rerank=False)
+        refused += bool(body.get("no_confident_match"))
+        ids = [row["id"] for row in body["results"]]
         rank = ids.index(gold) + 1 if gold in ids else None
         hit1 += rank == 1
         hit5 += rank is not None and rank <= 5
         rr += 1.0 / rank if rank else 0.0
     n = len(cases)
-    return {"n": n, "hit@1": round(hit1 / n, 4), "hit@5": round(hit5 / n, 4), "mrr": round(rr / n, 4)}
+    return {"n": n, "hit@1": round(hit1 / n, 4), "hit@5": round(hit5 / n, 4), "mrr": round(rr / n, 4),
+            "refused": round(refused / n, 4)}
 
 
 class Lab:
@@ -135,7 +163,7 @@ class Lab:
     def __init__(self, data_dir: Path, cache_dir: Path, extra_env: dict[str, str]):
         self.data_dir, self.port = data_dir, free_port()
         self.env = server_env(TASKFINDER_DATA_DIR=data_dir, CACHE_DIR=cache_dir, AUTO_FIT="0",
-                              LEARNING_SETTLE_S="0", LEARNING_SESSIONS_PER_ADDRESS="1000000",
+                              LEARNING_SETTLE_S="0", TRUSTED_PROXIES="127.0.0.1",
                               ANALYTICS_FLUSH_INTERVAL_S="0.5", **extra_env)
         self.server: ServerProcess | None = None
 
@@ -195,7 +223,7 @@ def fit_summary(report: dict) -> dict:
     learned = report.get("learned") or {}
     full = (report.get("cv") or {}).get("full") or {}
     return {"status": report.get("status"), "learned_pairs": learned.get("pairs", 0),
-            "learned_weight": learned.get("weight", 0.0),
+            "learned_weight": learned.get("weight", 0.0), "learned_as_cases": learned.get("as_cases", False),
             "cv_hit@1": (full.get("fitted") or {}).get("hit@1"),
             "cv_hit@1_without_learned": (full.get("fitted_without_learned") or {}).get("hit@1")}
 
@@ -233,20 +261,28 @@ def run(args) -> dict:
         if args.flood:
             out["flood"] = flood(lab, val, args.flood, rng)
             print(json.dumps(out["flood"]), flush=True)
+        if args.flood_address:
+            out["flood_address"] = flood(lab, val, args.flood_address, rng, one_address=True)
+            print(json.dumps(out["flood_address"]), flush=True)
     finally:
         lab.stop()
     return out
 
 
-def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random) -> dict:
-    """One session clicks one wrong task `clicks` times for one query (module docstring)."""
+def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random, one_address: bool = False) -> dict:
+    """One session clicks one wrong task `clicks` times for one query; with `one_address`,
+    `clicks` sessions from one address click it once each, on another query (module docstring)."""
     base = lab.start()
-    query, gold = val[0]
+    query, gold = val[1] if one_address else val[0]
     before = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
     wrong = next(t for t in before[1:WIDGET_K] if t != gold)
     session = session_id(rng)
+    limited: list = []   # event batches the product's flood caps refused (HTTP 429)
     for _ in range(clicks):
-        simulate_search(base, rng, query, gold, 0.0, session=session, click_task=wrong)
+        if one_address:
+            simulate_search(base, rng, query, gold, 0.0, click_task=wrong, address="192.0.2.66", limited=limited)
+        else:
+            simulate_search(base, rng, query, gold, 0.0, session=session, click_task=wrong, limited=limited)
     before_hit1 = measure(base, val)["hit@1"]
     lab.stop()
     fitted = fit_summary(lab.fit())
@@ -254,7 +290,8 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random)
     after = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
     after_hit1 = measure(base, val)["hit@1"]
     lab.stop()
-    return {"query": query, "wrong_task": wrong, "clicks": clicks, "rank_before": before.index(wrong) + 1,
+    return {"query": query, "wrong_task": wrong, "clicks": clicks, "refused_by_flood_caps": len(limited),
+            "rank_before": before.index(wrong) + 1,
             "rank_after": after.index(wrong) + 1 if wrong in after else None, "ranking_unchanged": before == after,
             "val_hit@1_before": before_hit1, "val_hit@1_after": after_hit1, "fit": fitted}
 
@@ -269,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--val-limit", type=int, default=0, help="measure on a seeded sample of val (0: all)")
     parser.add_argument("--flood", type=int, default=0, help="after the curve, one session clicks a wrong task N times")
+    parser.add_argument("--flood-address", type=int, default=0,
+                        help="then N sessions from one address click a wrong task once each")
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")
     parser.add_argument("--data-dir", default=None, help="data directory (default: a fresh temporary one)")
     parser.add_argument("--out", default=None, help="write the JSON result here")

@@ -13,7 +13,10 @@ Two questions, one set of evidence (the features of the prefilter's top answer):
   queries that repeatedly ended without a click; one model per mode (with and without
   embeddings). Its threshold is calibrated on the in-scope cases ALONE (split-conformal on their
   cross-validated scores): at most the stated budget (ABSTAIN_BUDGET, 5%) of answerable queries
-  is refused, however few or many negatives there are. With no negative at all the score is the
+  is refused, however few or many negatives there are. Cases written in runs (an author's five
+  paraphrases sharing a slot value) are kept in one fold for that calibration, so a held-out
+  case never has its run-mates in memory: it scores as a new author's query will
+  (search.fitting.written_together_range, calibration_queries). With no negative at all the score is the
   one-class evidence itself (nearest-exemplar cosine; exemplar BM25 without embeddings).
   A pinned answer (a test case with this very query) is always given; without embeddings, a
   query none of whose words points at any task is never answered; with no fitted model (the

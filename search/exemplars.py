@@ -30,7 +30,7 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
-from search.signals import bm25_saturate, centroid_vectors, group_max, lucene_idf
+from search.signals import bm25_saturate, centroid_vectors, group_max, grouped_products, lucene_idf
 
 EXEMPLAR_K1 = 1.2
 EXEMPLAR_B = 0.75
@@ -71,6 +71,8 @@ class ExemplarMemory:
     task_rows: np.ndarray              # (E,) task row of each exemplar, non-decreasing
     group_starts: np.ndarray           # start offset of each task's group (tasks with exemplars only)
     group_rows: np.ndarray             # the task row of each group
+    group_ends: np.ndarray             # end offset of each group (the next group's start)
+    group_of_task: np.ndarray          # (tasks,) the group of each task row, -1 for a task without exemplars
     lexical: sparse.csc_matrix         # (tasks x terms) BM25 over each task's name, aliases, help and case queries
     oos_texts: tuple[str, ...]         # out-of-scope case queries
     case_counts: np.ndarray            # (tasks,) number of test cases naming the task
@@ -92,19 +94,17 @@ class ExemplarMemory:
 
     def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Per task, the cosine of the query to its nearest exemplar (-1 without exemplars).
-        With `rows`, only those tasks' exemplars are compared (the cascade of the prefilter);
-        the others get -1."""
+        With `rows`, only those tasks' exemplars are compared (the cascade of the prefilter),
+        read in place (grouped_products); the others get -1."""
         if rows is None or rows.size * 2 >= self.n_tasks:
             return group_max(self.vectors @ query_vector, self.group_starts, self.n_tasks, self.group_rows)
-        wanted = np.zeros(self.n_tasks, dtype=bool)
-        wanted[rows] = True
-        groups = np.flatnonzero(wanted[self.group_rows])
-        ends = np.append(self.group_starts[1:], len(self.texts))
-        lengths = ends[groups] - self.group_starts[groups]
+        groups = self.group_of_task[rows]
+        groups = np.sort(groups[groups >= 0])
+        lengths = self.group_ends[groups] - self.group_starts[groups]
         starts = np.zeros(groups.size, dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
-        picked = np.arange(int(lengths.sum())) + np.repeat(self.group_starts[groups] - starts, lengths)
-        return group_max(self.vectors[picked] @ query_vector, starts, self.n_tasks, self.group_rows[groups])
+        values = grouped_products(self.vectors, self.group_starts[groups], self.group_ends[groups], query_vector)
+        return group_max(values, starts, self.n_tasks, self.group_rows[groups])
 
     def nearest_out_of_scope(self, query_vector: np.ndarray) -> float | None:
         """Cosine of the query to the closest out-of-scope case, or None without any."""
@@ -175,7 +175,10 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
         group_rows.append(row)
         texts.extend(exemplars)
         owners.extend([row] * len(exemplars))
+    group_of_task = np.full(len(tasks), -1, dtype=np.int64)
+    group_of_task[group_rows] = np.arange(len(group_rows))
     return ExemplarMemory(
         texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64),
         group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),
+        group_ends=np.asarray(starts[1:] + [len(texts)], dtype=np.int64), group_of_task=group_of_task,
         lexical=bm25_field(documents, vocabulary), oos_texts=tuple(dict.fromkeys(oos)), case_counts=case_counts)

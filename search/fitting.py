@@ -15,10 +15,12 @@ the catalog's own test cases.
    the degraded mode without embeddings. A linear model keeps every result explainable: the
    response's per-signal contributions are its terms.
 3. **Shortlist depth**: the smallest K whose CV recall (Hit@K) is within one point of Hit@50.
-4. **Abstention** (`fit_abstention`): logistic regression of "in scope" on the top answer's
-   absolute evidence (search.confidence), on the same CV queries including the out-of-scope
-   cases, and the budgeted threshold: the lowest out-of-scope false-positive rate that keeps
-   CV Hit@5 (answered and right) within `max_hit_loss` of answering everything.
+4. **Abstention** (`fit_abstentions`, `fit_abstention`): logistic regression of "in scope" on the
+   top answer's absolute evidence (search.confidence) against whatever negatives exist, and a
+   split-conformal threshold on the in-scope cases' out-of-fold scores (`conformal_threshold`,
+   at most ABSTAIN_BUDGET of answerable queries refused). Where the suite was written in runs of
+   paraphrases (`written_together_range` > 1), it is fitted and calibrated on the cases scored
+   again with each run in one fold (`calibration_queries`), as a new author's query would be.
 
 The result is a `RankerParams` plus a report of the CV figures that chose it; the store keeps
 both (ranker_fits) and every serving process ranks with the newest.
@@ -32,14 +34,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import minimize
 
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon, pin_key
+from lexicon.text import terms
 from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
-from search.learned import LearnedExemplar, build_learned_memory, learned_digest, normalised_query, unrelated_cosine
+from search.learned import (LearnedExemplar, build_learned_memory, learned_cases, learned_digest, normalised_query,
+                            unrelated_cosine)
 from search.offtopic import load_offtopic
 from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, analyse_query, fuse, rank_values,
                               signal_values)
@@ -104,6 +109,8 @@ def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None
     if index.learned is not None and index.exemplars.vectors is not None:
         floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)
         index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
+    if index.written is not None:
+        index = index.with_written(attach_vectors(index.written, embedder, task_vectors))
     return index
 
 
@@ -134,7 +141,8 @@ def negative_evidence(cases: Sequence[CaseRecord], offtopic: Sequence[str] = (),
 def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, negatives: Sequence[tuple[str, str]] = (),
-               learned: Sequence[LearnedExemplar] = ()) -> list[CVQuery]:
+               learned: Sequence[LearnedExemplar] = (), learned_as_cases: bool = False,
+               assignment: Sequence[int] | None = None) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
     `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
     one is scored (each fold's index still learns from all the other folds' cases).
@@ -142,7 +150,10 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     and scored against that fold's index, as CV queries without gold of that source.
     `learned`: exemplars learned from use (search.learned); each fold's index has those whose
     query is not one of the fold's held-out queries, so the `learned` signal's weight is fitted
-    on how well use predicts queries it has not seen."""
+    on how well use predicts queries it has not seen. `learned_as_cases`: those exemplars also
+    join the fold's cases (search.learned.learned_cases: exemplar memory and lexicon).
+    `assignment`: each case's fold, when not the hash of its query (catalog.splits.k_folds): the
+    abstention's calibration keeps cases written together in one fold (written_together_folds)."""
     tasks = [t for t in tasks if t.active]
     negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
     sampled = None
@@ -155,16 +166,21 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     if embedder is not None:
         task_vectors = embedder.embed([embedding_text(t) for t in tasks], "passage")
     out: list[CVQuery] = []
-    for fold, (fit, held) in enumerate(k_folds(list(cases), folds, seed)):
+    split = k_folds(list(cases), folds, seed) if assignment is None else [
+        ([c for c, a in zip(cases, assignment) if a != f], [c for c, a in zip(cases, assignment) if a == f])
+        for f in range(folds)]
+    for fold, (fit, held) in enumerate(split):
         if sampled is not None:
             held = [c for c in held if c.query in sampled]
         sources = ["case"] * len(held) + [source for (source, _), f in zip(negatives, negative_fold) if f == fold]
         held = held + [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
         if not held:
             continue
+        held_queries = frozenset(normalised_query(c.query) for c in held)
+        if learned and learned_as_cases:
+            fit = [*fit, *learned_cases(learned, held_queries)]
         index = build_index(tasks, build_lexicon(fit), settings.field_weights, cases=fit)
         if learned:
-            held_queries = frozenset(normalised_query(c.query) for c in held)
             index = index.with_learned(build_learned_memory([t.id for t in tasks], learned, held_queries))
         analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
         vectors = [None] * len(held)
@@ -409,6 +425,126 @@ def _rate(mask: np.ndarray, answered: np.ndarray) -> float | None:
     return round(float(np.mean(answered[mask])), 4) if mask.any() else None
 
 
+# --- calibration on cases written together --------------------------------------------------
+
+# A suite's cases are written in runs: one author, one sitting, five or ten paraphrases of one task
+# that share a slot or a phrasing ("...my pnc account", "...my chase account"). Folds by a hash of
+# the query scatter a run over every fold, so each held-out case still has its run-mates in the
+# fold's memory and looks closer to the catalog than a query from a NEW author will (CLINC150:
+# CV promised 5% refused, its separately-written val split got 8.2%). The calibration therefore
+# keeps each run in one fold: blocked cross-validation (Roberts et al. 2017, "Cross-validation
+# strategies for data with temporal, spatial, hierarchical, or phylogenetic structure",
+# Ecography 40: blocks at least as long as the dependence range), the range measured on the
+# suite itself.
+MAX_DEPENDENCE_LAG = 50      # the longest run looked for, in cases of one task
+DEPENDENCE_Z = 2.0           # a lag is dependent while its excess similarity is this many standard errors
+MAX_TASK_CASES = 1000        # per task, the first cases the range is measured on
+
+
+def _task_runs(cases: Sequence[CaseRecord]) -> dict[str, list[int]]:
+    """{task: indices of its in-scope cases, in the suite's order} (a case counts for its first gold)."""
+    runs: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        if case.gold:
+            runs.setdefault(case.gold[0], []).append(i)
+    return runs
+
+
+def _jaccard_matrix(term_sets: Sequence[frozenset[str]]) -> np.ndarray:
+    """Pairwise Jaccard |a & b| / |a | b| of term sets (lexicon.text.jaccard), all pairs at once."""
+    vocabulary: dict[str, int] = {}
+    rows, cols = [], []
+    for i, terms_ in enumerate(term_sets):
+        for term in terms_:
+            rows.append(i)
+            cols.append(vocabulary.setdefault(term, len(vocabulary)))
+    B = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(term_sets), max(len(vocabulary), 1)))
+    inter = (B @ B.T).toarray()
+    size = np.asarray(B.sum(axis=1)).ravel()
+    union = size[:, None] + size[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+
+
+def written_together_range(cases: Sequence[CaseRecord], max_lag: int = MAX_DEPENDENCE_LAG,
+                           z: float = DEPENDENCE_Z) -> int:
+    """How many consecutive cases of one task (in the suite's order) were written together: the
+    first lag d at which two cases d apart are no longer more alike than cases farther apart.
+
+        s(d) = mean Jaccard(terms(case_i), terms(case_i+d))  over every task's consecutive cases,
+        f(d) = the same mean over the pairs more than d apart,
+        range = min { d >= 1 : (s(d) - f(d)) / SE(s(d)) < z }
+
+    (a one-sided test at `z` standard errors; pooled over tasks). 1: no dependence on the order
+    (a shuffled or a sampled suite), and the calibration keeps the ordinary hash folds. CLINC150's
+    train split: 10 (its crowd workers wrote batches of five to ten paraphrases)."""
+    lag_values: list[list[np.ndarray]] = [[] for _ in range(max_lag + 1)]
+    far_sum = np.zeros(max_lag + 1)
+    far_count = np.zeros(max_lag + 1)
+    for indices in _task_runs(cases).values():
+        indices = indices[:MAX_TASK_CASES]
+        n = len(indices)
+        if n < 3:
+            continue
+        J = _jaccard_matrix([frozenset(terms(cases[i].query)) for i in indices])
+        total = (J.sum() - np.trace(J)) / 2
+        pairs = n * (n - 1) / 2
+        near_sum, near_count = 0.0, 0
+        for d in range(1, min(max_lag, n - 1) + 1):
+            diagonal = np.diagonal(J, d)
+            lag_values[d].append(diagonal)
+            near_sum += float(diagonal.sum())
+            near_count += len(diagonal)
+            far_sum[d] += total - near_sum
+            far_count[d] += pairs - near_count
+    for d in range(1, max_lag + 1):
+        if not lag_values[d] or far_count[d] < 1:
+            return d
+        values = np.concatenate(lag_values[d])
+        if len(values) < 2:
+            return d
+        se = float(values.std(ddof=1)) / np.sqrt(len(values))
+        excess = float(values.mean()) - far_sum[d] / far_count[d]
+        if excess <= 0 or (se > 0 and excess / se < z):
+            return d
+    return max_lag
+
+
+def written_together_folds(cases: Sequence[CaseRecord], folds: int, seed: int, length: int) -> list[int]:
+    """Each case's fold with every task's cases cut, in the suite's order, into blocks of
+    `length`: a block's fold is the hash of its first query (catalog.splits.bucket, as k_folds
+    hashes a single query, so length 1 gives k_folds' folds). Out-of-scope cases keep theirs."""
+    assignment = [int(bucket(seed + 1, c.query) * folds) for c in cases]
+    for indices in _task_runs(cases).values():
+        for start in range(0, len(indices), max(length, 1)):
+            block = indices[start:start + max(length, 1)]
+            fold = int(bucket(seed + 1, cases[block[0]].query) * folds)
+            for i in block:
+                assignment[i] = fold
+    return assignment
+
+
+def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+                        queries: Sequence[CVQuery], seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
+                        negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = ()
+                        ) -> tuple[Sequence[CVQuery], dict]:
+    """(CV queries, report): those the abstention is fitted and calibrated on. Where the suite's
+    cases were written in runs (written_together_range > 1), the cases scored again with each run
+    in one fold (written_together_folds), so that no held-out case has its run-mates in memory;
+    otherwise `queries` (the fit's hash-fold CV queries) as they are. A block is at most the
+    median task's cases / FOLDS long. `negatives` and `learned`: as given to cv_queries for `queries`."""
+    length = written_together_range(cases)
+    # a block never holds more than one fold's share of a typical task, so that every fold's
+    # memory still has most of every task (the served catalog has all of it)
+    sizes = [len(indices) for indices in _task_runs(cases).values()]
+    length = min(length, int(np.median(sizes)) // FOLDS) if sizes else 1
+    if length <= 1:
+        return queries, {"folds": "hash", "written_together": max(length, 1)}
+    assignment = written_together_folds(cases, FOLDS, seed, length)
+    calibration = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, None, negatives, learned,
+                             assignment=assignment)
+    return calibration, {"folds": "blocked", "written_together": length}
+
+
 def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
                    budget: float = DEFAULT_BUDGET, signals: Sequence[str] | None = None) -> AbstentionModel | None:
     """The abstention model of `mode` (search.confidence): a score, then a conformal threshold.
@@ -458,6 +594,23 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         point["threshold"] = None
     return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(float(intercept), 6),
                            round(threshold, 6) if np.isfinite(threshold) else -1e9, point)
+
+
+def fit_abstentions(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+                    queries: Sequence[CVQuery], modes: Sequence[str], prior: FusionWeights,
+                    signals: dict[str, Sequence[str] | None], seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
+                    negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = ()
+                    ) -> dict[str, AbstentionModel | None]:
+    """{mode: abstention model} of a fit (fit_abstention), on the calibration queries
+    (calibration_queries: the fit's CV `queries`, or the cases scored again with the runs they
+    were written in kept in one fold); each model's `cv` says which (`calibration`)."""
+    calibration, how = calibration_queries(settings, tasks, cases, embedder, queries, seed, max_queries, negatives,
+                                           learned)
+    out: dict[str, AbstentionModel | None] = {"full": None}
+    for mode in modes:
+        model = fit_abstention(calibration, prior, mode, settings.abstain_budget, signals.get(mode))
+        out[mode] = replace(model, cv={**model.cv, "calibration": how}) if model is not None else None
+    return out
 
 
 # --- the degraded mode never below plain BM25 ---------------------------------------------------
@@ -519,6 +672,67 @@ def abstention_negatives(settings: Settings, cases: Sequence[CaseRecord], unclic
     return negative_evidence(cases, load_offtopic() if settings.abstain_offtopic else (), unclicked)
 
 
+# One-sided McNemar test (normal approximation) on paired Hit@1, for "learned exemplars as cases".
+PAIRED_Z = 1.645
+
+
+def paired_first_hits(queries_a: Sequence[CVQuery], results_a, queries_b: Sequence[CVQuery], results_b,
+                      z: float = PAIRED_Z) -> dict:
+    """Whether ranking B finds the gold first on significantly more of the same queries than A:
+    with w the queries only B gets right at rank 1 and l those only A does (McNemar 1947;
+    one-sided, normal approximation),
+
+        better  <=>  w - l > z * sqrt(w + l)
+
+    A difference of a query or two on a few hundred CV queries is noise, and a change that wins
+    on noise (wrong learned pairs, measured: +2 of 206 demo queries) must not be taken."""
+    def first_hits(queries, results) -> dict[str, bool]:
+        return {q.case.query: bool(r.ranked) and r.ranked[0].task.id in q.case.gold for q, r in zip(queries, results)}
+
+    a, b = first_hits(queries_a, results_a), first_hits(queries_b, results_b)
+    shared = a.keys() & b.keys()
+    wins = sum(b[q] and not a[q] for q in shared)
+    losses = sum(a[q] and not b[q] for q in shared)
+    return {"n": len(shared), "wins": wins, "losses": losses,
+            "better": wins - losses > z * float(np.sqrt(wins + losses)) if wins + losses else False}
+
+
+def choose_learned_as_cases(settings: Settings, tasks, cases, embedder, seed: int, max_queries: int | None,
+                            learned: Sequence[LearnedExemplar], defaults: RankerParams,
+                            queries: Sequence[CVQuery], weights: FusionWeights, report: dict, mode: str = "full",
+                            negatives: Sequence[tuple[str, str]] = (), signals: dict | None = None
+                            ) -> tuple[Sequence[CVQuery], FusionWeights, bool]:
+    """Whether the learned exemplars should also join the exemplar memory and lexicon
+    (search.learned.learned_cases), decided by the same CV: the written cases' held-out folds
+    are scored by indexes with and without them (each fold without its own queries) and the
+    weights fitted on each; the learned exemplars become cases only when that raises the CV
+    Hit@1 of `mode` (the fit's primary mode: full, or sparse without embeddings) by more than
+    noise (paired_first_hits, on the same written cases).
+    A catalog where use does not generalise keeps the `learned` signal alone (or nothing).
+    Returns (queries, weights, as_cases); the report's cv[mode] gets `fitted_learned_as_cases`."""
+    alternative = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, None, negatives=negatives,
+                             learned=learned, learned_as_cases=True)
+    in_scope = [q for q in alternative if q.case.gold]
+    signals = signals or {}
+    modes = [m for m in report["cv"] if m in MODES]
+    candidate = FusionWeights(fit_weights(alternative, "full", defaults.weights.full) if "full" in modes
+                              else weights.full,
+                              fit_weights(alternative, "sparse", defaults.weights.sparse, signals=signals.get("sparse")))
+    with_cases = ranking_metrics(in_scope, rankings(in_scope, candidate, mode))
+    report["cv"][mode]["fitted_learned_as_cases"] = with_cases
+    same = [q for q in queries if q.case.gold]
+    test = paired_first_hits(same, rankings(same, weights, mode), in_scope, rankings(in_scope, candidate, mode))
+    report["cv"][mode]["learned_as_cases_test"] = test
+    if test["better"]:
+        for m in modes:   # a degraded server holds the same exemplars (the sparse exemplar document)
+            before = report["cv"][m]["fitted"]
+            report["cv"][m].update(defaults=ranking_metrics(in_scope, rankings(in_scope, defaults.weights, m)),
+                                   fitted=ranking_metrics(in_scope, rankings(in_scope, candidate, m)))
+            report["cv"][m]["fitted_learned_signal_only" if m == "full" else "fitted_without_learned"] = before
+        return alternative, candidate, True
+    return queries, weights, False
+
+
 def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                defaults: RankerParams, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, queries: Sequence[CVQuery] | None = None,
@@ -529,19 +743,20 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     `queries`: the CV queries of these cases (with their negatives, `abstention_negatives`),
     when the caller has them already; `unclicked`: see abstention_negatives.
     `learned`: exemplars learned from use (search.learned.eligible), minus the `blocked`
-    (query, task) pairs; without embeddings they are not used (the signal is dense)."""
+    (query, task) pairs; the CV decides whether they feed the `learned` signal (dense: with
+    embeddings only) and whether they join the exemplar memory (choose_learned_as_cases)."""
     started = time.perf_counter()
     tasks = [t for t in tasks if t.active]
-    learned = usable_learned(learned, blocked, tasks) if embedder is not None else ()
+    learned = usable_learned(learned, blocked, tasks)   # without embeddings: only as cases (the signal is dense)
     in_scope = [c for c in cases if c.gold]
     report: dict = {"n_cases": len(cases), "n_in_scope": len(in_scope), "n_out_of_scope": len(cases) - len(in_scope),
                     "folds": FOLDS, "seed": seed, "digest": cases_digest(tasks, cases)}
     if len(in_scope) < settings.fit_min_cases:
         report["status"] = f"defaults: fewer than {settings.fit_min_cases} in-scope test cases"
         return defaults, report
+    negatives = abstention_negatives(settings, cases, unclicked)
     if queries is None:
-        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress,
-                             abstention_negatives(settings, cases, unclicked), learned)
+        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, negatives, learned)
     modes = [m for m in MODES if m == "sparse" or embedder is not None]
     sparse_signals, sparse_choice = choose_sparse_signals(queries, defaults.weights)
     signals = {"full": None, "sparse": sparse_signals}
@@ -557,21 +772,40 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
             report["cv"][mode]["fitted_without_learned"] = ranking_metrics(
                 in_scope_queries, rankings(in_scope_queries, FusionWeights(replace(weights.full, learned=0.0), weights.sparse), mode))
     report["cv"]["sparse"]["cross_fitted"] = sparse_choice
+    as_cases = False
     primary = "full" if "full" in modes else "sparse"
+    # The abstention is calibrated on the written cases scored without learned exemplars: with
+    # them, a held-out written case often has a near-duplicate among the queries people typed
+    # (one CLINC150 intent's phrasings came in batches) and its CV evidence runs optimistic, so the
+    # threshold would refuse more of the answerable queries than the budget allows (simulator,
+    # docs/learning-from-use.md). Served queries only gain evidence from the learned exemplars.
+    calibration = queries
+    if learned:
+        queries, weights, as_cases = choose_learned_as_cases(settings, tasks, cases, embedder, seed, max_queries,
+                                                             learned, defaults, queries, weights, report, primary,
+                                                             negatives, signals)
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
-    abstention = {m: fit_abstention(queries, defaults.weights, m, settings.abstain_budget, signals[m]) for m in modes}
-    abstention.setdefault("full", None)
+    abstention = fit_abstentions(settings, tasks, cases, embedder, calibration, modes, defaults.weights, signals,
+                                 seed, max_queries, negatives, learned)
     stored_prototypes = None
     if embedder is not None:
-        index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases), embedder)  # no learned: prototypes are the cases'
+        index_cases = [*cases, *learned_cases(learned)] if as_cases else cases   # the exemplars serving will hold
+        index = attach_vectors(build_index(tasks, build_lexicon(index_cases), settings.field_weights,
+                                           cases=index_cases), embedder)
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
+            if as_cases:   # the written cases' own: contributions.learned's counterfactual (search.index)
+                written = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases),
+                                         embedder)
+                stored_prototypes["written_matrix"] = encode(prototypes_of(written))
+    used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
-                          learned=tuple(learned) if weights.full.learned > 0 else ())
+                          learned=tuple(learned) if used else (), learned_as_cases=as_cases)
     if learned:
-        report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned), "weight": weights.full.learned,
-                             "used": weights.full.learned > 0}
+        report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
+                             "weight": weights.full.learned if embedder is not None else None,
+                             "as_cases": as_cases, "used": used}
     report.update(status="fitted", n_cv_queries=sum(q.source == "case" for q in queries),
                   n_cv_negatives=sum(q.source != "case" for q in queries), shortlist_size=shortlist,
                   abstention={m: (a.cv if a else None) for m, a in abstention.items()},

@@ -85,6 +85,10 @@ class SearchIndex:
     learned: LearnedMemory | None = None    # implicit exemplars learned from use (search.learned), or None
     category_labels: Mapping[str, str] = field(default_factory=dict)   # category -> label people read
     term_support: np.ndarray | None = None  # per term column: postings in lexical + rationale + exemplar
+    # The same catalog indexed from the written cases alone, when cases learned from use joined
+    # this one (search.learned.learned_cases): the counterfactual that contributions.learned is
+    # measured against (search.prefilter.learned_attribution). None otherwise.
+    written: "SearchIndex | None" = None
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
     _prefixes: dict = field(default_factory=dict, compare=False, repr=False)
@@ -131,6 +135,10 @@ class SearchIndex:
     def with_learned(self, learned: LearnedMemory | None) -> "SearchIndex":
         """The index with learned exemplars (search.learned; vectors attached by the caller)."""
         return replace(self, learned=learned)
+
+    def with_written(self, written: "SearchIndex | None") -> "SearchIndex":
+        """The index with its written-cases-only counterfactual (see `written`)."""
+        return replace(self, written=written)
 
     def with_prototypes(self, prototypes: np.ndarray | None) -> "SearchIndex":
         return replace(self, prototypes=prototypes if self.task_vectors is not None else None, _visibility={})

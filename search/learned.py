@@ -45,8 +45,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from catalog.records import IMPLICIT_CATEGORY, CaseRecord
 from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
-from search.signals import group_max
+from search.signals import group_max, grouped_products
 
 MIN_PROPENSITY = 0.05
 MIN_EM_VOTES = 200
@@ -128,16 +129,32 @@ class LearnedExemplar:
 
 def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
              blocked: frozenset[tuple[str, str]] = frozenset(),
-             task_ids: Iterable[str] | None = None) -> tuple[LearnedExemplar, ...]:
-    """The pairs that count: at least `min_sessions` distinct clicking sessions, relevance at
+             task_ids: Iterable[str] | None = None, min_networks: int = 1) -> tuple[LearnedExemplar, ...]:
+    """The pairs that count: at least `min_sessions` distinct clicking sessions from at least
+    `min_networks` distinct client networks (pairs without a `networks` count: sessions), relevance at
     least `min_relevance`, not blocked by the admin, and (with `task_ids`) on a known task.
     `pairs`: anything with query, task_id, sessions and relevance (analytics.learning.LearnedPair).
     Sorted by (query, task) so that the fit's input, and its digest, are stable."""
     known = set(task_ids) if task_ids is not None else None
     found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in pairs
-             if p.sessions >= min_sessions and p.relevance >= min_relevance and (p.query, p.task_id) not in blocked
+             if p.sessions >= min_sessions and getattr(p, "networks", p.sessions) >= min_networks
+             and p.relevance >= min_relevance and (p.query, p.task_id) not in blocked
              and (known is None or p.task_id in known)]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
+
+
+def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozenset[str] = frozenset()) -> tuple[CaseRecord, ...]:
+    """The learned exemplars as implicit test cases (query -> its task), for the exemplar memory
+    and the lexicon that the neighbour, centroid, prototype and exemplar-BM25 signals read: use
+    then generalises like a written case does (to paraphrases near it), not only through the
+    separate `learned` signal. The fit decides by CV whether an index gets them
+    (search.fitting.fit_ranker, `learned_as_cases`). `exclude_queries`: left out (a CV fold's
+    held-out queries). Several eligible tasks for one query give one case with every task."""
+    by_query: dict[str, list[str]] = {}
+    for e in exemplars:
+        if e.query not in exclude_queries:
+            by_query.setdefault(e.query, []).append(e.task_id)
+    return tuple(CaseRecord(query, tuple(sorted(tasks)), category=IMPLICIT_CATEGORY) for query, tasks in sorted(by_query.items()))
 
 
 def learned_digest(exemplars: Sequence[LearnedExemplar]) -> str | None:
@@ -204,6 +221,40 @@ def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExe
                          np.asarray(rows, dtype=np.int64), len(task_ids))
 
 
+def learned_groups(memory: LearnedMemory, rows: np.ndarray) -> np.ndarray:
+    """Per entry of `rows`, its task's group in the memory, -1 for a task without learned
+    exemplars (a binary search: build_learned_memory keeps `group_rows` sorted)."""
+    at = np.searchsorted(memory.group_rows, rows)
+    found = at < memory.group_rows.size
+    found[found] = memory.group_rows[at[found]] == rows[found]
+    return np.where(found, at, -1)
+
+
+def learned_values(memory: LearnedMemory, rows: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+    """learned(q, t) of each task in `rows` (formula: learned_signal). With fewer than half of
+    the memory's groups wanted (the prefilter's returned tasks, when the signal's weight is 0),
+    only their learned exemplars are read (search.signals.grouped_products, the same values)."""
+    groups = learned_groups(memory, rows)
+    groups = np.sort(groups[groups >= 0])
+    if groups.size * 2 >= memory.group_rows.size:
+        nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
+    else:
+        ends = np.append(memory.group_starts[1:], len(memory.texts))[groups]
+        lengths = ends - memory.group_starts[groups]
+        starts = np.zeros(groups.size, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        products = grouped_products(memory.vectors, memory.group_starts[groups], ends, query_vector, whole=True)
+        nearest = group_max(products, starts, memory.n_tasks, memory.group_rows[groups])
+    return np.maximum(nearest[rows], memory.floor).astype(np.float64)
+
+
+def learned_available(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None) -> bool:
+    """Whether the `learned` signal exists for `rows`: a learned memory with vectors, a query
+    vector, and at least one task of `rows` with learned exemplars."""
+    return (memory is not None and memory.vectors is not None and query_vector is not None
+            and bool((learned_groups(memory, rows) >= 0).any()))
+
+
 def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None
                    ) -> np.ndarray | None:
     """The `learned` signal of the tasks in `rows` (a nearest-neighbour vote of the queries
@@ -216,10 +267,6 @@ def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector:
     floor: use lifts a task only for queries like the ones it was found with. None when there
     is nothing to compute: no learned memory, no vectors, or no visible task with learned
     evidence (then nothing changes, not even the response's fields)."""
-    if memory is None or memory.vectors is None or query_vector is None:
+    if not learned_available(memory, rows, query_vector):
         return None
-    has = np.isin(rows, memory.group_rows)
-    if not has.any():
-        return None
-    nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
-    return np.maximum(nearest[rows], memory.floor).astype(np.float64)
+    return learned_values(memory, rows, query_vector)

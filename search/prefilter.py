@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
-from search.learned import learned_signal
+from search.learned import learned_available, learned_signal, learned_values
 from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
 
@@ -117,32 +117,43 @@ def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity:
     return corrections
 
 
-def _explain(index: SearchIndex, row: int, query_words: list[str], corrections) -> list[dict]:
-    matched = []
-    fields = index.field_terms[row]
+def explanation_targets(index: SearchIndex, query_words: list[str], corrections) -> list[tuple]:
+    """Per query word, in order, what it may have matched: (word, surface word, similarity or
+    None, term, column) for the word itself and each of its typo corrections, when the term is
+    a vocabulary column. Resolved once per query, for every explained result."""
+    targets = []
     for word in query_words:
-        targets = [(word, None)] + [(c, s) for c, s in corrections.get(word, [])]
-        for surface_word, similarity in targets:
+        for surface_word, similarity in [(word, None)] + [(c, s) for c, s in corrections.get(word, [])]:
             term = index.surface_to_term.get(surface_word, stem(surface_word))
             column = index.vocabulary.get(term)
-            if column is None:
-                continue
-            hits = [f for f in TEXT_FIELDS if term in fields.get(f, ())]
-            if _has_posting(index.rationale, row, column):
+            if column is not None:
+                targets.append((word, surface_word, similarity, term, column))
+    return targets
+
+
+def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str], corrections) -> list[list[dict]]:
+    """Per task row, which query words matched where (its text fields, the rationale lexicon),
+    for explanations: [{"term", "field"[, "corrected_to", "similarity"]}, ...]."""
+    targets = explanation_targets(index, query_words, corrections)
+    rationale = index.rationale
+    linked = {column: frozenset(rationale.indices[rationale.indptr[column]:rationale.indptr[column + 1]].tolist())
+              for column in {target[4] for target in targets}}   # the tasks each term's lexicon entry links
+    out = []
+    for row in rows:
+        fields = index.field_terms[row]
+        in_text = frozenset().union(*fields.values())   # one look-up for the usual miss
+        matched = []
+        for word, surface_word, similarity, term, column in targets:
+            hits = [f for f in TEXT_FIELDS if term in fields.get(f, ())] if term in in_text else []
+            if row in linked[column]:
                 hits.append("rationale")
             for where in hits:
                 entry = {"term": word, "field": where}
                 if similarity is not None:
                     entry.update(corrected_to=surface_word, similarity=round(similarity, 3))
                 matched.append(entry)
-    return matched
-
-
-def _has_posting(matrix, row: int, column: int) -> bool:
-    """Whether the CSC matrix has an entry at (row, column): binary search in sorted indices."""
-    start, end = matrix.indptr[column], matrix.indptr[column + 1]
-    i = start + int(np.searchsorted(matrix.indices[start:end], row))
-    return i < end and matrix.indices[i] == row
+        out.append(matched)
+    return out
 
 
 @dataclass(frozen=True)
@@ -300,18 +311,44 @@ def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
 
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
-                  query_vector: np.ndarray | None) -> dict[str, np.ndarray]:
+                  query_vector: np.ndarray | None, defer: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """Each available signal's value for the tasks in `rows` (dense ones only with vectors), and
-    the abstention evidence beside them (QUERY_EVIDENCE, DENSE_EVIDENCE)."""
+    the abstention evidence beside them (QUERY_EVIDENCE, DENSE_EVIDENCE). The signals in `defer`
+    (DEFERRABLE ones) are left out: `deferred_signals` gives them at the ranked rows only."""
     plan = plan_query(index, analysed.words, analysed.corrections, analysed.prefix)
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
     values["coverage"] = np.full(rows.size, query_coverage(index, analysed), dtype=np.float32)
     if query_vector is not None and index.has_vectors:
         values.update(dense_signals(index, rows, query_vector))
-        learned = learned_signal(index.learned, rows, query_vector)
+        learned = learned_signal(index.learned, rows, query_vector) if LEARNED not in defer else None
         if learned is not None:
             values[LEARNED] = learned
     return values
+
+
+#: Signals the prefilter computes only at the tasks it returns when their weight is 0: they
+#: cannot move the ranking then, and only the returned tasks show them (and the abstention
+#: model reads only the top one). The learned signal is the one worth it: its weight is often 0
+#: once learned exemplars are cases too, and it reads every learned exemplar's vector.
+DEFERRABLE = (LEARNED,)
+
+
+def deferred_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray | None,
+                     names: frozenset[str]) -> dict[str, Callable[[list[int]], np.ndarray]]:
+    """Of the DEFERRABLE signals in `names`, those available for `rows` (as signal_values would
+    have them), each as a function of positions in `rows` returning its values there: the
+    values signal_values gives at those positions."""
+    found = {}
+    if LEARNED in names and query_vector is not None and index.has_vectors \
+            and learned_available(index.learned, rows, query_vector):
+        found[LEARNED] = lambda positions: learned_values(index.learned, rows[positions], query_vector)
+    return found
+
+
+def deferrable(weights, mode: str) -> frozenset[str]:
+    """The DEFERRABLE signals whose weight in `mode` is 0."""
+    mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
+    return frozenset(name for name in DEFERRABLE if not float(getattr(mode_weights, name)))
 
 
 def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, dict[str, float]]:
@@ -347,33 +384,135 @@ def rank_values(tasks: Sequence[TaskRecord], values: dict[str, np.ndarray], weig
                 corrections: dict | None = None) -> PrefilterResult:
     """Fuse the signal values of `tasks` and return the top `k` (without word-level
     explanations): the part of the prefilter that the fitting and the evaluation replay."""
-    return _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections)[0]
+    return _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections)
 
 
-def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections):
+def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections,
+                 deferred: dict | None = None, explain=None, attribute=None) -> PrefilterResult:
+    """rank_values, plus `deferred` signals (deferred_signals: weight 0, computed at the ranked
+    positions only; each contributes exactly 0), `explain` (ranked positions -> the `matched`
+    list of each) and `attribute` (ranked positions -> the written-cases-only signal values
+    there, written_values: contributions.learned, learned_attribution). The returned tasks'
+    signal values and contributions are computed as one (signals x k) array, rounded at once
+    (round_like_python)."""
+    deferred = deferred or {}
     mode = mode_of(values)
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
     fused, fused_weights = fuse(values, mode_weights)
+    for name in deferred:
+        fused_weights[name] = 0.0
     probabilities = softmax(fused)
-    means = {name: float(values[name].mean()) for name in FUSED if name in values}
-    ranked = []
     order = rank_order(tasks, fused, pinned, k)
-    for i in order:
-        contributions = {name: round(fused_weights[name] * (float(values[name][i]) - means[name]), 4)
-                         for name in FUSED if name in values}
+    names = [name for name in FUSED if name in values or name in deferred]
+    width = len(names)
+    shown = FUSED if LEARNED in names else SIGNALS
+    column = {name: i for i, name in enumerate(names)}
+    positions = np.asarray(order, dtype=np.int64)
+    at = np.array([values[name][positions] if name in values else deferred[name](positions) for name in names],
+                  dtype=np.float64).reshape(width, len(order))
+    means = np.array([signal_mean(values[name]) if name in values else 0.0 for name in names])
+    scale = np.array([fused_weights[name] if name in values else 0.0 for name in names])
+    terms = scale[:, None] * (at - means[:, None])
+    parts = names
+    if attribute is not None and order:   # learned_attribution: what use added, split out of each signal
+        terms, parts = learned_attribution(names, terms, at, scale, attribute(positions))
+    cw = len(parts)
+    contributions = round_like_python(terms.T.ravel())
+    signals = round_like_python(at.T.ravel())
+    chance = probabilities[positions].tolist()
+    every = names == list(shown)   # each shown signal is available (the usual case): zip them
+    matched = explain(order) if explain is not None else [[] for _ in order]
+    ranked = []
+    for j, i in enumerate(order):
+        row, shown_values = contributions[j * cw:(j + 1) * cw], signals[j * width:(j + 1) * width]
         ranked.append(ScoredTask(
             task=tasks[i],
-            score=round(sum(contributions.values()), 4),
-            signals={name: round(float(values[name][i]), 4) if name in values else None
-                     for name in (FUSED if LEARNED in values else SIGNALS)},
-            contributions=contributions,
-            matched=[],
+            score=round(sum(row), 4),
+            signals=dict(zip(names, shown_values)) if every else
+            {name: shown_values[column[name]] if name in column else None for name in shown},
+            contributions=dict(zip(parts, row)),
+            matched=matched[j],
             pinned=tasks[i].id in pinned,
-            probability=float(probabilities[i]),
+            probability=chance[j],
         ))
     evidence = ({name: float(values[name][order[0]]) for name in QUERY_EVIDENCE + DENSE_EVIDENCE if name in values}
                 if order else {})
-    return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence), order
+    return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence)
+
+
+def signal_mean(values: np.ndarray) -> float:
+    """float(values.mean()), without the generic reduction's overhead: numpy's mean is the
+    pairwise sum in the array's dtype, divided by the count in float64, cast back to the dtype."""
+    return float(values.dtype.type(float(np.add.reduce(values)) / values.size))
+
+
+# Beyond this magnitude (and for nan, inf) round_like_python defers to Python's round: below it,
+# x * 10**4 is computed within 1e-6 of its exact value, so its rounding is decided exactly.
+ROUND_FAST_LIMIT = 1e5
+
+
+def round_like_python(values: np.ndarray, digits: int = 4) -> list[float]:
+    """[round(float(x), digits) for x in values], the same floats, at numpy's speed.
+
+    Python rounds the exact binary value of x to `digits` decimals, half to even, and returns
+    the double nearest that decimal. Here k = rint(x * 10^d) (half to even), then k / 10^d:
+    an exact integer divided by an exact power of ten is correctly rounded, so it is that same
+    double whenever k is right, i.e. unless x * 10^d lies within the product's rounding error
+    (< 1e-6 below ROUND_FAST_LIMIT) of a half-integer: those few (and nan, inf, huge values)
+    take Python's own round."""
+    scale = 10.0 ** digits
+    fast = np.abs(values) < ROUND_FAST_LIMIT                   # False for nan and inf too
+    scaled = np.where(fast, values, 0.0) * scale
+    fast &= np.abs(scaled - np.floor(scaled) - 0.5) >= 1e-6
+    out = (np.rint(scaled) / scale).tolist()
+    for i in np.flatnonzero(~fast).tolist():
+        out[i] = round(float(values[i]), digits)
+    return out
+
+
+def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray, query_vector: np.ndarray | None,
+                   typo_min_similarity: float) -> dict[str, np.ndarray]:
+    """The signal values of the tasks in `rows` had the cases learned from use never joined the
+    index: the same query (and query vector) against `index.written`, the catalog indexed from
+    the written cases alone. Only the returned rows are scored densely (a few dot products)."""
+    written = index.written
+    again = analyse_query(written, analysed.text, typo_min_similarity, prefix_search=bool(analysed.prefix))
+    plan = plan_query(written, again.words, again.corrections, again.prefix)
+    values = {name: scores[rows] for name, scores in sparse_signals(written, plan).items()}
+    if query_vector is not None and written.has_vectors:
+        memory = written.exemplars
+        values["embedding"] = written.task_vectors[rows] @ query_vector
+        values["centroid"] = memory.centroids[rows] @ query_vector
+        values["neighbour"] = memory.neighbour(query_vector, rows)[rows]
+        if written.prototypes is not None:
+            values["prototype"] = written.prototypes[rows] @ query_vector
+    return values
+
+
+def learned_attribution(names: list[str], terms: np.ndarray, at: np.ndarray, scale: np.ndarray,
+                        written: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]:
+    """Split off what use added to each returned task's score, when cases learned from use
+    joined the index (search.learned.learned_cases). With x_f the signal values of the index as
+    served and x'_f those of the written cases alone (written_values), both at the task,
+
+        contributions[f]       = w_f · (x'_f − mean_f)                f in SIGNALS
+        contributions.learned  = w_L · (x_L − mean_L) + sum_f w_f · (x_f − x'_f)
+
+    (mean_f over the visible tasks as served; L the `learned` signal, where weighed), so the
+    contributions still add up to the score, and every returned task says how much use moved
+    it (0 where use left its evidence unchanged; a task passed by another that use lifted shows
+    the other's gain, not its own). `terms` (names x tasks): w_f · (x_f − mean_f); `at`: x_f;
+    `written`: x'_f at the same tasks. Returns (terms, their names), `learned` last if new."""
+    moved = np.zeros_like(terms)
+    for c, name in enumerate(names):
+        if name != LEARNED and name in written:
+            moved[c] = scale[c] * (at[c] - written[name])
+    terms = terms - moved
+    gained = moved.sum(axis=0)
+    if LEARNED in names:
+        terms[names.index(LEARNED)] += gained
+        return terms, names
+    return np.vstack([terms, gained]), [*names, LEARNED]
 
 
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
@@ -386,10 +525,16 @@ def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, r
     rows, visible = index.visible(role, restrict_roles)
     if rows.size == 0:
         return PrefilterResult([], analysed.corrections, {})
-    values = signal_values(index, analysed, rows, query_vector)
+    full = query_vector is not None and index.has_vectors   # as mode_of the values will say
+    defer = deferrable(weights, "full") if full else frozenset()
+    values = signal_values(index, analysed, rows, query_vector, defer)
     pinned = index.lexicon.pinned_for(analysed.text) if use_pins else ()
     oos = index.exemplars.nearest_out_of_scope(query_vector) if mode_of(values) == "full" else None
-    result, order = _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections)
-    explained = [replace(item, matched=_explain(index, int(rows[position]), analysed.words, analysed.corrections))
-                 for item, position in zip(result.ranked, order)]
-    return replace(result, ranked=explained)
+    attribute = None
+    if index.written is not None:   # cases learned from use joined this index: say what they did
+        def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
+            return written_values(index, analysed, rows[order], query_vector, typo_min_similarity)
+    return _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections,
+                        deferred_signals(index, rows, query_vector, defer),
+                        lambda order: explain_rows(index, rows[order].tolist(), analysed.words, analysed.corrections),
+                        attribute)

@@ -51,14 +51,18 @@ class RankerParams:
     fit_id: int | None = None
     prototypes: dict | None = None   # {"task_ids": [...], "matrix": float16 base64} (search.prototypes)
     learned: tuple[LearnedExemplar, ...] = ()   # exemplars learned from use the fit weighed (search.learned)
+    learned_as_cases: bool = False              # they also join the exemplar memory (search.learned.learned_cases)
 
-    def prototype_matrix(self, index: SearchIndex) -> np.ndarray | None:
+    def prototype_matrix(self, index: SearchIndex, written: bool = False) -> np.ndarray | None:
         """The fitted prototypes in `index`'s task order; a task the fit did not know (added
-        since) gets its scaled centroid, the prototypes' starting point."""
+        since) gets its scaled centroid, the prototypes' starting point. `written`: the ones
+        fitted on the written cases alone (stored as "written_matrix" when the fit put learned
+        exemplars in the memory: the counterfactual of contributions.learned, search.index)."""
         if not self.prototypes or index.exemplars.centroids is None:
             return None
         known = self.prototypes["task_ids"]
-        fitted = prototypes.decode(self.prototypes["matrix"], len(known))
+        key = "written_matrix" if written and "written_matrix" in self.prototypes else "matrix"
+        fitted = prototypes.decode(self.prototypes[key], len(known))
         row_of = {task_id: i for i, task_id in enumerate(known)}
         out = prototypes.INIT_SCALE * index.exemplars.centroids.copy()
         for row, task in enumerate(index.tasks):
@@ -75,6 +79,8 @@ class RankerParams:
                "prototypes": self.prototypes}
         if self.learned:
             row["learned"] = [[e.query, e.task_id, e.relevance, e.sessions] for e in self.learned]
+        if self.learned_as_cases:
+            row["learned_as_cases"] = True
         return row
 
     @classmethod
@@ -83,7 +89,7 @@ class RankerParams:
                       for mode, model in (row.get("abstention") or {}).items()}
         learned = tuple(LearnedExemplar(str(q), str(t), float(r), int(s)) for q, t, r, s in row.get("learned") or ())
         return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,
-                   row.get("prototypes"), learned)
+                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")))
 
     def summary(self) -> dict:
         """What a response or /readyz says about the ranker in use."""

@@ -28,7 +28,7 @@ from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
-from search.learned import LearnedExemplar, build_learned_memory, learned_digest
+from search.learned import LearnedExemplar, build_learned_memory, learned_cases, learned_digest
 from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
@@ -202,11 +202,18 @@ class SearchService:
         tasks, cases = self.source.tasks(), tuple(self.source.cases())
         lexicon = build_lexicon(cases)
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
-        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
         digest = cases_digest(tasks, cases)
         params, stale = self._params(digest)
         params, stale = self._without_blocked(params, stale)
-        if params.learned:   # the exemplars learned from use that this fit weighed
+        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
+        if params.learned_as_cases and params.learned:
+            # the fit decided (CV) that the exemplars learned from use join the exemplar memory and
+            # the lexicon; the written-only index stays beside it, for contributions.learned
+            indexed = (*cases, *learned_cases(params.learned))
+            lexicon = build_lexicon(indexed)
+            index = build_index(tasks, lexicon, self.settings.field_weights, enrichment,
+                                cases=indexed).with_written(index)
+        if params.learned and params.weights.full.learned > 0:   # the `learned` signal this fit weighed
             index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
@@ -252,6 +259,8 @@ class SearchService:
         except EmbeddingUnavailable:
             return live
         index = index.with_prototypes(live.params.prototype_matrix(index))
+        if index.written is not None:
+            index = index.with_written(index.written.with_prototypes(live.params.prototype_matrix(index.written, True)))
         return replace(live, index=index, vectors_ok=True)
 
     def refit_in_background(self, live: LiveIndex) -> threading.Thread | None:
@@ -303,9 +312,9 @@ class SearchService:
                 self.source.release_lease(FIT_LEASE)
 
     def _learned_inputs(self, embedder) -> LearnedInputs:
-        """(learned exemplars, blocked pairs) for a fit: none when learning is off, there is no
-        source, or there are no embeddings (the learned signal is dense)."""
-        if self.learned_evidence is None or not self.settings.learning_enabled or embedder is None:
+        """(learned exemplars, blocked pairs) for a fit: none when learning is off or there is no
+        source (without embeddings the fit may still use them as exemplars: fit_ranker)."""
+        if self.learned_evidence is None or not self.settings.learning_enabled:
             return (), frozenset()
         return self.learned_evidence()
 

@@ -67,11 +67,14 @@ def column_sum(matrix: sparse.csc_matrix, columns: Sequence[int], weights: Seque
     The matrices are (tasks x terms) CSC, so a column is a contiguous slice of postings: the
     cost is the number of postings of the query's terms, not the size of the catalog."""
     out = np.zeros(matrix.shape[0], dtype=np.float32)
+    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
     for position, column in enumerate(columns):
-        start, end = matrix.indptr[column], matrix.indptr[column + 1]
+        start, end = int(indptr[column]), int(indptr[column + 1])
         if end > start:
-            weight = 1.0 if weights is None else float(weights[position])
-            out[matrix.indices[start:end]] += weight * matrix.data[start:end]
+            if weights is None:   # (1.0 * x == x: the unweighted sum skips the product)
+                out[indices[start:end]] += data[start:end]
+            else:
+                out[indices[start:end]] += float(weights[position]) * data[start:end]
     return out
 
 
@@ -97,6 +100,70 @@ def group_max(values: np.ndarray, starts: np.ndarray, size: int, rows: np.ndarra
     out = np.full(size, -1.0, dtype=np.float32)
     if values.size:
         out[rows] = np.maximum.reduceat(values, starts)
+    return out
+
+
+# OpenBLAS's single-precision matrix-vector product computes the rows of `A @ x` in blocks of
+# this many rows, each row's value independent of where its block lies; the last (rows mod 4)
+# rows of a product go through another kernel, whose values depend on the rows before them.
+GEMV_BLOCK = 4
+# Reading in place costs a call (~3 us) per run of adjacent segments; gathering the rows costs
+# their copy. Below this many rows per run on average (many small groups: the large catalog),
+# grouped_products gathers (the same values: it is the product it reproduces).
+GATHER_BELOW_ROWS_PER_RUN = 20
+
+
+def grouped_products(vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray,
+                     whole: bool = False) -> np.ndarray:
+    """The cosines v_e . q of the rows e in the segments [starts_i, ends_i) (sorted, disjoint),
+    concatenated, read in place: one product per run of adjacent segments, no copy of the rows
+    (unless the runs are short: GATHER_BELOW_ROWS_PER_RUN).
+    A nearest-neighbour cascade reads about half of a memory's exemplars; gathering them first
+    (`vectors[picked] @ q`) made them cross the memory bus three times (read, write, read).
+
+    The values are those of the gathered product `vectors[picked] @ q`, or with `whole` those of
+    the whole product `vectors @ q`, last bit included, with OpenBLAS (GEMV_BLOCK): every run is
+    computed over whole blocks (extended by up to three neighbouring rows, whose values are
+    dropped), and the product's last (n mod GEMV_BLOCK) rows again after GEMV_BLOCK rows of
+    context, as the product computes its tail."""
+    total = int((ends - starts).sum())
+    out = np.empty(total, dtype=np.result_type(vectors.dtype, query_vector.dtype))
+    if total == 0:
+        return out
+    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    run_starts = starts[np.concatenate(([0], breaks))].tolist()
+    run_ends = ends[np.concatenate((breaks - 1, [len(ends) - 1]))].tolist()
+    if not whole and total < GATHER_BELOW_ROWS_PER_RUN * len(run_starts):
+        lengths = ends - starts
+        offsets = np.zeros(len(starts), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        return vectors[np.arange(total) + np.repeat(starts - offsets, lengths)] @ query_vector
+    size, position = len(vectors), 0
+    for start, end in zip(run_starts, run_ends):
+        n = end - start
+        blocks = -(-n // GEMV_BLOCK) * GEMV_BLOCK
+        if blocks == n:
+            out[position:position + n] = vectors[start:end] @ query_vector
+        elif start + blocks <= size:
+            out[position:position + n] = (vectors[start:start + blocks] @ query_vector)[:n]
+        else:
+            out[position:position + n] = (vectors[max(0, end - blocks):end] @ query_vector)[-n:]
+        position += n
+    if whole:
+        tail = size % GEMV_BLOCK
+        if tail and run_ends[-1] > size - tail:   # the selection reaches into the product's tail
+            values = (vectors[max(0, size - tail - GEMV_BLOCK):] @ query_vector)[-tail:]
+            first = max(run_starts[-1], size - tail)
+            out[total - (run_ends[-1] - first):] = values[first - (size - tail):run_ends[-1] - (size - tail)]
+        return out
+    tail = total % GEMV_BLOCK
+    if tail:
+        context, picked = min(total, tail + GEMV_BLOCK), []
+        for start, end in zip(reversed(run_starts), reversed(run_ends)):   # the selection's last rows
+            picked[:0] = range(max(start, end - (context - len(picked))), end)
+            if len(picked) == context:
+                break
+        out[total - tail:] = (vectors[picked] @ query_vector)[-tail:]
     return out
 
 

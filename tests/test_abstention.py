@@ -115,3 +115,70 @@ def test_evaluation_can_remove_the_written_negatives_from_training():
     kept, moved, source = without_written_negatives(train, test, {}, drop=False, holdout=True)
     assert [c.query for c in kept] == ["a", "b"] and [c.query for c in moved] == ["c", "joke"]
     assert without_written_negatives(train, test, {}, drop=False, holdout=False)[0] == train
+
+
+# --- calibration on cases written together ----------------------------------------------------
+
+_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "si", "ta", "vo", "be", "du", "gi", "po", "ze", "fu", "ha", "ju"]
+_TOPICS = [("balance", "money", "account"), ("transfer", "send", "funds"), ("weather", "rain", "forecast"),
+           ("recipe", "cook", "dinner"), ("flight", "airport", "boarding"), ("alarm", "wake", "morning"),
+           ("music", "song", "playlist"), ("insurance", "policy", "claim"), ("hotel", "room", "booking"),
+           ("taxes", "refund", "return")]
+_OPENERS = ["please", "can you", "i need", "show me", "what is", "tell me", "could you check", "help with", "i want",
+            "look up"]
+
+
+def _written_in_runs(rng, runs: int, size: int = 5) -> list[CaseRecord]:
+    """Each task's cases as authors write them: runs of `size` paraphrases sharing a slot value
+    (an invented bank or product name) that no other run uses."""
+    out = []
+    for i, topic in enumerate(_TOPICS):
+        for _ in range(runs):
+            slot = " ".join("".join(_SYLLABLES[j] for j in rng.integers(0, len(_SYLLABLES), 3)) for _ in range(2))
+            for _ in range(size):
+                words = [_OPENERS[rng.integers(len(_OPENERS))], *rng.choice(topic, 2, replace=False), slot]
+                out.append(CaseRecord(query=" ".join(words), gold=(f"t{i}",)))
+    return out
+
+
+def test_the_order_of_writing_is_measured_and_a_shuffled_suite_keeps_the_hash_folds():
+    from search.fitting import written_together_folds, written_together_range
+
+    cases = _written_in_runs(np.random.default_rng(3), 12)
+    assert written_together_range(cases) == 5
+    shuffled = list(cases)
+    np.random.default_rng(0).shuffle(shuffled)
+    assert written_together_range(shuffled) == 1
+    folds = written_together_folds(cases, 5, 42, 5)
+    assert all(len({folds[i] for i in range(start, start + 5)}) == 1 for start in range(0, len(cases), 5))
+    assert len(set(folds)) == 5
+    from catalog.splits import k_folds
+    hashed = k_folds(cases, 5, 42)
+    assert [sorted(c.query for c in held) for _, held in hashed] == [
+        sorted(c.query for c, f in zip(cases, written_together_folds(cases, 5, 42, 1)) if f == fold) for fold in range(5)]
+
+
+def test_calibration_keeps_runs_written_together_out_of_the_held_out_cases_memory(settings):
+    """Cases written in runs (five paraphrases sharing a slot value): with folds by a hash of the
+    query, every held-out case had its run-mates in memory, the threshold was set on scores no
+    new author's query reaches, and ALL of a new author's in-scope queries were refused (1.0
+    here; CLINC150 val 8.2% against a 5% budget). Calibrated with each run in one fold, the new
+    queries are refused within the budget and off-topic ones still are."""
+    rng = np.random.default_rng(3)
+    tasks = [TaskRecord(id=f"t{i}", name=topic[0], help=" ".join(topic)) for i, topic in enumerate(_TOPICS)]
+    train = _written_in_runs(rng, 12)
+    new_authors = _written_in_runs(rng, 6)
+    params, report = fit_ranker(settings, tasks, train, None, default_params(settings))
+    model = params.abstention_for("sparse")
+    index = build_index(tasks, build_lexicon(train), settings.field_weights, cases=train)
+
+    def answers(query: str) -> bool:
+        return assess(prefilter(index, query, params.weights, k=5, restrict_roles=False), model).answer
+
+    refused = float(np.mean([not answers(c.query) for c in new_authors]))
+    assert refused <= 2 * settings.abstain_budget, refused
+    for query in ("tell me a joke about penguins", "who won the world cup in 1998", "what is the capital of peru"):
+        assert not answers(query)
+    assert all(answers(c.query) for c in train[:50])     # pins
+    assert model.cv["calibration"] == {"folds": "blocked", "written_together": 5}
+    assert model.cv["in_scope_abstain"] <= settings.abstain_budget

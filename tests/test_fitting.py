@@ -260,3 +260,34 @@ def test_pin_accuracy_counts_wrong_first_tasks_per_key():
     assert pin_accuracy(train, test, term_set_key) == {"fired_in_scope": 3, "wrong_first": 1, "wrong_share": 0.3333,
                                                       "fired_out_of_scope": 0}
     assert pin_accuracy(train, test, pin_key)["fired_in_scope"] == 1
+
+
+def test_the_fit_takes_learned_exemplars_as_cases_only_when_cv_on_the_written_cases_improves(settings, demo_tasks,
+                                                                                               demo_cases):
+    """search.fitting.choose_learned_as_cases, in the degraded mode (fast): what people typed,
+    each written case's query in other words, clicked on the case's gold task, joins the cases
+    (each held-out case then finds its gold through it); the same queries clicked on wrong tasks
+    (a bot, or a feedback loop gone bad) do not, and the fit stays what it was without them; a
+    handful of wrong pairs whose CV gain is noise (+2 of 206 queries, measured) is refused too."""
+    from search.learned import LearnedExemplar
+    from lexicon.text import normalise_query
+
+    train, test = holdout_split(demo_cases, 0.2, 42)
+    ids = sorted({t.id for t in demo_tasks if t.active})
+    good = [LearnedExemplar(normalise_query(f"{c.query} please"), c.gold[0], 0.9, 5) for c in train if c.gold]
+
+    def wrong(pairs):
+        return [LearnedExemplar(e.query, ids[(ids.index(e.task_id) + 7) % len(ids)], 0.9, 5) for e in pairs]
+
+    plain, plain_report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
+    taken, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings), learned=good)
+    assert report["learned"]["as_cases"] and taken.learned_as_cases
+    cv = report["cv"]["sparse"]
+    assert cv["fitted"]["hit@1"] > cv["fitted_without_learned"]["hit@1"]
+    assert cv["fitted_without_learned"] == plain_report["cv"]["sparse"]["fitted"]
+    held_out = [LearnedExemplar(normalise_query(c.query), c.gold[0], 0.9, 5) for c in test if c.gold]
+    for bad in (wrong(good), wrong(held_out)):
+        refused, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings), learned=bad)
+        assert not report["learned"]["as_cases"] and not refused.learned_as_cases and not refused.learned
+        assert refused.weights == plain.weights
+        assert not report["cv"]["sparse"]["learned_as_cases_test"]["better"]

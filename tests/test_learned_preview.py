@@ -79,3 +79,35 @@ def test_the_evaluation_fits_with_learned_evidence_but_never_with_a_test_query(s
     from_train = sum(1 for c in train if c.gold)
     assert report["data"]["learned_pairs"] == from_train < len(learned)
     assert report["fit"]["learned"]["pairs"] == from_train
+
+
+class LearnedCasesService(LearnedService):
+    """... after a fit that put the learned exemplars among the cases (params.learned_as_cases):
+    the live index is the union index, as SearchService._build makes it."""
+
+    def __init__(self, service, learned: tuple[LearnedExemplar, ...]):
+        from tests.test_learning import with_learned_cases
+
+        super().__init__(service, ())
+        live = self._live
+        index = with_learned_cases(service, live, learned)
+        self._live = replace(live, params=replace(live.params, learned=learned, learned_as_cases=True), index=index)
+
+
+def test_the_preview_ranks_with_learned_exemplars_among_the_cases(service):
+    """Failed before: the preview built its indexes from the written cases alone, so a fit that
+    put use into the exemplar memory previewed rankings nobody would be served."""
+    tasks, cases = demo(service)
+    learned = (LearnedExemplar(PARAPHRASE, TARGET, 0.9, 5),)
+
+    def rank_of_target(svc) -> int:
+        shown = [t.id for t in preview_change(svc, tasks, cases, tasks, cases, [PARAPHRASE]).queries[0].after.tasks]
+        return shown.index(TARGET) if TARGET in shown else len(shown)
+
+    from tests.test_learning import ranked_ids
+
+    served = LearnedCasesService(service, learned)
+    live = served.live()
+    live_ids = [r.task.id for r in ranked_ids(live.index, PARAPHRASE, live.params.weights, service.embedder).ranked]
+    assert rank_of_target(LearnedCasesService(service, ())) > rank_of_target(served)
+    assert rank_of_target(served) == live_ids.index(TARGET)   # what the preview shows is what is served

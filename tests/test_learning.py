@@ -157,6 +157,75 @@ def test_address_session_cap_is_held_in_memory_and_forgets_with_the_window():
     assert gate.admit("10.0.0.1", "session-4")       # a new window
 
 
+def test_one_address_with_many_sessions_cannot_make_a_pair_count(settings, demo_tasks, demo_cases):
+    """Issue 16 item 3, through the real endpoints: three sessions from one address (each with
+    its own search, impression and click, under the per-address session cap) do not make the
+    pair eligible; three sessions from three addresses do. The stored events hold a keyed
+    pseudonym of the network, never the address."""
+    from tests.conftest import build_app, close_app
+
+    app = build_app(settings, demo_tasks, demo_cases)
+    try:
+        client = app.test_client()
+
+        def vote(query: str, session: str, address: str) -> str:
+            env = {"REMOTE_ADDR": address}
+            body = client.get(f"/api/search?q={query}&k=8&session={session}", environ_base=env).get_json()
+            first = body["results"][0]["id"]
+            events = [{"type": "impression", "search_id": body["search_id"], "query": query,
+                       "task_ids": [r["id"] for r in body["results"]]},
+                      {"type": "click", "search_id": body["search_id"], "task_id": first, "position": 1}]
+            assert client.post("/api/events", json={"session_id": session, "events": events},
+                               environ_base=env).status_code == 202
+            return first
+
+        one = {vote("lead screening", f"one-address-session-{i}", "203.0.113.7") for i in range(4)}
+        many = {vote("cacfp claim", f"many-addresses-session-{i}", f"198.51.{i}.9") for i in range(3)}
+        app.extensions["taskfinder_analytics"].flush()
+        engine = app.extensions["taskfinder"].store.engine
+        stored = AnalyticsStore(engine).events(NOW - timedelta(days=365), NOW + timedelta(days=365 * 10))
+        assert stored and all(e.network and "203.0.113" not in e.network and "198.51" not in e.network for e in stored)
+        found = learned_exemplars(engine, Settings.from_env({"LEARNING_SETTLE_S": "0"}))
+        rows = pairs_by_key(engine)
+        assert rows[("lead screening", one.pop())].sessions == 4
+        assert [(e.query, e.task_id) for e in found] == [("cacfp claim", many.pop())]
+    finally:
+        close_app(app)
+
+
+def test_network_pseudonyms_are_coarse_keyed_and_rotate_daily():
+    from datetime import date
+
+    from analytics.sources import network_pseudonym
+
+    day, key = date(2026, 11, 24), b"k" * 32
+    a = network_pseudonym("203.0.113.7", key, day)
+    assert a == network_pseudonym("203.0.113.200", key, day)                 # one /24
+    assert a != network_pseudonym("203.0.114.7", key, day)
+    assert a != network_pseudonym("203.0.113.7", b"x" * 32, day)             # keyed
+    assert a != network_pseudonym("203.0.113.7", key, date(2026, 11, 25))    # rotated daily
+    assert network_pseudonym("2001:db8:1:2::1", key, day) == network_pseudonym("2001:db8:1:ffff::9", key, day)
+    assert network_pseudonym("not-an-address", key, day) is None and "203" not in a
+
+
+def test_a_pair_needs_distinct_networks_as_well_as_distinct_sessions(engine):
+    def found():
+        return [(e.query, e.task_id) for e in eligible(load_learned(engine), SETTINGS.learning_min_sessions,
+                                                        SETTINGS.learning_min_relevance,
+                                                        min_networks=SETTINGS.learning_min_networks)]
+
+    searches, events = session_votes(4, "t5")
+    write(engine, searches, [replace(e, network="same-network-00") for e in events])
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=5))
+    row = pairs_by_key(engine)[("lead screening", "t5")]
+    assert (row.sessions, row.networks) == (4, 1) and found() == []
+    more, more_events = session_votes(1, "t5", prefix="other", start=360)
+    write(engine, more, [replace(e, network="other-network-1") for e in more_events])
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=10))
+    assert pairs_by_key(engine)[("lead screening", "t5")].networks == 2
+    assert found() == [("lead screening", "t5")]
+
+
 # -- aggregation on each database -------------------------------------------------------------------
 
 def test_a_pair_counts_only_after_min_sessions_distinct_sessions(engine):
@@ -303,3 +372,66 @@ def test_without_traffic_rankings_are_bit_for_bit_unchanged(demo_app):
     badb2f5) on the demo data; with an empty learned_evidence table nothing may differ."""
     assert load_learned(demo_app.extensions["taskfinder"].store.engine) == []
     assert no_traffic_rankings(demo_app) == json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+def test_learned_exemplars_become_cases_without_the_held_out_queries():
+    """search.learned.learned_cases: what joins the exemplar memory when the fit's CV says so;
+    a CV fold's held-out queries are left out, one case per query with all its tasks."""
+    learned = [LearnedExemplar("renew my card", "t2", 0.9, 3), LearnedExemplar("renew my card", "t1", 0.8, 4),
+               LearnedExemplar("lead screening", "t5", 0.9, 3)]
+    cases = math.learned_cases(learned)
+    assert [(c.query, c.gold) for c in cases] == [("lead screening", ("t5",)), ("renew my card", ("t1", "t2"))]
+    assert [c.query for c in math.learned_cases(learned, frozenset({"lead screening"}))] == ["renew my card"]
+
+
+def with_learned_cases(service, live, exemplars):
+    """The live catalog indexed as the service does once the fit puts learned exemplars among
+    the cases (params.learned_as_cases): the union index, the written-only one beside it."""
+    from lexicon.rationale import build_lexicon
+    from search.fitting import attach_vectors
+    from search.index import build_index
+
+    fields = service.settings.field_weights
+    written = build_index(live.index.tasks, build_lexicon(live.cases), fields, cases=live.cases)
+    cases = (*live.cases, *math.learned_cases(exemplars))
+    union = build_index(live.index.tasks, build_lexicon(cases), fields, cases=cases).with_written(written)
+    return attach_vectors(union, service.embedder)
+
+
+def test_a_task_lifted_by_learned_cases_says_so_and_the_contributions_still_add_up(demo_app, demo_live):
+    """Learned exemplars in the exemplar memory move a ranking through the ordinary signals;
+    contributions.learned (search.prefilter.learned_attribution) is measured against the same
+    catalog indexed from the written cases alone, so a result that use moved says by how much.
+    Failed before: the move showed up only as neighbour/centroid/rationale contributions."""
+    service = demo_app.extensions["taskfinder"].search
+    query = "where do i put the bus route changes"
+    plain = with_learned_cases(service, demo_live, [])
+    before = ranked_ids(plain.written, query, demo_live.params.weights, service.embedder)
+    ids = [r.task.id for r in before.ranked]
+    target = ids[7]                                   # position 8: below the widget's fold
+    index = with_learned_cases(service, demo_live, [LearnedExemplar(normalise_query(query), target, 0.9, 5)])
+    after = ranked_ids(index, query, demo_live.params.weights, service.embedder)
+    after_ids = [r.task.id for r in after.ranked]
+    assert after_ids.index(target) < 7
+    lifted = after.ranked[after_ids.index(target)]
+    assert not lifted.pinned                          # a learned case never pins (lexicon.rationale)
+    assert lifted.contributions["learned"] > 0.5
+    for item in after.ranked:
+        assert "learned" in item.contributions
+        assert sum(item.contributions.values()) == pytest.approx(item.score, abs=1e-3)
+    # the counterfactual is the ranking without use: the written-only index ranks as before
+    assert [r.task.id for r in ranked_ids(index.written, query, demo_live.params.weights, service.embedder).ranked] == ids
+    # with no learned case at all, nothing is attributed to use
+    assert all(r.contributions["learned"] == 0 for r in ranked_ids(plain, query, demo_live.params.weights,
+                                                                    service.embedder).ranked)
+
+
+def test_learned_cases_never_pin():
+    from catalog.records import CaseRecord
+    from lexicon.rationale import build_lexicon
+
+    learned = math.learned_cases([LearnedExemplar("renew my card", "t2", 0.9, 3)])
+    lexicon = build_lexicon([CaseRecord("lead screening", ("t5",)), *learned])
+    assert lexicon.pinned_for("lead screening") == ("t5",)
+    assert lexicon.pinned_for("renew my card") == ()
+    assert lexicon.tasks_for("renew") == {"t2": 1}     # its words still link, like any case's
