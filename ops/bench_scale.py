@@ -576,17 +576,14 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
         build_took, index = timed(lambda: learned_as_cases(data, index, space, exemplars, vector_of))
         print(f"[{name}] learned exemplars as cases: {len(index.exemplars.texts)} exemplars, index built in "
               f"{build_took / 1000:.1f} s", file=sys.stderr)
-        exemplars_kept = exemplars
-        exemplars = ()            # no separate learned memory: the fit's CV gave the signal weight 0 (simulator runs)
-    memory = build_learned_memory([t.id for t in index.tasks], exemplars)
+    # as cases, no separate learned memory: the fit's CV gave the signal weight 0 (simulator runs)
+    memory = build_learned_memory([t.id for t in index.tasks], () if args.learned_as == "cases" else exemplars)
     if memory is not None:
         fallback = space.around(np.asarray(memory.task_rows, dtype=np.int64), noise=1.4)
         vectors = np.stack([vector_of.get(text, fallback[j]) for j, text in enumerate(memory.texts)]).astype(np.float32)
         floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)   # as attach_vectors does
         index = index.with_learned(memory.with_vectors(vectors, floor))
     weights = FusionWeights(replace(weights.full, learned=args.learned_weight), weights.sparse)
-    if args.learned_as == "cases":
-        exemplars = exemplars_kept
     gold_of = {normalised_query(q): data.tasks[int(g)].id for q, g in zip(pool, gold_rows)}
     correct = sum(1 for e in exemplars if gold_of.get(e.query) == e.task_id)
     engine.dispose()

@@ -474,14 +474,14 @@ def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
                    typo_min_similarity: float) -> dict[str, np.ndarray]:
     """The signal values of the tasks in `rows` had the cases learned from use never joined the
     index: the same query (and query vector) against `index.written`, the catalog indexed from
-    the written cases alone. Only the returned rows are scored densely (a few dot products)."""
+    the written cases alone. Only the returned rows are scored densely (a few dot products); the
+    `embedding` signal reads the task texts alone, the same in both indexes, so it is not redone."""
     written = index.written
     again = analyse_query(written, analysed.text, typo_min_similarity, prefix_search=bool(analysed.prefix))
     plan = plan_query(written, again.words, again.corrections, again.prefix)
     values = {name: scores[rows] for name, scores in sparse_signals(written, plan).items()}
     if query_vector is not None and written.has_vectors:
         memory = written.exemplars
-        values["embedding"] = written.task_vectors[rows] @ query_vector
         values["centroid"] = memory.centroids[rows] @ query_vector
         values["neighbour"] = memory.neighbour(query_vector, rows)[rows]
         if written.prototypes is not None:
