@@ -28,12 +28,17 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import sparse
 
-from catalog.records import CaseRecord, TaskRecord
+from catalog.records import IMPLICIT_CATEGORY, CaseRecord, TaskRecord
 from lexicon.text import terms
-from search.signals import bm25_saturate, centroid_vectors, group_max, grouped_products, lucene_idf
+from search.signals import (bm25_saturate, centroid_vectors, group_max, grouped_products, half_screen_available,
+                            half_screen_error, lucene_idf, screened_group_max)
 
 EXEMPLAR_K1 = 1.2
 EXEMPLAR_B = 0.75
+# From this many exemplars on, a memory keeps a float16 copy of its vectors for the neighbour
+# cascade's screen (search.signals.screened_group_max; the prefilter's cascade starts at 4,096):
+# 15,000 exemplars take 11 MB more, and the cascade ~0.4 ms less (docs/design/performance.md).
+SCREEN_FROM = 4_096
 
 
 def task_exemplar_texts(task: TaskRecord) -> list[str]:
@@ -80,6 +85,10 @@ class ExemplarMemory:
     centroids: np.ndarray | None = None
     oos_vectors: np.ndarray | None = None
     typical: np.ndarray | None = None  # (tasks,) typical_neighbour of each task's exemplars
+    written: np.ndarray | None = None  # (E,) True for an exemplar of a written case (or a name, an alias);
+                                       # None when no case was learned from use (catalog.records.IMPLICIT_CATEGORY)
+    screen: np.ndarray | None = None   # `vectors` in float16, for the cascade's screen (SCREEN_FROM)
+    screen_error: float = 0.0          # half_screen_error of `vectors`, per unit of query norm
 
     @property
     def n_tasks(self) -> int:
@@ -87,24 +96,58 @@ class ExemplarMemory:
 
     def with_vectors(self, vectors: np.ndarray | None, oos_vectors: np.ndarray | None) -> "ExemplarMemory":
         if vectors is None:
-            return replace(self, vectors=None, centroids=None, oos_vectors=None, typical=None)
+            return replace(self, vectors=None, centroids=None, oos_vectors=None, typical=None, screen=None,
+                           screen_error=0.0)
+        screen, error = None, 0.0
+        if len(vectors) >= SCREEN_FROM and vectors.ndim == 2 and half_screen_available():
+            screen = vectors.astype(np.float16)
+            error = half_screen_error(vectors.shape[1], float(np.sqrt((vectors.astype(np.float64) ** 2).sum(1).max())))
         return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, self.task_rows, self.n_tasks),
                        oos_vectors=oos_vectors, typical=typical_neighbour(vectors, self.group_starts, self.group_rows,
-                                                                          self.n_tasks))
+                                                                          self.n_tasks),
+                       screen=screen, screen_error=error)
 
     def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Per task, the cosine of the query to its nearest exemplar (-1 without exemplars).
         With `rows`, only those tasks' exemplars are compared (the cascade of the prefilter),
         read in place (grouped_products); the others get -1."""
+        return self.neighbours(query_vector, rows, written=False)[0]
+
+    def neighbours(self, query_vector: np.ndarray, rows: np.ndarray | None = None, written: bool = True
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(neighbour, the same over the written cases' exemplars only): the second is None
+        unless `written` and cases learned from use are among the exemplars (then it is what
+        the written-cases-only memory gives, for contributions.learned). A cascade over a large
+        memory screens in float16 first (screened_group_max: the same float32 maxima)."""
+        mask = self.written if written else None
         if rows is None or rows.size * 2 >= self.n_tasks:
-            return group_max(self.vectors @ query_vector, self.group_starts, self.n_tasks, self.group_rows)
+            values = self.vectors @ query_vector
+            best = group_max(values, self.group_starts, self.n_tasks, self.group_rows)
+            if mask is None:
+                return best, None
+            return best, group_max(np.where(mask, values, -1.0), self.group_starts, self.n_tasks, self.group_rows)
         groups = self.group_of_task[rows]
         groups = np.sort(groups[groups >= 0])
-        lengths = self.group_ends[groups] - self.group_starts[groups]
-        starts = np.zeros(groups.size, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        values = grouped_products(self.vectors, self.group_starts[groups], self.group_ends[groups], query_vector)
-        return group_max(values, starts, self.n_tasks, self.group_rows[groups])
+        starts, ends = self.group_starts[groups], self.group_ends[groups]
+        best = np.full(self.n_tasks, -1.0, dtype=np.float32)
+        kept = np.full(self.n_tasks, -1.0, dtype=np.float32) if mask is not None else None
+        if not groups.size:
+            return best, kept
+        if self.screen is not None:
+            maxima, kept_maxima = screened_group_max(self.vectors, self.screen, self.screen_error, starts, ends,
+                                                     query_vector, mask)
+        else:
+            lengths = ends - starts
+            offsets = np.zeros(groups.size, dtype=np.int64)
+            np.cumsum(lengths[:-1], out=offsets[1:])
+            values = grouped_products(self.vectors, starts, ends, query_vector)
+            maxima = np.maximum.reduceat(values, offsets)
+            kept_maxima = None if mask is None else np.maximum.reduceat(
+                np.where(mask[np.arange(values.size) + np.repeat(starts - offsets, lengths)], values, -1.0), offsets)
+        best[self.group_rows[groups]] = maxima
+        if kept is not None:
+            kept[self.group_rows[groups]] = kept_maxima
+        return best, kept
 
     def nearest_out_of_scope(self, query_vector: np.ndarray) -> float | None:
         """Cosine of the query to the closest out-of-scope case, or None without any."""
@@ -151,6 +194,7 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
     """`task_documents`: `exemplar_documents(tasks)`, when the caller has it already."""
     row_of = {task.id: row for row, task in enumerate(tasks)}
     per_task: list[list[str]] = [task_exemplar_texts(t) for t in tasks]
+    from_written: list[list[bool]] = [[True] * len(texts) for texts in per_task]
     documents: list[list[str]] = [list(d) for d in (task_documents if task_documents is not None
                                                      else exemplar_documents(tasks))]
     case_counts = np.zeros(len(tasks), dtype=np.int32)
@@ -165,9 +209,10 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
             if row is None:
                 continue
             per_task[row].append(case.query)
+            from_written[row].append(case.category != IMPLICIT_CATEGORY)
             documents[row].extend(query_terms)
             case_counts[row] += 1
-    texts, owners, starts, group_rows = [], [], [], []
+    texts, owners, starts, group_rows, written = [], [], [], [], []
     for row, exemplars in enumerate(per_task):
         if not exemplars:
             continue
@@ -175,10 +220,12 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
         group_rows.append(row)
         texts.extend(exemplars)
         owners.extend([row] * len(exemplars))
+        written.extend(from_written[row])
     group_of_task = np.full(len(tasks), -1, dtype=np.int64)
     group_of_task[group_rows] = np.arange(len(group_rows))
     return ExemplarMemory(
         texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64),
         group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),
         group_ends=np.asarray(starts[1:] + [len(texts)], dtype=np.int64), group_of_task=group_of_task,
-        lexical=bm25_field(documents, vocabulary), oos_texts=tuple(dict.fromkeys(oos)), case_counts=case_counts)
+        lexical=bm25_field(documents, vocabulary), oos_texts=tuple(dict.fromkeys(oos)), case_counts=case_counts,
+        written=None if all(written) else np.asarray(written, dtype=bool))

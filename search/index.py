@@ -137,7 +137,11 @@ class SearchIndex:
         return replace(self, learned=learned)
 
     def with_written(self, written: "SearchIndex | None") -> "SearchIndex":
-        """The index with its written-cases-only counterfactual (see `written`)."""
+        """The index with its written-cases-only counterfactual (see `written`). Its exemplar
+        memory keeps no float16 screen: the counterfactual reads it only at the returned tasks
+        that the served cascade did not reach (search.prefilter.neighbour_signals), a few rows."""
+        if written is not None and written.exemplars.screen is not None:
+            written = replace(written, exemplars=replace(written.exemplars, screen=None, screen_error=0.0))
         return replace(self, written=written)
 
     def with_prototypes(self, prototypes: np.ndarray | None) -> "SearchIndex":

@@ -53,6 +53,9 @@ FUSED = SIGNALS + (LEARNED,)
 # each task's exemplar geometry (search.exemplars.typical_neighbour).
 QUERY_EVIDENCE = ("coverage",)
 DENSE_EVIDENCE = ("typical",)
+# Where cases learned from use joined the index: the nearest-exemplar cosine over the written
+# cases' exemplars only, from the same products (neighbour_signals), for written_values.
+WRITTEN_NEIGHBOUR = "neighbour_written"
 # Past this many exemplars, the nearest-neighbour signal is computed only for the tasks whose
 # centroid is among the closest (a cascade: the centroid is a cheap first stage of the same
 # evidence): a quarter of the visible tasks, at least 64 and at most 256; the rest get the
@@ -266,14 +269,27 @@ _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
 def neighbour_signal(memory, rows: np.ndarray, centroid: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
     """Nearest-exemplar cosine of each visible task: a full scan of the exemplars when they are
     few, else the cascade over the tasks whose centroid is closest (see NEIGHBOUR_FULL_SCAN)."""
+    return neighbour_signals(memory, rows, centroid, query_vector)[0]
+
+
+def neighbour_signals(memory, rows: np.ndarray, centroid: np.ndarray, query_vector: np.ndarray,
+                      written: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """neighbour_signal, and with `written` (where cases learned from use joined the memory)
+    the same over the written cases' exemplars, from the same products: the counterfactual's
+    neighbour (written_values), NaN at the tasks the cascade did not reach."""
     candidates = neighbour_candidates(rows.size)
     if len(memory.texts) <= NEIGHBOUR_FULL_SCAN or rows.size <= candidates:
-        return memory.neighbour(query_vector)[rows]
+        best, kept = memory.neighbours(query_vector, written=written)
+        return best[rows], None if kept is None else kept[rows]
     top = np.argpartition(-centroid, candidates)[:candidates]
-    full = memory.neighbour(query_vector, rows[top])
+    full, kept = memory.neighbours(query_vector, rows[top], written=written)
     others = np.full(rows.size, float(full[rows[top]].min()), dtype=np.float32)
     others[top] = -1.0
-    return np.maximum(full[rows], others)
+    if kept is not None:
+        reached = np.full(rows.size, np.nan, dtype=np.float32)
+        reached[top] = kept[rows[top]]
+        kept = reached
+    return np.maximum(full[rows], others), kept
 
 
 def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray) -> dict[str, np.ndarray]:
@@ -287,8 +303,10 @@ def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray
         return (matrix @ query_vector)[rows] if whole else matrix[rows] @ query_vector
 
     centroid = project(memory.centroids)
-    neighbour = neighbour_signal(memory, rows, centroid, query_vector)
+    neighbour, written = neighbour_signals(memory, rows, centroid, query_vector, written=index.written is not None)
     values = {"embedding": project(index.task_vectors), "centroid": centroid, "neighbour": neighbour}
+    if written is not None:
+        values[WRITTEN_NEIGHBOUR] = written
     if index.prototypes is not None:
         values["prototype"] = project(index.prototypes)
     if memory.typical is not None:
@@ -471,11 +489,14 @@ def round_like_python(values: np.ndarray, digits: int = 4) -> list[float]:
 
 
 def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray, query_vector: np.ndarray | None,
-                   typo_min_similarity: float) -> dict[str, np.ndarray]:
+                   typo_min_similarity: float, neighbour: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The signal values of the tasks in `rows` had the cases learned from use never joined the
     index: the same query (and query vector) against `index.written`, the catalog indexed from
     the written cases alone. Only the returned rows are scored densely (a few dot products); the
-    `embedding` signal reads the task texts alone, the same in both indexes, so it is not redone."""
+    `embedding` signal reads the task texts alone, the same in both indexes, so it is not redone.
+    `neighbour`: the written cases' nearest-exemplar cosines at `rows` where the served
+    products gave them already (WRITTEN_NEIGHBOUR; NaN where not): the written memory's
+    exemplars are the served memory's written ones, so only the rest are read again."""
     written = index.written
     again = analyse_query(written, analysed.text, typo_min_similarity, prefix_search=bool(analysed.prefix))
     plan = plan_query(written, again.words, again.corrections, again.prefix)
@@ -483,7 +504,11 @@ def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
     if query_vector is not None and written.has_vectors:
         memory = written.exemplars
         values["centroid"] = memory.centroids[rows] @ query_vector
-        values["neighbour"] = memory.neighbour(query_vector, rows)[rows]
+        known = np.full(rows.size, np.nan, dtype=np.float32) if neighbour is None else neighbour.copy()
+        missing = np.isnan(known)
+        if missing.any():
+            known[missing] = memory.neighbour(query_vector, rows[missing])[rows[missing]]
+        values["neighbour"] = known
         if written.prototypes is not None:
             values["prototype"] = written.prototypes[rows] @ query_vector
     return values
@@ -532,8 +557,11 @@ def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, r
     oos = index.exemplars.nearest_out_of_scope(query_vector) if mode_of(values) == "full" else None
     attribute = None
     if index.written is not None:   # cases learned from use joined this index: say what they did
+        reached = values.get(WRITTEN_NEIGHBOUR)
+
         def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
-            return written_values(index, analysed, rows[order], query_vector, typo_min_similarity)
+            return written_values(index, analysed, rows[order], query_vector, typo_min_similarity,
+                                  None if reached is None else reached[order])
     return _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections,
                         deferred_signals(index, rows, query_vector, defer),
                         lambda order: explain_rows(index, rows[order].tolist(), analysed.words, analysed.corrections),

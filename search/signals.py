@@ -6,6 +6,7 @@ column sum: a cheap lookup, in the spirit of bm25s (Lù, 2024).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from typing import Iterable, Mapping, Sequence
 
@@ -130,9 +131,7 @@ def grouped_products(vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
     out = np.empty(total, dtype=np.result_type(vectors.dtype, query_vector.dtype))
     if total == 0:
         return out
-    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
-    run_starts = starts[np.concatenate(([0], breaks))].tolist()
-    run_ends = ends[np.concatenate((breaks - 1, [len(ends) - 1]))].tolist()
+    run_starts, run_ends = _runs(starts, ends)
     if not whole and total < GATHER_BELOW_ROWS_PER_RUN * len(run_starts):
         lengths = ends - starts
         offsets = np.zeros(len(starts), dtype=np.int64)
@@ -158,13 +157,133 @@ def grouped_products(vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
         return out
     tail = total % GEMV_BLOCK
     if tail:
-        context, picked = min(total, tail + GEMV_BLOCK), []
-        for start, end in zip(reversed(run_starts), reversed(run_ends)):   # the selection's last rows
-            picked[:0] = range(max(start, end - (context - len(picked))), end)
-            if len(picked) == context:
-                break
-        out[total - tail:] = (vectors[picked] @ query_vector)[-tail:]
+        out[total - tail:] = _selection_tail(vectors, run_starts, run_ends, total, query_vector)
     return out
+
+
+def _runs(starts: np.ndarray, ends: np.ndarray) -> tuple[list[int], list[int]]:
+    """The runs of adjacent segments [starts_i, ends_i) (sorted, disjoint): (run starts, run ends)."""
+    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    return (starts[np.concatenate(([0], breaks))].tolist(),
+            ends[np.concatenate((breaks - 1, [len(ends) - 1]))].tolist())
+
+
+def _selection_tail(vectors: np.ndarray, run_starts: list[int], run_ends: list[int], total: int,
+                    query_vector: np.ndarray) -> np.ndarray:
+    """The values of the gathered product `vectors[picked] @ q` at the selection's last
+    (total mod GEMV_BLOCK) rows, which OpenBLAS computes with its tail kernel after
+    GEMV_BLOCK rows of context (see GEMV_BLOCK)."""
+    tail = total % GEMV_BLOCK
+    context, picked = min(total, tail + GEMV_BLOCK), []
+    for start, end in zip(reversed(run_starts), reversed(run_ends)):   # the selection's last rows
+        picked[:0] = range(max(start, end - (context - len(picked))), end)
+        if len(picked) == context:
+            break
+    return (vectors[picked] @ query_vector)[-tail:]
+
+
+# --- the half-precision screen of the neighbour cascade -----------------------------------------
+# A cascade reads its candidate tasks' exemplars from memory (~10 MB of float32 vectors at 15,000
+# cases, more than the cache keeps between queries). A float16 copy (half the bytes, SimSIMD's
+# SIMD kernels: numpy has no fast float16 product) finds, per task, the few exemplars that can be
+# its nearest; only those are read again in float32. The maxima are the float32 ones, exactly.
+
+#: The unit roundoff of float16 (11-bit significand) and float32.
+HALF_ROUNDOFF = 2.0 ** -11
+SINGLE_ROUNDOFF = 2.0 ** -24
+
+
+def half_screen_error(dims: int, max_norm: float) -> float:
+    """A bound, per unit of query norm, on |x~ . q~ - fl32(x . q)| for rows x of norm at most
+    `max_norm`, x~ and q~ their float16 roundings (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2002, §2.2 and §3.1):
+
+        |x~.q~ - x.q|  <= (2u + u^2) |x|.|q| + s sqrt(d) |q|      (rounding; s: float16's
+                                                                    subnormal spacing 2^-24 / 2)
+        each float32 sum of d products is within  gamma_d |x|.|q|,  gamma_d = d v / (1 - d v)
+
+    with u = 2^-11, v = 2^-24, |x|.|q| <= |x| |q| (Cauchy-Schwarz); doubled for safety."""
+    gamma = dims * SINGLE_ROUNDOFF / (1.0 - dims * SINGLE_ROUNDOFF)
+    rounding = (2 * HALF_ROUNDOFF + HALF_ROUNDOFF ** 2) * max_norm + 2.0 ** -25 * math.sqrt(dims)
+    return 2.0 * (rounding + 2 * gamma * max_norm)
+
+
+#: SimSIMD's targets with float16 kernels; elsewhere (its serial fallback) no screen is made.
+HALF_KERNELS = ("haswell", "skylake", "ice", "genoa", "sapphire", "turin", "sierra", "neon_f16", "sve_f16")
+
+
+@functools.lru_cache(maxsize=1)
+def half_screen_available() -> bool:
+    """Whether SimSIMD is installed and has a float16 kernel for this CPU."""
+    try:
+        import simsimd
+    except ImportError:
+        return False
+    capabilities = simsimd.get_capabilities()
+    return any(capabilities.get(name) for name in HALF_KERNELS)
+
+
+def half_products(screen: np.ndarray, run_starts: list[int], run_ends: list[int], total: int,
+                  query_vector: np.ndarray) -> np.ndarray:
+    """The float16 products screen[e] . q~ of the rows of the runs, concatenated (float32): one
+    call per run, or one over the gathered rows when the runs are short (as grouped_products)."""
+    import simsimd
+
+    query = query_vector.astype(np.float16)
+    if total < GATHER_BELOW_ROWS_PER_RUN * len(run_starts):
+        starts, lengths = np.asarray(run_starts), np.subtract(run_ends, run_starts)
+        picked = np.arange(total) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return np.asarray(simsimd.dot(screen[picked], query), dtype=np.float32)
+    out = np.empty(total, dtype=np.float32)
+    position = 0
+    for start, end in zip(run_starts, run_ends):
+        out[position:position + end - start] = simsimd.dot(screen[start:end], query)
+        position += end - start
+    return out
+
+
+def screened_group_max(vectors: np.ndarray, screen: np.ndarray, error: float, starts: np.ndarray, ends: np.ndarray,
+                       query_vector: np.ndarray, keep: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per segment [starts_i, ends_i) (sorted, disjoint, none empty), the largest float32 cosine
+    max_e v_e . q, as group_max(grouped_products(...)) gives it, to the last bit; with `keep` (a
+    mask over all rows), also the largest over the kept rows of each segment (-1 where none is).
+
+    `screen` is `vectors` in float16 and `error` half_screen_error(...) for them. With a_e the
+    screened product and eps = error |q|, |a_e - v_e . q| <= eps; so a row whose a_e is below
+    its segment's max a minus 2 eps cannot hold the segment's max (the max's own a is at least
+    max - eps, any row's a at most its value + eps). Only the rows that survive are read in
+    float32, each in a block of GEMV_BLOCK rows as the gathered product computes it; the
+    selection's last (total mod GEMV_BLOCK) rows, which the gathered product computes with its
+    tail kernel, are computed as it does (_selection_tail)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    run_starts, run_ends = _runs(starts, ends)
+    approx = half_products(screen, run_starts, run_ends, total, query_vector)
+    offsets = np.zeros(len(starts), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    window = 2.0 * error * float(np.sqrt(np.dot(query_vector, query_vector)))
+    survive = approx >= np.repeat(np.maximum.reduceat(approx, offsets) - window, lengths)
+    shift = np.repeat(starts - offsets, lengths)        # position in the selection -> row of `vectors`
+    kept = None
+    if keep is not None:
+        kept = keep[np.arange(total) + shift]
+        masked = np.where(kept, approx, -np.inf)
+        survive |= kept & (masked >= np.repeat(np.maximum.reduceat(masked, offsets) - window, lengths))
+    tail = total % GEMV_BLOCK
+    if tail:
+        survive[total - tail:] = False
+    positions = np.flatnonzero(survive)
+    picked = positions + shift[positions]
+    padded = np.concatenate([picked, np.repeat(picked[-1:], (-picked.size) % GEMV_BLOCK)])
+    values = np.full(total, -np.inf, dtype=np.float32)
+    values[positions] = (vectors[padded] @ query_vector)[:picked.size]
+    if tail:
+        values[total - tail:] = _selection_tail(vectors, run_starts, run_ends, total, query_vector)
+    best = np.maximum.reduceat(values, offsets)
+    if kept is None:
+        return best, None
+    return best, np.maximum(np.maximum.reduceat(np.where(kept, values, -np.inf), offsets), -1.0)
 
 
 def centroid_vectors(vectors: np.ndarray, task_rows: np.ndarray, n_tasks: int) -> np.ndarray:

@@ -10,13 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from catalog.records import CaseRecord, TaskRecord
+from catalog.records import IMPLICIT_CATEGORY, CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from search.exemplars import build_exemplars
 from search.index import build_index
 from search.learned import LearnedExemplar, build_learned_memory, learned_signal, learned_values
 from search.prefilter import analyse_query, explain_rows, prefilter, round_like_python, signal_mean, signal_values
-from search.signals import group_max, grouped_products
+from search.exemplars import SCREEN_FROM
+from search.signals import (group_max, grouped_products, half_screen_available, half_screen_error,
+                            screened_group_max)
 from settings import FieldWeights, Weights
 
 
@@ -156,10 +158,98 @@ def test_signal_mean_is_numpy_s_mean():
             assert signal_mean(values) == float(values.mean())
 
 
+needs_half_kernel = pytest.mark.skipif(not half_screen_available(), reason="SimSIMD has no float16 kernel here")
+
+
+def near_ties(rng, n: int, dim: int = 384) -> np.ndarray:
+    """Unit rows in fours of near-duplicates: their cosines to any query lie within the float16
+    screen's error of each other, so the screen alone cannot tell which is nearest."""
+    rows = np.repeat(unit_rows(rng, n // 4 + 1, dim), 4, axis=0)[:n]
+    rows = rows + rng.normal(scale=1e-4, size=rows.shape).astype(np.float32)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+@needs_half_kernel
+def test_the_half_precision_screen_gives_the_float32_maxima_of_every_group():
+    rng = np.random.default_rng(3)
+    exact = blas_blocks_rows(rng)
+    for n_groups, largest in ((1, 40), (7, 90), (40, 200), (150, 120), (400, 6)):   # (400, 6): short runs, gathered
+        sizes = rng.integers(1, largest, size=n_groups)
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        vectors = near_ties(rng, int(ends[-1]))
+        screen = vectors.astype(np.float16)
+        error = half_screen_error(vectors.shape[1], float(np.linalg.norm(vectors, axis=1).max()))
+        keep = rng.random(len(vectors)) < 0.7
+        for trial in range(30):
+            if trial % 3 == 0:   # a query next to an exemplar: the group's maximum is a near-tie
+                query = vectors[rng.integers(len(vectors))] + rng.normal(scale=1e-4, size=vectors.shape[1])
+                query = (query / np.linalg.norm(query)).astype(np.float32)
+            else:
+                query = unit_rows(rng, 1, vectors.shape[1])[0] * np.float32(0.5 if trial % 3 == 1 else 1.0)
+            groups = np.sort(rng.choice(n_groups, int(rng.integers(1, n_groups + 1)), replace=False))
+            if trial == 1:
+                groups = np.arange(n_groups)[-2:]   # the matrix's last rows
+            lengths = ends[groups] - starts[groups]
+            offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            picked = np.concatenate([np.arange(starts[g], ends[g]) for g in groups])
+            values = grouped_products(vectors, starts[groups], ends[groups], query)
+            want = np.maximum.reduceat(values, offsets)
+            want_kept = np.maximum(np.maximum.reduceat(np.where(keep[picked], values, -np.inf), offsets), -1.0)
+            got, got_kept = screened_group_max(vectors, screen, error, starts[groups], ends[groups], query, keep)
+            assert same(got, want, exact)
+            assert same(got_kept, want_kept, exact)
+            assert same(screened_group_max(vectors, screen, error, starts[groups], ends[groups], query)[0], want, exact)
+
+
+def large_memory(rng, learned: bool):
+    """A memory past SCREEN_FROM exemplars, with cases learned from use among them when `learned`."""
+    tasks = [TaskRecord(id=f"t{i}", name=f"task {i}") for i in range(60)]
+    cases = [CaseRecord(query=f"query {i}", gold=(f"t{(i * 7) % 60}",)) for i in range(SCREEN_FROM + 200)]
+    implicit = [CaseRecord(query=f"typed {i}", gold=(f"t{i % 60}",), category=IMPLICIT_CATEGORY)
+                for i in range(600)] if learned else []
+    memory = build_exemplars(tasks, [*cases, *implicit], {})
+    vectors = near_ties(rng, len(memory.texts))
+    return tasks, cases, memory.with_vectors(vectors, None)
+
+
+@needs_half_kernel
+def test_a_large_memory_screens_its_cascade_and_finds_the_same_neighbours():
+    rng = np.random.default_rng(4)
+    _, _, memory = large_memory(rng, learned=False)
+    assert memory.screen is not None and memory.written is None
+    plain = replace(memory, screen=None)
+    for _ in range(20):
+        query = unit_rows(rng, 1, 384)[0]
+        rows = np.sort(rng.choice(60, int(rng.integers(1, 29)), replace=False))
+        assert same(memory.neighbour(query, rows), plain.neighbour(query, rows), blas_blocks_rows(rng))
+
+
+def test_the_written_cases_neighbours_come_from_the_served_products():
+    """Where cases learned from use joined the memory, the cascade also gives each task's nearest
+    exemplar among the written cases: what the written-cases-only memory gives (contributions.learned)."""
+    rng = np.random.default_rng(5)
+    tasks, cases, memory = large_memory(rng, learned=True)
+    assert memory.written is not None and (~memory.written).sum() == 600
+    position = {(text, int(row)): j for j, (text, row) in enumerate(zip(memory.texts, memory.task_rows))}
+    written = build_exemplars(tasks, cases, {})
+    picked = [position[(text, int(row))] for text, row in zip(written.texts, written.task_rows)]
+    written = written.with_vectors(memory.vectors[picked], None)
+    for trial in range(20):
+        query = unit_rows(rng, 1, 384)[0]
+        rows = np.sort(rng.choice(60, int(rng.integers(1, 60)), replace=False)) if trial else None
+        best, kept = memory.neighbours(query, rows)
+        assert same(best, memory.neighbour(query, rows), True)
+        assert np.allclose(kept, written.neighbour(query, rows), atol=1e-6)
+        assert (kept <= best).all()
+
+
 def test_the_shortcuts_are_exact_single_threaded():
     """The checks above, exact, in a process whose OpenBLAS runs one thread (see blas_blocks_rows)."""
     checks = ("test_grouped_products_equal_the_gathered_and_the_whole_product",
-              "test_the_neighbour_cascade_reads_its_exemplars_in_place_with_the_gathered_values")
+              "test_the_neighbour_cascade_reads_its_exemplars_in_place_with_the_gathered_values",
+              *(("test_the_half_precision_screen_gives_the_float32_maxima_of_every_group",
+                 "test_a_large_memory_screens_its_cascade_and_finds_the_same_neighbours") if half_screen_available() else ()))
     code = "import tests.test_prefilter_speed as t; " + "; ".join(f"t.{name}()" for name in checks)
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
