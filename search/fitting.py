@@ -58,7 +58,7 @@ MAX_CV_QUERIES = 3000
 # every in-scope case up to this many (calibration_queries), not on the weight fit's sample of
 # MAX_CV_QUERIES. At a 5% budget the refusal rate a 3,000 sample promises has a standard error of
 # 0.4 points, at 15,000 of 0.18 (CLINC150 full, no written negatives: val refusals 5.7% with the
-# sample, 5.2% with all 15,000; docs/abstention.md). The cost: that fit takes 95 -> 145 s.
+# sample, 5.2% with all 15,000; docs/abstention.md). The cost: that fit takes 95 -> 128-145 s.
 MAX_CALIBRATION_QUERIES = 20_000
 # Abstention (fit_abstention): the default in-scope budget (settings.abstain_budget), the fewest
 # negatives for a discriminative score (fewer: the one-class evidence alone), and the fewest
