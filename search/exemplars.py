@@ -31,7 +31,7 @@ from scipy import sparse
 from catalog.records import IMPLICIT_CATEGORY, CaseRecord, TaskRecord
 from lexicon.text import terms
 from search.signals import (bm25_saturate, centroid_vectors, group_max, grouped_products, half_screen_available,
-                            half_screen_error, lucene_idf, screened_group_max)
+                            half_screen_error, lucene_idf, screened_group_max, segment_offsets, selected_rows)
 
 EXEMPLAR_K1 = 1.2
 EXEMPLAR_B = 0.75
@@ -101,7 +101,7 @@ class ExemplarMemory:
         screen, error = None, 0.0
         if len(vectors) >= SCREEN_FROM and vectors.ndim == 2 and half_screen_available():
             screen = vectors.astype(np.float16)
-            error = half_screen_error(vectors.shape[1], float(np.sqrt((vectors.astype(np.float64) ** 2).sum(1).max())))
+            error = half_screen_error(vectors.shape[1], float(np.linalg.norm(vectors, axis=1).max()))
         return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, self.task_rows, self.n_tasks),
                        oos_vectors=oos_vectors, typical=typical_neighbour(vectors, self.group_starts, self.group_rows,
                                                                           self.n_tasks),
@@ -137,13 +137,11 @@ class ExemplarMemory:
             maxima, kept_maxima = screened_group_max(self.vectors, self.screen, self.screen_error, starts, ends,
                                                      query_vector, mask)
         else:
-            lengths = ends - starts
-            offsets = np.zeros(groups.size, dtype=np.int64)
-            np.cumsum(lengths[:-1], out=offsets[1:])
+            offsets = segment_offsets(ends - starts)
             values = grouped_products(self.vectors, starts, ends, query_vector)
             maxima = np.maximum.reduceat(values, offsets)
             kept_maxima = None if mask is None else np.maximum.reduceat(
-                np.where(mask[np.arange(values.size) + np.repeat(starts - offsets, lengths)], values, -1.0), offsets)
+                np.where(mask[selected_rows(starts, ends - starts)], values, -1.0), offsets)
         best[self.group_rows[groups]] = maxima
         if kept is not None:
             kept[self.group_rows[groups]] = kept_maxima

@@ -545,11 +545,13 @@ def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: 
     # memory still has most of every task (the served catalog has all of it)
     sizes = [len(indices) for indices in _task_runs(cases).values()]
     length = min(length, int(np.median(sizes)) // FOLDS) if sizes else 1
-    sampled = max_queries is not None and len(cases) > max_queries
-    wider = max_calibration if sampled else max_queries
+    # more than the fit's CV scored: it sampled, and the calibration may take more
+    more = (max_queries is not None and len(cases) > max_queries
+            and (max_calibration is None or max_calibration > max_queries))
+    wider = max_calibration if more else max_queries
     if length <= 1:
         how = {"folds": "hash", "written_together": max(length, 1)}
-        if not sampled or (max_calibration is not None and max_calibration <= max_queries):
+        if not more:
             return queries, how
         return cv_queries(settings, tasks, cases, embedder, FOLDS, seed, wider, None, negatives, learned), how
     assignment = written_together_folds(cases, FOLDS, seed, length)

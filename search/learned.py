@@ -47,7 +47,7 @@ import numpy as np
 
 from catalog.records import IMPLICIT_CATEGORY, CaseRecord
 from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
-from search.signals import group_max, grouped_products
+from search.signals import group_max, grouped_products, segment_offsets
 
 MIN_PROPENSITY = 0.05
 MIN_EM_VOTES = 200
@@ -240,11 +240,9 @@ def learned_values(memory: LearnedMemory, rows: np.ndarray, query_vector: np.nda
         nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
     else:
         ends = np.append(memory.group_starts[1:], len(memory.texts))[groups]
-        lengths = ends - memory.group_starts[groups]
-        starts = np.zeros(groups.size, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
         products = grouped_products(memory.vectors, memory.group_starts[groups], ends, query_vector, whole=True)
-        nearest = group_max(products, starts, memory.n_tasks, memory.group_rows[groups])
+        nearest = group_max(products, segment_offsets(ends - memory.group_starts[groups]), memory.n_tasks,
+                            memory.group_rows[groups])
     return np.maximum(nearest[rows], memory.floor).astype(np.float64)
 
 

@@ -14,6 +14,11 @@ import numpy as np
 from rapidfuzz import fuzz, process
 from scipy import sparse
 
+try:   # the float16 screen of the neighbour cascade (half_screen_available); optional
+    import simsimd
+except ImportError:   # pragma: no cover
+    simsimd = None
+
 BM25_K1 = 1.2
 # Short fields (names, aliases) are barely length-normalised: "ASQ-3 Screening" and
 # "ASQ:SE-2 Social-Emotional Screening" should not differ much because of length alone.
@@ -104,6 +109,19 @@ def group_max(values: np.ndarray, starts: np.ndarray, size: int, rows: np.ndarra
     return out
 
 
+def segment_offsets(lengths: np.ndarray) -> np.ndarray:
+    """Where each segment begins when segments of these lengths are concatenated."""
+    offsets = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    return offsets
+
+
+def selected_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The rows of the segments [starts_i, starts_i + lengths_i), concatenated: the row behind
+    each position of a grouped selection."""
+    return np.arange(int(lengths.sum())) + np.repeat(starts - segment_offsets(lengths), lengths)
+
+
 # OpenBLAS's single-precision matrix-vector product computes the rows of `A @ x` in blocks of
 # this many rows, each row's value independent of where its block lies; the last (rows mod 4)
 # rows of a product go through another kernel, whose values depend on the rows before them.
@@ -133,10 +151,7 @@ def grouped_products(vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
         return out
     run_starts, run_ends = _runs(starts, ends)
     if not whole and total < GATHER_BELOW_ROWS_PER_RUN * len(run_starts):
-        lengths = ends - starts
-        offsets = np.zeros(len(starts), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=offsets[1:])
-        return vectors[np.arange(total) + np.repeat(starts - offsets, lengths)] @ query_vector
+        return vectors[selected_rows(starts, ends - starts)] @ query_vector
     size, position = len(vectors), 0
     for start, end in zip(run_starts, run_ends):
         n = end - start
@@ -215,9 +230,7 @@ HALF_KERNELS = ("haswell", "skylake", "ice", "genoa", "sapphire", "turin", "sier
 @functools.lru_cache(maxsize=1)
 def half_screen_available() -> bool:
     """Whether SimSIMD is installed and has a float16 kernel for this CPU."""
-    try:
-        import simsimd
-    except ImportError:
+    if simsimd is None:
         return False
     capabilities = simsimd.get_capabilities()
     return any(capabilities.get(name) for name in HALF_KERNELS)
@@ -227,12 +240,9 @@ def half_products(screen: np.ndarray, run_starts: list[int], run_ends: list[int]
                   query_vector: np.ndarray) -> np.ndarray:
     """The float16 products screen[e] . q~ of the rows of the runs, concatenated (float32): one
     call per run, or one over the gathered rows when the runs are short (as grouped_products)."""
-    import simsimd
-
     query = query_vector.astype(np.float16)
     if total < GATHER_BELOW_ROWS_PER_RUN * len(run_starts):
-        starts, lengths = np.asarray(run_starts), np.subtract(run_ends, run_starts)
-        picked = np.arange(total) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        picked = selected_rows(np.asarray(run_starts), np.subtract(run_ends, run_starts))
         return np.asarray(simsimd.dot(screen[picked], query), dtype=np.float32)
     out = np.empty(total, dtype=np.float32)
     position = 0
@@ -260,21 +270,20 @@ def screened_group_max(vectors: np.ndarray, screen: np.ndarray, error: float, st
     total = int(lengths.sum())
     run_starts, run_ends = _runs(starts, ends)
     approx = half_products(screen, run_starts, run_ends, total, query_vector)
-    offsets = np.zeros(len(starts), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=offsets[1:])
+    offsets = segment_offsets(lengths)
+    rows = selected_rows(starts, lengths)                # position in the selection -> row of `vectors`
     window = 2.0 * error * float(np.sqrt(np.dot(query_vector, query_vector)))
     survive = approx >= np.repeat(np.maximum.reduceat(approx, offsets) - window, lengths)
-    shift = np.repeat(starts - offsets, lengths)        # position in the selection -> row of `vectors`
     kept = None
     if keep is not None:
-        kept = keep[np.arange(total) + shift]
+        kept = keep[rows]
         masked = np.where(kept, approx, -np.inf)
         survive |= kept & (masked >= np.repeat(np.maximum.reduceat(masked, offsets) - window, lengths))
     tail = total % GEMV_BLOCK
     if tail:
         survive[total - tail:] = False
     positions = np.flatnonzero(survive)
-    picked = positions + shift[positions]
+    picked = rows[positions]
     padded = np.concatenate([picked, np.repeat(picked[-1:], (-picked.size) % GEMV_BLOCK)])
     values = np.full(total, -np.inf, dtype=np.float32)
     values[positions] = (vectors[padded] @ query_vector)[:picked.size]
