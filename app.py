@@ -12,6 +12,8 @@ to the parts that need it.
 from __future__ import annotations
 
 import json
+import signal
+import sys
 from dataclasses import dataclass
 
 import click
@@ -151,6 +153,11 @@ def serve_command(host: str | None, port: int | None, threads: int):
     services.search.live()  # build the index (and task embeddings) before the first request
     click.echo(f"Taskfinder serving on http://{host}:{port}  (database: "
                f"{services.store.engine.url.render_as_string(hide_password=True)})")
+    # SIGTERM (a service manager's stop, `docker stop`) ends the server like Ctrl-C: the serve
+    # loop unwinds and the exit handlers run, so the analytics writer flushes what it queued;
+    # Python's default for SIGTERM kills the process and loses up to ANALYTICS_FLUSH_INTERVAL_S
+    # of searches and events (tests/test_serving.py)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     # waitress drops X-Forwarded-For unless told otherwise; behind TRUSTED_PROXIES the app reads
     # it itself (web.clients.client_address believes it only from those peers)
     serve(current_app._get_current_object(), host=host, port=port, threads=threads, ident="taskfinder",

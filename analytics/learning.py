@@ -23,6 +23,13 @@ distinct sessions clicked it (search.learned.eligible).
 **No personal data**: the table holds counts per (query, task); session ids are used while
 aggregating and never stored there. Rows are not touched by the raw log's retention purge.
 
+**Distinct across windows**: `sessions` and `networks` are distinct counts over every window,
+not sums of each window's: a session (or network) that clicks the pair again in a later window
+is the same one. Each row keeps a 64-byte linear-counting sketch of each (search.learned:
+`sketch_of`, `sketch_count`; a bit per 1/512 of all keys, no key stored; migration 0011). A row
+aggregated before the sketches existed counts its sessions and networks as that many distinct
+anonymous ones (`legacy_sketch`).
+
 **Watermark**: the aggregation reads events received after the `learning_state` watermark up to
 now - LEARNING_SETTLE_S (so that a session's clicks of the last minutes are counted together
 in the next run), and searches from a day before that (an event may come after its search).
@@ -63,12 +70,12 @@ class LearnedPair:
 
     query: str
     task_id: str
-    sessions: int          # distinct sessions that clicked (lifetime, not decayed)
+    sessions: int          # distinct sessions that clicked (lifetime, not decayed; sketch estimate)
     clicks: int            # counted clicks (at most one per session and window)
     examinations: float    # decayed, position-bias-weighted impressions (sum of theta_k)
     relevance: float       # estimated P(relevant | query) in [0, 1] (search.learned.coec_relevance)
     updated_at: datetime
-    networks: int = 0      # distinct client networks that clicked (per window, summed; analytics.sources)
+    networks: int = 0      # distinct client networks that clicked (lifetime; sketch estimate; analytics.sources)
 
 
 @dataclass(frozen=True)
@@ -161,8 +168,8 @@ class _Sums:
     clicks: float = 0.0        # decayed, session-weighted clicks
     examinations: float = 0.0  # decayed, session-weighted theta_k
     sessions: float = 0.0      # decayed clicking sessions
-    n_sessions: int = 0        # clicking sessions (counted)
     n_clicks: int = 0
+    clickers: set = field(default_factory=set)   # the clicking sessions
     networks: set = field(default_factory=set)   # networks of the clicking sessions (none: the session itself)
 
 
@@ -186,27 +193,37 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
         if c:
             s.clicks += float(dv)
             s.sessions += float(dv)
-            s.n_sessions += 1
             s.n_clicks += 1
+            s.clickers.add(v.session_id)
             s.networks.add(v.network or f"session:{v.session_id}")
     return dict(sums), theta
 
 
+def legacy_sketch(count: int) -> bytes:
+    """The sketch of `count` distinct anonymous keys: what a row aggregated before the sketches
+    (migration 0011) had, so that its counts carry over and only new keys add to them."""
+    return math.sketch_of(f"legacy:{i}" for i in range(count))
+
+
 def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days: float) -> dict:
     """The row after folding `new` (already decayed to `now`) into `old` (decayed from its
-    updated_at to `now`)."""
+    updated_at to `now`). Sessions and networks are distinct counts over both (their sketches'
+    union), never a sum: a session that clicked before and clicks again is one session."""
+    session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks)
     if old is None:
-        clicks, exams, sessions, n_sessions, n_clicks = new.clicks, new.examinations, new.sessions, new.n_sessions, new.n_clicks
-        networks = len(new.networks)
+        clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, new.n_clicks
     else:
         d = float(math.decay((now - as_utc(old.updated_at)).total_seconds() / 86400, half_life_days))
         clicks = old.decayed_clicks * d + new.clicks
         exams = old.examinations * d + new.examinations
         sessions = old.decayed_sessions * d + new.sessions
-        n_sessions, n_clicks = old.sessions + new.n_sessions, old.clicks + new.n_clicks
-        networks = int(old.networks or 0) + len(new.networks)
-    return {"sessions": n_sessions, "clicks": n_clicks, "examinations": exams, "decayed_clicks": clicks,
-            "decayed_sessions": sessions, "networks": networks, "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
+        n_clicks = old.clicks + new.n_clicks
+        session_sketch = math.sketch_union(old.session_sketch or legacy_sketch(int(old.sessions)), session_sketch)
+        network_sketch = math.sketch_union(old.network_sketch or legacy_sketch(int(old.networks or 0)), network_sketch)
+    return {"sessions": math.sketch_count(session_sketch), "clicks": n_clicks, "examinations": exams,
+            "decayed_clicks": clicks, "decayed_sessions": sessions, "networks": math.sketch_count(network_sketch),
+            "session_sketch": session_sketch, "network_sketch": network_sketch,
+            "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
 
 
 def _watermark(connection) -> datetime:

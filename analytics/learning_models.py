@@ -3,13 +3,14 @@
 `learned_evidence`: one row per (normalised query, task). The first seven columns are the
 shared interface (analytics.learning.LearnedPair, read by the admin's editor); the two
 `decayed_*` columns are the time-decayed sums the relevance is estimated from
-(analytics.learning). `learning_state`: the aggregation's watermark.
+(analytics.learning); the two `*_sketch` columns keep `sessions` and `networks` distinct across
+aggregation windows. `learning_state`: the aggregation's watermark.
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy import CheckConstraint, DateTime, Float, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from catalog.models import Base
@@ -30,6 +31,10 @@ class LearnedEvidence(Base):
     decayed_clicks: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
     decayed_sessions: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
     networks: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")  # migration 0010
+    # Linear-counting sketches behind `sessions` and `networks` (migration 0011; search.learned.sketch_of):
+    # 512 bits, one per 1/512 of all keys, no key stored. NULL: aggregated before them.
+    session_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    network_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
 
 
 class LearningState(Base):

@@ -44,15 +44,18 @@ class TaskRecord:
         return row
 
 
-#: The category of a case learned from use rather than written (see CaseRecord).
+#: The category label of a case learned from use (see CaseRecord): a label for reports only;
+#: what marks such a case is its `implicit` flag, which no written case can carry.
 IMPLICIT_CATEGORY = "learned"
 
 
 @dataclass(frozen=True)
 class CaseRecord:
     """A developer test case: query -> gold task ids (empty: out of scope) -> rationale.
-    A case of category IMPLICIT_CATEGORY was learned from use (search.learned.learned_cases),
-    not written: it feeds the exemplar memory and the lexicon like a written case but never pins."""
+    An `implicit` case was learned from use (search.learned.learned_cases), not written: it feeds
+    the exemplar memory and the lexicon like a written case but never pins. The flag is never
+    stored or imported (to_row leaves it out), so a written case is never implicit, whatever
+    its category is called."""
 
     query: str
     gold: tuple[str, ...]
@@ -60,6 +63,7 @@ class CaseRecord:
     category: str | None = None
     id: int | None = None
     version: int | None = None
+    implicit: bool = False
 
     def to_row(self) -> dict:
         row = {"query": self.query, "gold": list(self.gold)}

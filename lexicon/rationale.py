@@ -10,7 +10,7 @@ reports both). Out-of-scope cases (empty gold list) contribute nothing.
 Each case's query also becomes a *pin*: a later query with exactly the same text (case,
 accents and punctuation aside) gets the case's gold tasks first, like a curated query rule.
 That makes every test case a passing regression test of the product, and an admin's new case
-takes visible effect at once. A case learned from use (catalog.records.IMPLICIT_CATEGORY) never
+takes visible effect at once. A case learned from use (catalog.records.CaseRecord.implicit) never
 pins: its query links terms like any case, but only a written case is a rule. A pin used to be keyed by the query's set of stemmed, stopword-
 free terms; measured on CLINC150 val (lexicon from train), that key fired on 629 in-scope queries
 and put a wrong task first on 62 of them (9.9%, three times the fitted ranker's own Hit@1 error
@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from catalog.records import IMPLICIT_CATEGORY, CaseRecord
+from catalog.records import CaseRecord
 import re
 
 from lexicon.text import normalise, stem, words
@@ -68,7 +68,7 @@ def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True) -> 
     for case in cases:
         if not case.gold:
             continue
-        if case.category != IMPLICIT_CATEGORY:   # only a written case pins (an admin's rule)
+        if not case.implicit:   # only a written case pins (an admin's rule)
             key = pin_key(case.query)
             pins[key].extend(g for g in case.gold if g not in pins[key])
         texts = [case.rationale, case.query] if include_queries else [case.rationale]

@@ -132,6 +132,23 @@ def rss_mb() -> float:
         return peak_rss_mb()
 
 
+def cpu_description() -> dict:
+    """The CPU the figures come from (Linux /proc and /sys; empty elsewhere): the model name and
+    the last-level cache, which decides whether the cascade's exemplar matrix stays cached
+    between queries (docs/results.md#latency)."""
+    out: dict = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            out["model"] = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    caches = sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/level"))
+    if caches:
+        last = max(caches, key=lambda level: int(level.read_text()))
+        out["last_level_cache"] = (last.parent / "size").read_text().strip()
+    return out
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -690,7 +707,7 @@ def main() -> None:
         reports.append(run_scale(name, spec["tasks"], spec["cases"], spec["target_p50_ms"], args))
         gc.collect()
     out = {"benchmark": "prefilter at scale (synthetic data)", "python": sys.version.split()[0],
-           "numpy": np.__version__, "cpu_count": os.cpu_count(),
+           "numpy": np.__version__, "cpu_count": os.cpu_count(), "cpu": cpu_description(),
            "blas_threads_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS") if k in os.environ},
            "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
            "seed": args.seed, "clock": args.clock, "scales": reports}
@@ -698,6 +715,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
     print_table(reports)
+    print(f"cpu: {out['cpu'].get('model', '?')}, last-level cache {out['cpu'].get('last_level_cache', '?')}")
 
 
 if __name__ == "__main__":

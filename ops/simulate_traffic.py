@@ -41,6 +41,10 @@ seconds old.
 `--flood-address N`: after that, N sessions from one address each search one val query and
 click the same wrong task: the per-address session cap lets LEARNING_SESSIONS_PER_ADDRESS of
 them bind, and the distinct-network requirement keeps the pair from counting.
+
+`--flood-returning N`: after that, one session from one address comes back N times, each time
+searching a third val query, clicking the same wrong task once and letting the product fit: N
+aggregation windows, one session and one network in all, so the pair never counts.
 """
 from __future__ import annotations
 
@@ -264,6 +268,9 @@ def run(args) -> dict:
         if args.flood_address:
             out["flood_address"] = flood(lab, val, args.flood_address, rng, one_address=True)
             print(json.dumps(out["flood_address"]), flush=True)
+        if args.flood_returning:
+            out["flood_returning"] = returning_flood(lab, val, args.flood_returning, rng)
+            print(json.dumps(out["flood_returning"]), flush=True)
     finally:
         lab.stop()
     return out
@@ -296,6 +303,29 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random,
             "val_hit@1_before": before_hit1, "val_hit@1_after": after_hit1, "fit": fitted}
 
 
+def returning_flood(lab: Lab, val: list[tuple[str, str]], rounds: int, rng: random.Random) -> dict:
+    """One session from one address comes back `rounds` times: each time it searches one val
+    query and clicks the same wrong task once, then the product fits (a new aggregation window).
+    One person, however patient, must not make the pair count (module docstring)."""
+    query, gold = val[2]
+    base = lab.start()
+    before = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    lab.stop()
+    wrong = next(t for t in before[1:WIDGET_K] if t != gold)
+    session, fits = session_id(rng), []
+    for _ in range(rounds):
+        base = lab.start()
+        simulate_search(base, rng, query, gold, 0.0, session=session, click_task=wrong, address="192.0.2.77")
+        lab.stop()
+        fits.append(fit_summary(lab.fit()))
+    base = lab.start()
+    after = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    lab.stop()
+    return {"query": query, "wrong_task": wrong, "rounds": rounds, "rank_before": before.index(wrong) + 1,
+            "rank_after": after.index(wrong) + 1 if wrong in after else None, "ranking_unchanged": before == after,
+            "learned_pairs_after_each_fit": [f["learned_pairs"] for f in fits], "fit": fits[-1] if fits else None}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python ops/simulate_traffic.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clinc150", required=True, help="CLINC150 directory (train/val jsonl, domains.json)")
@@ -308,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood", type=int, default=0, help="after the curve, one session clicks a wrong task N times")
     parser.add_argument("--flood-address", type=int, default=0,
                         help="then N sessions from one address click a wrong task once each")
+    parser.add_argument("--flood-returning", type=int, default=0,
+                        help="then one session from one address clicks a wrong task once per fit, N fits")
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")
     parser.add_argument("--data-dir", default=None, help="data directory (default: a fresh temporary one)")
     parser.add_argument("--out", default=None, help="write the JSON result here")

@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import sparse
 
-from catalog.records import IMPLICIT_CATEGORY, CaseRecord, TaskRecord
+from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
 from search.signals import (bm25_saturate, centroid_vectors, group_max, grouped_products, half_screen_available,
                             half_screen_error, lucene_idf, screened_group_max, segment_offsets, selected_rows)
@@ -86,7 +86,7 @@ class ExemplarMemory:
     oos_vectors: np.ndarray | None = None
     typical: np.ndarray | None = None  # (tasks,) typical_neighbour of each task's exemplars
     written: np.ndarray | None = None  # (E,) True for an exemplar of a written case (or a name, an alias);
-                                       # None when no case was learned from use (catalog.records.IMPLICIT_CATEGORY)
+                                       # None when no case was learned from use (CaseRecord.implicit)
     screen: np.ndarray | None = None   # `vectors` in float16, for the cascade's screen (SCREEN_FROM)
     screen_error: float = 0.0          # half_screen_error of `vectors`, per unit of query norm
 
@@ -207,7 +207,7 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
             if row is None:
                 continue
             per_task[row].append(case.query)
-            from_written[row].append(case.category != IMPLICIT_CATEGORY)
+            from_written[row].append(not case.implicit)
             documents[row].extend(query_terms)
             case_counts[row] += 1
     texts, owners, starts, group_rows, written = [], [], [], [], []

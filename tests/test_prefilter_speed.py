@@ -206,7 +206,8 @@ def large_memory(rng, learned: bool):
     """A memory past SCREEN_FROM exemplars, with cases learned from use among them when `learned`."""
     tasks = [TaskRecord(id=f"t{i}", name=f"task {i}") for i in range(60)]
     cases = [CaseRecord(query=f"query {i}", gold=(f"t{(i * 7) % 60}",)) for i in range(SCREEN_FROM + 200)]
-    implicit = [CaseRecord(query=f"typed {i}", gold=(f"t{i % 60}",), category=IMPLICIT_CATEGORY)
+    implicit = [CaseRecord(query=f"typed {i}", gold=(f"t{i % 60}",), category=IMPLICIT_CATEGORY,
+                           implicit=True)
                 for i in range(600)] if learned else []
     memory = build_exemplars(tasks, [*cases, *implicit], {})
     vectors = near_ties(rng, len(memory.texts))

@@ -61,6 +61,18 @@ def stop(process: subprocess.Popen) -> None:
             process.wait(timeout=5)
 
 
+def demo_server_env(base: Path, **settings: str) -> dict[str, str]:
+    """The environment of a server over the demo catalog in `base` (SQLite, no embeddings, no
+    background fit, no LLM, no SECRET_KEY from the caller), the catalog loaded."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{base / 'taskfinder.db'}", "TASKFINDER_DATA_DIR": str(base),
+           "EMBEDDINGS_ENABLED": "0", "AUTO_FIT": "0", **settings}
+    for name in ("LLM_BASE_URL", "EMBEDDINGS_BASE_URL", "SECRET_KEY"):
+        env.pop(name, None)
+    subprocess.run([sys.executable, "app.py", "load-demo"], cwd=ROOT, env=env, check=True, capture_output=True,
+                   timeout=60)
+    return env
+
+
 @pytest.fixture(scope="module")
 def gunicorn_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("serving")
@@ -68,13 +80,8 @@ def gunicorn_server(tmp_path_factory):
     multiproc_dir.mkdir()
     (multiproc_dir / "counter_999999.db").write_bytes(b"left by an earlier run")  # on_starting must wipe it
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{base / 'taskfinder.db'}", "TASKFINDER_DATA_DIR": str(base),
-           "EMBEDDINGS_ENABLED": "0", "AUTO_FIT": "0", "HOST": "127.0.0.1", "PORT": str(port),
-           "WEB_CONCURRENCY": "2", "WEB_THREADS": "2", "PROMETHEUS_MULTIPROC_DIR": str(multiproc_dir)}
-    for name in ("LLM_BASE_URL", "EMBEDDINGS_BASE_URL", "SECRET_KEY"):
-        env.pop(name, None)
-    subprocess.run([sys.executable, "app.py", "load-demo"], cwd=ROOT, env=env, check=True, capture_output=True,
-                   timeout=60)
+    env = demo_server_env(base, HOST="127.0.0.1", PORT=str(port), WEB_CONCURRENCY="2", WEB_THREADS="2",
+                          PROMETHEUS_MULTIPROC_DIR=str(multiproc_dir))
     log = base / "gunicorn.log"
     with log.open("wb") as output:
         process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py"], cwd=ROOT,
@@ -160,3 +167,46 @@ def test_scrapes_drop_the_live_gauges_of_processes_that_are_gone(tmp_path):
         (tmp_path / name).write_bytes(b"x")
     multiprocess.drop_dead_processes(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"counter_{gone}.db", f"gauge_liveall_{os.getpid()}.db"]
+
+
+def test_a_sigterm_stop_of_the_embedded_server_writes_the_searches_and_events_it_took(tmp_path):
+    """`python app.py serve` (waitress, one process) stopped with SIGTERM, as a service manager
+    or the traffic simulator stops it, a moment after a widget's search and events: the queued
+    search and both events are in the database, not lost with the process. The flush interval
+    is long, so only the shutdown can have written them (before, SIGTERM killed the process
+    without running the writer's exit flush)."""
+    from sqlalchemy import text
+
+    from catalog import db
+
+    port = free_port()
+    env = demo_server_env(tmp_path, RATE_LIMITS="0", ANALYTICS_FLUSH_INTERVAL_S="600")
+    log = tmp_path / "waitress.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen([sys.executable, "app.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                                   cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(base_url, process, log)
+        session = "sigterm-test-session-0001"
+        _, body = get(f"{base_url}/api/search?q=lead+screening&k=5&session={session}")
+        found = json.loads(body)
+        shown = [row["id"] for row in found["results"]]
+        payload = {"session_id": session, "events": [
+            {"type": "impression", "search_id": found["search_id"], "query": "lead screening", "task_ids": shown},
+            {"type": "click", "search_id": found["search_id"], "task_id": shown[0], "position": 1}]}
+        request = urllib.request.Request(f"{base_url}/api/events", data=json.dumps(payload).encode(), method="POST",
+                                         headers={"Content-Type": "application/json", "Connection": "close"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 202
+    finally:
+        stop(process)
+    assert process.returncode == 0, log.read_text()[-3000:]
+    engine = db.make_engine(env["DATABASE_URL"])
+    with engine.connect() as connection:
+        searches = connection.execute(text("SELECT count(*) FROM search_log WHERE session_id = :s"),
+                                      {"s": session}).scalar()
+        events = connection.execute(text("SELECT type FROM search_events WHERE session_id = :s ORDER BY type"),
+                                    {"s": session}).scalars().all()
+    engine.dispose()
+    assert (searches, events) == (1, ["click", "impression"])
