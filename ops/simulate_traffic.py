@@ -42,6 +42,9 @@ seconds old.
 click the same wrong task: the per-address session cap lets LEARNING_SESSIONS_PER_ADDRESS of
 them bind, and the distinct-network requirement keeps the pair from counting.
 
+`--pool-as-cases`: no traffic; every phrasing of the traffic pool is written as a case beside
+the written ones, and the fit is measured: what perfect learning from this pool could reach.
+
 `--flood-returning N`: after that, one session from one address comes back N times, each time
 searching a third val query, clicking the same wrong task once and letting the product fit: N
 aggregation windows, one session and one network in all, so the pair never counts.
@@ -240,6 +243,11 @@ def run(args) -> dict:
     checkpoints = sorted({int(c) for c in args.checkpoints.split(",")})
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="taskfinder-sim-"))
     lab = Lab(data_dir, Path(args.cache_dir), {})
+    if args.pool_as_cases:   # the ceiling: every traffic phrasing written as a case, no traffic
+        from catalog.records import CaseRecord
+
+        cases = [*cases, *(CaseRecord(query, (gold,)) for query, gold in pool)]
+        checkpoints = [0]
     lab.load(tasks, cases)
     out = {"setup": {"tasks": len(tasks), "written_cases": len(cases), "pool": len(pool), "val": len(val),
                      "noise": args.noise, "examine": EXAMINE, "seed": args.seed, "data_dir": str(data_dir)},
@@ -340,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="then N sessions from one address click a wrong task once each")
     parser.add_argument("--flood-returning", type=int, default=0,
                         help="then one session from one address clicks a wrong task once per fit, N fits")
+    parser.add_argument("--pool-as-cases", action="store_true",
+                        help="no traffic: write every traffic phrasing as a case, fit, measure (the ceiling)")
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")
     parser.add_argument("--data-dir", default=None, help="data directory (default: a fresh temporary one)")
     parser.add_argument("--out", default=None, help="write the JSON result here")

@@ -14,7 +14,7 @@ from web.metrics import Metrics
 from search import prototypes
 from search.confidence import AbstentionModel, assess, skip_rerank
 from search.exemplars import build_exemplars
-from search.fitting import CVQuery, cases_digest, fit_abstention, fit_ranker, fit_weights
+from search.fitting import CVQuery, cases_digest, choose_learned_signal, fit_abstention, fit_ranker, fit_weights
 from search.index import build_index
 from search.prefilter import prefilter
 from search.ranker import FusionWeights, RankerParams, default_params
@@ -129,6 +129,39 @@ def test_the_fit_weights_the_signal_that_finds_the_gold_task():
     assert weights.lexical > 5 * abs(weights.rationale) and weights.lexical > 1.0
     only_rationale = fit_weights(queries, "sparse", zero(lexical=1.0, rationale=1.0), signals=("rationale",))
     assert only_rationale.lexical == 0.0
+
+
+def test_the_learned_signal_is_kept_only_when_cross_fitted_cv_says_it_helps():
+    """A `learned` signal that points at the gold task barely more often than at random (20% of
+    queries, chance is 1/6) gets a weight from the in-sample fit, and lowers the MRR of queries
+    ranked by weights fitted without them: dropped. One that is right half the time is kept,
+    with its fitted weight."""
+    prior = FusionWeights(zero(lexical=1.0, learned=1.0), zero(lexical=1.0))
+
+    def queries(right: float, seed: int) -> list[CVQuery]:
+        rng = np.random.default_rng(seed)
+        out = []
+        for i in range(150):
+            gold = int(rng.integers(6))
+            lexical = rng.uniform(0, 0.5, 6)
+            if i % 3:                                  # the lexical signal finds two in three
+                lexical[gold] += 0.7
+            learned = rng.uniform(0, 0.3, 6)
+            learned[gold if rng.random() < right else (gold + 1 + int(rng.integers(5))) % 6] += 1.0
+            out.append(_query({"lexical": lexical, "learned": learned}, (f"t{gold}",), i % 5))
+        return out
+
+    for seed in (0, 1, 2):
+        weak = queries(0.2, seed)
+        fitted = fit_weights(weak, "full", prior.full)
+        assert fitted.learned > 0                      # what the in-sample fit did
+        kept, report = choose_learned_signal(weak, prior, fitted)
+        assert not report["kept"] and kept.learned == 0.0 and kept.lexical > 0
+        assert report["with"]["mrr"] < report["without"]["mrr"]
+        useful = queries(0.5, seed)
+        fitted = fit_weights(useful, "full", prior.full)
+        kept, report = choose_learned_signal(useful, prior, fitted)
+        assert report["kept"] and kept == fitted and kept.learned > 0
 
 
 def test_abstention_is_fitted_on_out_of_scope_cases_and_pins_always_answer():
