@@ -168,8 +168,7 @@ class _Sums:
     clicks: float = 0.0        # decayed, session-weighted clicks
     examinations: float = 0.0  # decayed, session-weighted theta_k
     sessions: float = 0.0      # decayed clicking sessions
-    n_clicks: int = 0
-    clickers: set = field(default_factory=set)   # the clicking sessions
+    clickers: set = field(default_factory=set)   # the clicking sessions (one click each: one vote per session)
     networks: set = field(default_factory=set)   # networks of the clicking sessions (none: the session itself)
 
 
@@ -193,7 +192,6 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
         if c:
             s.clicks += float(dv)
             s.sessions += float(dv)
-            s.n_clicks += 1
             s.clickers.add(v.session_id)
             s.networks.add(v.network or f"session:{v.session_id}")
     return dict(sums), theta
@@ -211,13 +209,13 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
     union), never a sum: a session that clicked before and clicks again is one session."""
     session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks)
     if old is None:
-        clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, new.n_clicks
+        clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, len(new.clickers)
     else:
         d = float(math.decay((now - as_utc(old.updated_at)).total_seconds() / 86400, half_life_days))
         clicks = old.decayed_clicks * d + new.clicks
         exams = old.examinations * d + new.examinations
         sessions = old.decayed_sessions * d + new.sessions
-        n_clicks = old.clicks + new.n_clicks
+        n_clicks = old.clicks + len(new.clickers)
         session_sketch = math.sketch_union(old.session_sketch or legacy_sketch(int(old.sessions)), session_sketch)
         network_sketch = math.sketch_union(old.network_sketch or legacy_sketch(int(old.networks or 0)), network_sketch)
     return {"sessions": math.sketch_count(session_sketch), "clicks": n_clicks, "examinations": exams,

@@ -110,6 +110,11 @@ def search(base: str, query: str, k: int, session: str | None = None, rerank: bo
     return json.loads(body)
 
 
+def ranked_ids(base: str, query: str) -> list[str]:
+    """The top 10 the API ranks for `query` (no session, no re-ranking: not traffic)."""
+    return [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+
+
 def choose_click(rng: random.Random, shown: list[str], gold: str, noise: float) -> int | None:
     """The 0-based index clicked, or None (abandoned): the click model of the module docstring."""
     if not shown:
@@ -289,7 +294,7 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random,
     `clicks` sessions from one address click it once each, on another query (module docstring)."""
     base = lab.start()
     query, gold = val[1] if one_address else val[0]
-    before = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    before = ranked_ids(base, query)
     wrong = next(t for t in before[1:WIDGET_K] if t != gold)
     session = session_id(rng)
     limited: list = []   # event batches the product's flood caps refused (HTTP 429)
@@ -302,7 +307,7 @@ def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random,
     lab.stop()
     fitted = fit_summary(lab.fit())
     base = lab.start()
-    after = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    after = ranked_ids(base, query)
     after_hit1 = measure(base, val)["hit@1"]
     lab.stop()
     return {"query": query, "wrong_task": wrong, "clicks": clicks, "refused_by_flood_caps": len(limited),
@@ -317,7 +322,7 @@ def returning_flood(lab: Lab, val: list[tuple[str, str]], rounds: int, rng: rand
     One person, however patient, must not make the pair count (module docstring)."""
     query, gold = val[2]
     base = lab.start()
-    before = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    before = ranked_ids(base, query)
     lab.stop()
     wrong = next(t for t in before[1:WIDGET_K] if t != gold)
     session, fits = session_id(rng), []
@@ -327,7 +332,7 @@ def returning_flood(lab: Lab, val: list[tuple[str, str]], rounds: int, rng: rand
         lab.stop()
         fits.append(fit_summary(lab.fit()))
     base = lab.start()
-    after = [row["id"] for row in search(base, query, 10, rerank=False)["results"]]
+    after = ranked_ids(base, query)
     lab.stop()
     return {"query": query, "wrong_task": wrong, "rounds": rounds, "rank_before": before.index(wrong) + 1,
             "rank_after": after.index(wrong) + 1 if wrong in after else None, "ranking_unchanged": before == after,

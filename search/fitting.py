@@ -672,13 +672,17 @@ def choose_sparse_signals(queries: Sequence[CVQuery], prior: FusionWeights) -> t
                                                          "kept": "fusion" if keep_fusion else "exemplar_alone"}
 
 
-def choose_learned_signal(queries: Sequence[CVQuery], prior: FusionWeights, fitted: Weights) -> tuple[Weights, dict]:
+def choose_learned_signal(queries: Sequence[CVQuery], prior: FusionWeights, fitted: Weights
+                          ) -> tuple[Weights, dict | None]:
     """The full mode's weights with the `learned` signal kept only where cross-fitted CV says it
     earns its place (the protocol of choose_sparse_signals): the in-scope queries' MRR, each
     fold ranked by weights fitted on the other folds with the signal and without it; the signal
     stays only when that MRR is higher with it. In-sample, its weight is fitted on the very
     queries that judge it: with a few learned pairs (CLINC150 simulator, 500 and 1,000 searches)
-    it took weights of 9-13 while val Hit@1 fell by 0.5-0.8 points."""
+    it took weights of 9-13 while val Hit@1 fell by 0.5-0.8 points. `fitted` as it is, and no
+    report, where the in-sample fit gave the signal no weight."""
+    if not fitted.learned:
+        return fitted, None
     with_signal = cross_fitted_rank_metrics(queries, prior, "full")
     without = cross_fitted_rank_metrics(queries, prior, "full", SIGNALS)
     keep = bool(with_signal.get("n")) and with_signal["mrr"] > without["mrr"]
@@ -746,10 +750,10 @@ def choose_learned_as_cases(settings: Settings, tasks, cases, embedder, seed: in
     modes = [m for m in report["cv"] if m in MODES]
     full = weights.full
     if "full" in modes:
-        full = fit_weights(alternative, "full", defaults.weights.full)
-        if full.learned:
-            full, report["cv"]["full"]["learned_signal_with_cases"] = choose_learned_signal(
-                alternative, defaults.weights, full)
+        full, guard = choose_learned_signal(alternative, defaults.weights,
+                                            fit_weights(alternative, "full", defaults.weights.full))
+        if guard is not None:
+            report["cv"]["full"]["learned_signal_with_cases"] = guard
     candidate = FusionWeights(full, fit_weights(alternative, "sparse", defaults.weights.sparse,
                                                 signals=signals.get("sparse")))
     with_cases = ranking_metrics(in_scope, rankings(in_scope, candidate, mode))
@@ -796,7 +800,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     signals = {"full": None, "sparse": sparse_signals}
     fitted = {m: fit_weights(queries, m, defaults.weights.for_mode(m), signals=signals[m]) for m in modes}
     learned_signal = None
-    if "full" in fitted and fitted["full"].learned:
+    if "full" in fitted:
         fitted["full"], learned_signal = choose_learned_signal(queries, defaults.weights, fitted["full"])
     weights = FusionWeights(fitted.get("full", defaults.weights.full), fitted["sparse"])
     report["cv"] = {}
