@@ -463,7 +463,7 @@ DESCRIPTIONS = {
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
-    "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed daily pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
+    "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
     "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",

@@ -46,12 +46,12 @@ def error(status: int, message: str) -> tuple[Response, int]:
 
 
 def bind_to_address(batch: EventBatch) -> EventBatch:
-    """The batch as stored: each event with the keyed daily pseudonym of the caller's network,
+    """The batch as stored: each event with the keyed pseudonym of the caller's network,
     and without its session id when the caller's address has brought too many sessions this
     hour (analytics.sources; the address itself is never stored)."""
     address = request_client(current_app.extensions["taskfinder"].settings)
     key = current_app.extensions.get(NETWORK_KEY_EXTENSION)
-    network = network_pseudonym(address, key, utcnow().date()) if key else None
+    network = network_pseudonym(address, key) if key else None
     gate: AddressSessions | None = current_app.extensions.get(SOURCES_EXTENSION)
     admitted = gate is None or gate.admit(address, batch.session_id)
     return EventBatch(batch.session_id if admitted else None,

@@ -52,7 +52,7 @@ class SearchEvent(Base):
     dwell_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)    # dwell
     query: Mapped[str | None] = mapped_column(Text, nullable=True)          # impression, normalised
     task_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)      # impression: what was shown
-    network: Mapped[str | None] = mapped_column(String(32), nullable=True)  # keyed daily pseudonym (migration 0010)
+    network: Mapped[str | None] = mapped_column(String(32), nullable=True)  # keyed pseudonym (analytics.sources; migration 0010)
 
 
 # -- daily roll-ups (migration 0007): what the analytics page reads ------------------------------

@@ -85,4 +85,4 @@ class EventRecord:
     dwell_ms: int | None = None
     query: str | None = None
     task_ids: tuple[str, ...] | None = None
-    network: str | None = None   # keyed daily pseudonym of the sender's network (analytics.sources.network_pseudonym)
+    network: str | None = None   # keyed pseudonym of the sender's network (analytics.sources.network_pseudonym)

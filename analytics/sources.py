@@ -15,13 +15,17 @@ are tracked (past that, the window is cleared early: the cap errs towards counti
 
 **Networks** (issue 16 item 3: "one address must not move a ranking"): the cap above is per
 process and still lets one address vote with up to the cap's sessions. So each event is also
-stored with `network_pseudonym(address)`: HMAC-SHA256 under a server key of (UTC day, the
-address's /24 for IPv4 or /48 for IPv6), 16 hex characters: coarse (a block of neighbouring
-addresses is one network), keyed (not reversible to the address without the key, and not
-comparable across deployments), rotated daily (not linkable across days). It lives in the raw
-event log only, which the retention purge deletes; learned_evidence keeps a count of distinct
-networks, and a pair counts only with LEARNING_MIN_NETWORKS of them as well as
-LEARNING_MIN_SESSIONS sessions (search.learned.eligible).
+stored with `network_pseudonym(address)`: HMAC-SHA256 under a server key of the address's /24
+(IPv4) or /48 (IPv6), cut to NETWORK_PSEUDONYM_BITS (16) bits, 4 hex characters. Coarse (a block
+of neighbouring addresses is one network), keyed (not comparable across deployments), lossy
+(even with the key, each value stands for ~256 of the internet's 2^24 IPv4 /24s), and stable:
+the same network is the same value on every day, so an address coming back on later days is
+still one network (until 2026-11-25 the value also hashed the UTC day, and one address on three
+days made a pair count: `test_one_address_coming_back_on_later_days_stays_one_network`). Two
+distinct networks share a value with probability 2^-16: an undercount, never an overcount. It
+lives in the raw event log only, which the retention purge deletes; learned_evidence keeps a
+sketch of the distinct networks, and a pair counts only with LEARNING_MIN_NETWORKS of them as
+well as LEARNING_MIN_SESSIONS sessions (search.learned.eligible).
 """
 from __future__ import annotations
 
@@ -30,7 +34,6 @@ import hmac
 import ipaddress
 import threading
 import time
-from datetime import date
 from typing import Callable
 
 MAX_ADDRESSES = 100_000
@@ -78,10 +81,14 @@ def network_of(address: str | None) -> str | None:
     return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
 
 
-def network_pseudonym(address: str | None, key: bytes, day: date) -> str | None:
-    """HMAC-SHA256(key, "<UTC day>|<network>") in 16 hex characters (module docstring); None
-    for something that is not an address (its events then count per session, as before)."""
+NETWORK_PSEUDONYM_BITS = 16
+
+
+def network_pseudonym(address: str | None, key: bytes) -> str | None:
+    """The first NETWORK_PSEUDONYM_BITS bits of HMAC-SHA256(key, "<network>") in hex (module
+    docstring; the same on every day); None for something that is not an address (its events
+    then count per session, as before)."""
     network = network_of(address)
     if network is None:
         return None
-    return hmac.new(key, f"{day.isoformat()}|{network}".encode("ascii"), hashlib.sha256).hexdigest()[:16]
+    return hmac.new(key, network.encode("ascii"), hashlib.sha256).hexdigest()[:NETWORK_PSEUDONYM_BITS // 4]
