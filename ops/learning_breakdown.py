@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from catalog import db
     from ops.simulate_traffic import clinc_setup
     from search.embeddings import CachedEmbedder, LocalE5Embedder
+    from search.learned import eligible as learned_eligible
     from search.learned import normalised_query, sketch_count, sketch_union
     from settings import Settings
 
@@ -58,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                               settings.learning_min_relevance)
 
     def eligible(sessions: int, networks: int, relevance: float) -> bool:
-        return sessions >= need_s and networks >= need_n and relevance >= need_r
+        """The product's own rule (search.learned.eligible) for these counts."""
+        pair = SimpleNamespace(query="", task_id="", sessions=sessions, networks=networks, relevance=relevance)
+        return bool(learned_eligible([pair], need_s, need_r, min_networks=need_n))
 
     by_pair = {(r.query, r.task_id): r for r in rows}
     searched = {r.query for r in rows}
