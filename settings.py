@@ -201,6 +201,7 @@ class Settings:
     role_token_max_ttl_s: int = 900         # the longest a role token may live (its exp - iat)
     role_token_audience: str = "taskfinder"  # the `aud` claim every role token (a JWT) must carry
     trusted_role_header: str = "X-Taskfinder-Roles"
+    trusted_user_header: str = "X-Taskfinder-User"   # the person (a role token's `sub`), from a trusted proxy
     trusted_proxies: tuple[str, ...] = ()
     # the demo homepage at / (widget/): a page embedding the search widget over this catalog
     demo_homepage: bool = True
@@ -220,6 +221,7 @@ class Settings:
     learning_half_life_days: float = 30.0   # click evidence loses half its weight in this many days
     learning_min_sessions: int = 3          # distinct clicking sessions before a (query, task) pair counts
     learning_min_networks: int = 2          # ... and distinct client networks (analytics.sources.network_pseudonym)
+    learning_min_people: int = 2            # ... or distinct verified people (a role token's `sub`; analytics.sources.person_pseudonym)
     learning_min_relevance: float = 0.5     # estimated relevance a pair needs to count
     learning_max_position: int = 10         # clicks/impressions beyond this rank are not evidence (k=50 votes nothing)
     learning_max_votes_per_session: int = 20  # per aggregation window; beyond, a session's votes weigh less
@@ -415,6 +417,7 @@ ENVIRONMENT = (
     ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
     ("role_token_audience", "ROLE_TOKEN_AUDIENCE", _text),
     ("trusted_role_header", "TRUSTED_ROLE_HEADER", _header_name),
+    ("trusted_user_header", "TRUSTED_USER_HEADER", _header_name),
     ("trusted_proxies", "TRUSTED_PROXIES", _networks),
     ("demo_homepage", "DEMO_HOMEPAGE", _as_bool),
     ("demo_role_switcher", "DEMO_ROLE_SWITCHER", _as_bool),
@@ -426,6 +429,7 @@ ENVIRONMENT = (
     ("learning_half_life_days", "LEARNING_HALF_LIFE_DAYS", _float(0.01)),
     ("learning_min_sessions", "LEARNING_MIN_SESSIONS", _int(1, 1_000_000)),
     ("learning_min_networks", "LEARNING_MIN_NETWORKS", _int(1, 1_000_000)),
+    ("learning_min_people", "LEARNING_MIN_PEOPLE", _int(1, 1_000_000)),
     ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
     ("learning_max_position", "LEARNING_MAX_POSITION", _int(1, 100)),
     ("learning_max_votes_per_session", "LEARNING_MAX_VOTES_PER_SESSION", _int(1, 1_000_000)),
@@ -464,11 +468,12 @@ DESCRIPTIONS = {
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
     "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
+    "LEARNING_MIN_PEOPLE": "... or distinct verified people (a role token's `sub`, or `TRUSTED_USER_HEADER`; keyed 8-bit pseudonyms): how staff behind one office address learn. Never added to the networks: one person on one network is 1 and 1",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
     "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",
     "LEARNING_SETTLE_S": "events younger than this wait for the next aggregation",
-    "LEARNING_SESSIONS_PER_ADDRESS": "distinct voting sessions per client address per hour (held in memory only, never stored)",
+    "LEARNING_SESSIONS_PER_ADDRESS": "distinct voting sessions per client address per hour (held in memory only, never stored); an events request whose role token names a person counts under that person instead",
     "DATABASE_URL": "SQLAlchemy URL; empty = `sqlite:///$TASKFINDER_DATA_DIR/taskfinder.db`; PostgreSQL in production: `postgresql+psycopg://user@host/db`",
     "TASKFINDER_DATA_DIR": "SQLite file, caches, corpora",
     "CACHE_DIR": "diskcache of embeddings, LLM answers, enrichment; empty = `$TASKFINDER_DATA_DIR/cache`",
@@ -514,7 +519,8 @@ DESCRIPTIONS = {
     "ROLE_TOKEN_AUDIENCE": "the `aud` claim every role token must carry",
     "ROLE_TOKEN_MAX_TTL_S": "the longest lifetime (exp - iat) a role token may have",
     "TRUSTED_ROLE_HEADER": "a header a reverse proxy sets with the user's roles, honoured only from `TRUSTED_PROXIES`",
-    "TRUSTED_PROXIES": "comma-separated IPs/CIDRs of reverse proxies trusted for `TRUSTED_ROLE_HEADER` and `X-Forwarded-For`",
+    "TRUSTED_USER_HEADER": "a header a reverse proxy sets with the user's id (a role token's `sub`), honoured only from `TRUSTED_PROXIES`: learning counts distinct people by it",
+    "TRUSTED_PROXIES": "comma-separated IPs/CIDRs of reverse proxies trusted for `TRUSTED_ROLE_HEADER`, `TRUSTED_USER_HEADER` and `X-Forwarded-For`",
     "DEMO_HOMEPAGE": "serve the demo homepage at `/` (the widget over this app's catalog); `0`: `/` is a 404 (`/widget.js`, `/widget.css` are always served)",
     "ANALYTICS_ENABLED": "log searches and store the widget's events (`0`: nothing recorded; `/api/events` answers `202 {\"accepted\": 0}`)",
     "ANALYTICS_RETENTION_DAYS": "searches and events older than this are purged (hourly, and `app.py analytics purge`)",

@@ -14,7 +14,7 @@ from flask.cli import AppGroup
 
 from admin.accounts import DEFAULT_TOKEN_DAYS, ROLES, AccountError, AccountStore
 from admin.audit import cli_actor
-from api.roles import InvalidRoleToken, sign_role_token, valid_roles
+from api.roles import InvalidRoleToken, sign_role_token, valid_roles, valid_subject
 
 users_group = AppGroup("users", help="Admin accounts (roles: viewer reads, editor writes).")
 tokens_group = AppGroup("tokens", help="API tokens for /admin/api, and role tokens for /api/search.")
@@ -130,7 +130,9 @@ def tokens_revoke(token_id: int):
 @click.option("--roles", "roles", multiple=True, required=True,
               help="Role(s) to grant: repeat the option or separate with commas.")
 @click.option("--ttl", default=300, show_default=True, type=click.IntRange(1), help="Seconds until it expires.")
-def tokens_role_token(roles: tuple[str, ...], ttl: int):
+@click.option("--subject", default=None,
+              help="The person it names (the `sub` claim, the host's user id): learning counts distinct people.")
+def tokens_role_token(roles: tuple[str, ...], ttl: int, subject: str | None):
     """Print a signed role token for /api/search (for hosts to test their integration)."""
     settings = current_app.config["SETTINGS"]
     if not settings.role_token_secret:
@@ -141,7 +143,12 @@ def tokens_role_token(roles: tuple[str, ...], ttl: int):
         granted = valid_roles(r.strip() for item in roles for r in item.split(",") if r.strip())
     except InvalidRoleToken as exc:
         raise click.BadParameter(str(exc), param_hint="--roles") from exc
-    click.echo(sign_role_token(settings.role_token_secret, granted, ttl, audience=settings.role_token_audience))
+    try:
+        subject = valid_subject(subject) if subject is not None else None
+    except InvalidRoleToken as exc:
+        raise click.BadParameter(str(exc), param_hint="--subject") from exc
+    click.echo(sign_role_token(settings.role_token_secret, granted, ttl, audience=settings.role_token_audience,
+                               subject=subject))
 
 
 COMMANDS = (users_group, tokens_group)

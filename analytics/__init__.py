@@ -22,8 +22,8 @@ from flask import Flask
 from sqlalchemy import Engine
 
 from analytics import pages  # noqa: F401  (nests the admin pages' blueprint in admin_bp)
-from analytics.api import (BUDGET_EXTENSION, EXTENSION, NETWORK_KEY_EXTENSION, SOURCES_EXTENSION,
-                           analytics_recorder, events_bp)
+from analytics.api import (BUDGET_EXTENSION, EXTENSION, PSEUDONYM_KEY_EXTENSION, SOURCES_EXTENSION,
+                           analytics_recorder, events_bp, person_of)
 from analytics.budget import EventBudget
 from analytics.recorder import AnalyticsRecorder
 from analytics.sources import AddressSessions
@@ -31,7 +31,7 @@ from analytics.store import AnalyticsStore
 from web.metrics import Metrics
 from settings import Settings
 
-__all__ = ["analytics_recorder", "init_analytics"]
+__all__ = ["analytics_recorder", "init_analytics", "person_of"]
 
 
 def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metrics) -> AnalyticsRecorder:
@@ -45,10 +45,11 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
     app.extensions[SOURCES_EXTENSION] = AddressSessions(settings.learning_sessions_per_address)
     app.extensions[BUDGET_EXTENSION] = EventBudget(settings.analytics_session_events_per_minute,
                                                    settings.analytics_events_per_minute)
-    # the key of the events' network pseudonyms: SECRET_KEY, else one of this process (then the
-    # workers of one server give one address different pseudonyms: documented in docs/learning-from-use.md)
-    # (derived, so that the session-signing key itself is not used for a second purpose)
-    app.extensions[NETWORK_KEY_EXTENSION] = (
+    # the key of the network and person pseudonyms (analytics.sources): SECRET_KEY, else one of this
+    # process (then the workers of one server give one address different pseudonyms: documented in
+    # docs/learning-from-use.md) (derived, so that the session-signing key itself is not used for a
+    # second purpose; the two pseudonyms hash distinct messages under it)
+    app.extensions[PSEUDONYM_KEY_EXTENSION] = (
         hashlib.sha256(b"taskfinder network pseudonym\0" + settings.secret_key.encode("utf-8")).digest()
         if settings.secret_key else secrets.token_bytes(32))
     app.register_blueprint(events_bp)

@@ -7,6 +7,12 @@ Body: `{"session_id": "<opaque>", "events": [{"type": "impression" | "click" | "
 text/plain, the type navigator.sendBeacon uses for a string (a "simple" request: no CORS
 preflight, and it survives the page being closed).
 
+The request may carry the host's role token as /api/search takes it (`Authorization: Bearer`,
+or `?role_token=`, the form a beacon can send; widget/static/widget.js sends it with both): when
+it verifies a person (`sub`), the per-address session cap counts that person's sessions apart
+from the rest of their address's (analytics.sources.gate_key). What a vote counts for is still
+the person verified by its *search* (analytics.learning), never anything an event says.
+
 Unknown search ids are accepted: the search log is written in the background by every worker,
 so a click can arrive before its search is stored, and a search may have been dropped (full
 queue) or purged. Such events are stored and purged like the others; the measures count only
@@ -22,7 +28,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from analytics.recorder import AnalyticsRecorder
 from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
-from analytics.sources import AddressSessions, network_pseudonym
+from analytics.sources import AddressSessions, gate_key, network_pseudonym, person_pseudonym
+from api.roles import resolve_access
 from web.limits import request_client
 from catalog.models import utcnow
 
@@ -30,7 +37,7 @@ events_bp = Blueprint("events", __name__)
 EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
 SOURCES_EXTENSION = "taskfinder_sessions_per_address"   # analytics.sources.AddressSessions
 BUDGET_EXTENSION = "taskfinder_event_budget"   # ... and of its analytics.budget.EventBudget
-NETWORK_KEY_EXTENSION = "taskfinder_network_key"         # the key of analytics.sources.network_pseudonym
+PSEUDONYM_KEY_EXTENSION = "taskfinder_pseudonym_key"     # the key of analytics.sources' pseudonyms
 
 ACCEPTED_TYPES = ("application/json", "text/plain")
 RETRY_AFTER_S = 5
@@ -45,15 +52,23 @@ def error(status: int, message: str) -> tuple[Response, int]:
     return jsonify({"error": message}), status
 
 
+def person_of(subject: str | None) -> str | None:
+    """The keyed pseudonym the search log keeps of a verified person (analytics.sources)."""
+    key = current_app.extensions.get(PSEUDONYM_KEY_EXTENSION)
+    return person_pseudonym(subject, key) if key else None
+
+
 def bind_to_address(batch: EventBatch) -> EventBatch:
     """The batch as stored: each event with the keyed pseudonym of the caller's network,
-    and without its session id when the caller's address has brought too many sessions this
-    hour (analytics.sources; the address itself is never stored)."""
-    address = request_client(current_app.extensions["taskfinder"].settings)
-    key = current_app.extensions.get(NETWORK_KEY_EXTENSION)
+    and without its session id when the caller's address (or the verified person, gate_key) has
+    brought too many sessions this hour (analytics.sources; the address itself is never stored)."""
+    settings = current_app.extensions["taskfinder"].settings
+    address = request_client(settings)
+    key = current_app.extensions.get(PSEUDONYM_KEY_EXTENSION)
     network = network_pseudonym(address, key) if key else None
     gate: AddressSessions | None = current_app.extensions.get(SOURCES_EXTENSION)
-    admitted = gate is None or gate.admit(address, batch.session_id)
+    subject = resolve_access(settings, request.headers, request.args, request.remote_addr).subject
+    admitted = gate is None or gate.admit(gate_key(address, subject), batch.session_id)
     return EventBatch(batch.session_id if admitted else None,
                       tuple(replace(e, network=network, session_id=e.session_id if admitted else None)
                             for e in batch.events))

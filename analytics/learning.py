@@ -23,9 +23,9 @@ distinct sessions clicked it (search.learned.eligible).
 **No personal data**: the table holds counts per (query, task); session ids are used while
 aggregating and never stored there. Rows are not touched by the raw log's retention purge.
 
-**Distinct across windows**: `sessions` and `networks` are distinct counts over every window,
-not sums of each window's: a session (or network) that clicks the pair again in a later window
-is the same one. Each row keeps a 64-byte linear-counting sketch of each (search.learned:
+**Distinct across windows**: `sessions`, `networks` and `people` are distinct counts over every
+window, not sums of each window's: a session (or network, or person) that clicks the pair again
+in a later window is the same one. Each row keeps a 64-byte linear-counting sketch of each (search.learned:
 `sketch_of`, `sketch_count`; a bit per 1/512 of all keys, no key stored; migration 0011). A row
 aggregated before the sketches existed counts its sessions and networks as that many distinct
 anonymous ones (`legacy_sketch`).
@@ -76,6 +76,7 @@ class LearnedPair:
     relevance: float       # estimated P(relevant | query) in [0, 1] (search.learned.coec_relevance)
     updated_at: datetime
     networks: int = 0      # distinct client networks that clicked (lifetime; sketch estimate; analytics.sources)
+    people: int = 0        # distinct verified people that clicked (lifetime; sketch estimate; analytics.sources)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Vote:
     clicked: bool
     at: datetime           # the latest of its searches
     network: str | None = None   # the network pseudonym of the session's click (analytics.sources)
+    person: str | None = None    # the verified person of the session's search (analytics.sources), if any
 
 
 def load_learned(session) -> list[LearnedPair]:
@@ -101,7 +103,7 @@ def load_learned(session) -> list[LearnedPair]:
     for row in rows:
         r = row[0] if len(row) == 1 and isinstance(row[0], LearnedEvidence) else row
         out.append(LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
-                               float(r.relevance), as_utc(r.updated_at), int(r.networks or 0)))
+                               float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0)))
     return out
 
 
@@ -156,10 +158,11 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
             at = as_utc(search.at)
             if old is None:
                 votes[key] = Vote(search.session_id, search.query, task, position, task in clicked, at,
-                                  network.get(task))
+                                  network.get(task), search.person)
             else:
                 votes[key] = Vote(old.session_id, old.query, task, min(old.position, position),
-                                  old.clicked or task in clicked, max(old.at, at), old.network or network.get(task))
+                                  old.clicked or task in clicked, max(old.at, at), old.network or network.get(task),
+                                  old.person or search.person)
     return sorted(votes.values(), key=lambda v: (v.query, v.task_id, v.session_id))
 
 
@@ -170,6 +173,7 @@ class _Sums:
     sessions: float = 0.0      # decayed clicking sessions
     clickers: set = field(default_factory=set)   # the clicking sessions (one click each: one vote per session)
     networks: set = field(default_factory=set)   # networks of the clicking sessions (none: the session itself)
+    people: set = field(default_factory=set)     # verified people of the clicking sessions' searches (none: nobody)
 
 
 def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
@@ -194,6 +198,8 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
             s.sessions += float(dv)
             s.clickers.add(v.session_id)
             s.networks.add(v.network or f"session:{v.session_id}")
+            if v.person:
+                s.people.add(v.person)
     return dict(sums), theta
 
 
@@ -206,8 +212,10 @@ def legacy_sketch(count: int) -> bytes:
 def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days: float) -> dict:
     """The row after folding `new` (already decayed to `now`) into `old` (decayed from its
     updated_at to `now`). Sessions and networks are distinct counts over both (their sketches'
-    union), never a sum: a session that clicked before and clicks again is one session."""
+    union), never a sum: a session that clicked before and clicks again is one session. People
+    likewise; a row aggregated before them (migration 0012) starts at none."""
     session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks)
+    people_sketch = math.sketch_of(new.people)
     if old is None:
         clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, len(new.clickers)
     else:
@@ -218,9 +226,11 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
         n_clicks = old.clicks + len(new.clickers)
         session_sketch = math.sketch_union(old.session_sketch or legacy_sketch(int(old.sessions)), session_sketch)
         network_sketch = math.sketch_union(old.network_sketch or legacy_sketch(int(old.networks or 0)), network_sketch)
+        people_sketch = math.sketch_union(old.people_sketch, people_sketch)
     return {"sessions": math.sketch_count(session_sketch), "clicks": n_clicks, "examinations": exams,
             "decayed_clicks": clicks, "decayed_sessions": sessions, "networks": math.sketch_count(network_sketch),
-            "session_sketch": session_sketch, "network_sketch": network_sketch,
+            "people": math.sketch_count(people_sketch), "session_sketch": session_sketch,
+            "network_sketch": network_sketch, "people_sketch": people_sketch,
             "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
 
 
@@ -276,7 +286,7 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
     per-catalog fit uses as learned evidence."""
     aggregate(engine, settings)
     return math.eligible(load_learned(engine), settings.learning_min_sessions, settings.learning_min_relevance,
-                         blocked, task_ids, settings.learning_min_networks)
+                         blocked, task_ids, settings.learning_min_networks, settings.learning_min_people)
 
 
 def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:

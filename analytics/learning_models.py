@@ -3,8 +3,8 @@
 `learned_evidence`: one row per (normalised query, task). The first seven columns are the
 shared interface (analytics.learning.LearnedPair, read by the admin's editor); the two
 `decayed_*` columns are the time-decayed sums the relevance is estimated from
-(analytics.learning); the two `*_sketch` columns keep `sessions` and `networks` distinct across
-aggregation windows. `learning_state`: the aggregation's watermark.
+(analytics.learning); the `*_sketch` columns keep `sessions`, `networks` and `people` distinct
+across aggregation windows. `learning_state`: the aggregation's watermark.
 """
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ class LearnedEvidence(Base):
     # 512 bits, one per 1/512 of all keys, no key stored. NULL: aggregated before them.
     session_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
     network_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    # distinct verified people that clicked (migration 0012; analytics.sources.person_pseudonym), and its sketch
+    people: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    people_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
 
 
 class LearningState(Base):

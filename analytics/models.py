@@ -1,7 +1,9 @@
 """SQLAlchemy models of search analytics (migration 0005): the search log and the widget's events.
 
 No personal data: no IP address, no user agent, no account; only the opaque session id the
-widget makes up (random, per browser tab or visit) and the query text, normalised. There is no
+widget makes up (random, per browser tab or visit), the query text, normalised, and keyed lossy
+pseudonyms: of the sender's network on events (16 bits), and of the verified person on searches
+where the host verifies one (8 bits: 256 values in all; analytics.sources). There is no
 foreign key from events to searches: the search log is written in the background, so an event
 may arrive before its search is stored, and a search may have been dropped (full queue) or
 purged; such events are kept and simply not counted (see analytics.formulas).
@@ -32,6 +34,7 @@ class SearchLogEntry(Base):
     result_ids: Mapped[list] = mapped_column(JSON, nullable=False)          # task ids, in rank order
     no_confident_match: Mapped[bool] = mapped_column(Boolean, nullable=False)
     degraded: Mapped[list] = mapped_column(JSON, nullable=False)            # the response's degraded flags
+    person: Mapped[str | None] = mapped_column(String(8), nullable=True)    # verified person's pseudonym (analytics.sources; migration 0012)
 
 
 class SearchEvent(Base):

@@ -53,6 +53,7 @@ class SearchRecord:
     result_ids: tuple[str, ...]
     no_confident_match: bool = False
     degraded: tuple[str, ...] = ()
+    person: str | None = None   # the verified person's keyed pseudonym (analytics.sources.person_pseudonym)
 
     @property
     def no_result(self) -> bool:
@@ -60,14 +61,14 @@ class SearchRecord:
         return self.no_confident_match or not self.result_ids
 
 
-def search_record(response: dict, session_id: str | None, at: datetime) -> SearchRecord:
+def search_record(response: dict, session_id: str | None, at: datetime, person: str | None = None) -> SearchRecord:
     """What the search log keeps of a /api/search response body (search.service's `search`),
-    under a fresh search id."""
+    under a fresh search id; `person`: the pseudonym of the person the request verified."""
     return SearchRecord(id=new_search_id(), at=at, session_id=session_id, query=normalise_query(response["query"]),
                         rerank=bool(response["rerank"]["requested"]),
                         result_ids=tuple(row["id"] for row in response["results"]),
                         no_confident_match=bool(response["no_confident_match"]),
-                        degraded=tuple(response["degraded"]))
+                        degraded=tuple(response["degraded"]), person=person)
 
 
 @dataclass(frozen=True)

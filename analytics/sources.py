@@ -26,6 +26,21 @@ distinct networks share a value with probability 2^-16: an undercount, never an 
 lives in the raw event log only, which the retention purge deletes; learned_evidence keeps a
 sketch of the distinct networks, and a pair counts only with LEARNING_MIN_NETWORKS of them as
 well as LEARNING_MIN_SESSIONS sessions (search.learned.eligible).
+
+**People** (an office's staff behind one address are one network, so by the rule above they
+never learn): where the host verifies who searches (a role token's `sub`, or a trusted proxy's
+TRUSTED_USER_HEADER; api.roles), the *search* record keeps `person_pseudonym(subject)`: the first
+PERSON_PSEUDONYM_BITS (8) bits of HMAC-SHA256 under the same server key of "person\0<subject>",
+2 hex characters. A click binds only to its own session's search (analytics.formulas), so the
+person a vote counts for was verified when the search was made, never claimed by the click.
+Lossy by design: 256 values, so in an organisation of more than 256 people every value stands
+for several (two people sharing one: an undercount, never an overcount; two of three clicking
+people share one with probability ~1/85, all three ~1/65,000). A pair then counts with
+LEARNING_MIN_PEOPLE distinct people as an alternative to LEARNING_MIN_NETWORKS networks; one
+person, with or without their token, is one person and one network. The per-address session
+cap above counts the sessions of an events request that verifies a person under that person
+instead (`gate_key`, in memory only, like the address): each of an office's staff brings their
+own LEARNING_SESSIONS_PER_ADDRESS sessions.
 """
 from __future__ import annotations
 
@@ -92,3 +107,22 @@ def network_pseudonym(address: str | None, key: bytes) -> str | None:
     if network is None:
         return None
     return hmac.new(key, network.encode("ascii"), hashlib.sha256).hexdigest()[:NETWORK_PSEUDONYM_BITS // 4]
+
+
+PERSON_PSEUDONYM_BITS = 8
+
+
+def person_pseudonym(subject: str | None, key: bytes) -> str | None:
+    """The first PERSON_PSEUDONYM_BITS bits of HMAC-SHA256(key, "person\0<subject>") in hex
+    (module docstring), or None without a verified subject."""
+    if not subject:
+        return None
+    digest = hmac.new(key, b"person\0" + subject.encode("utf-8"), hashlib.sha256).hexdigest()
+    return digest[:PERSON_PSEUDONYM_BITS // 4]
+
+
+def gate_key(address: str | None, subject: str | None) -> str | None:
+    """What the per-address session cap (AddressSessions) counts an events request's session
+    under: the verified person when the request verifies one (each of an office's staff has
+    their own cap), else the address. Held in memory only, never stored."""
+    return f"person:{subject}" if subject else address

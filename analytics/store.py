@@ -25,14 +25,15 @@ from analytics.records import EventRecord, SearchRecord
 from analytics.rollup import DayRollup
 
 
-SEARCH_COLUMNS = ("id", "at", "session_id", "query", "rerank", "result_ids", "no_confident_match", "degraded")
+SEARCH_COLUMNS = ("id", "at", "session_id", "query", "rerank", "result_ids", "no_confident_match", "degraded",
+                  "person")
 _INTO = f"INSERT INTO search_log ({', '.join(SEARCH_COLUMNS)}) "
 #: One INSERT of a whole batch of searches, given as a JSON array of arrays (SEARCH_COLUMNS order).
 BATCH_INSERT = {
     "sqlite": _INTO + "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(SEARCH_COLUMNS))) +
               " FROM json_each(:rows)",   # json_extract: an array element comes back as its JSON text
     "postgresql": _INTO + "SELECT r ->> 0, (r ->> 1)::timestamptz, r ->> 2, r ->> 3, (r ->> 4)::boolean, r -> 5, "
-                  "(r ->> 6)::boolean, r -> 7 FROM json_array_elements(CAST(:rows AS json)) AS r",
+                  "(r ->> 6)::boolean, r -> 7, r ->> 8 FROM json_array_elements(CAST(:rows AS json)) AS r",
 }
 BATCH_ROWS = 5000   # rows per statement (bounds the one parameter's size)
 #: The columns of formulas.Measures, as stored in the roll-up tables.
@@ -70,7 +71,7 @@ class AnalyticsStore:
         (SQLite: datetimes as its own text format, booleans as 0/1; PostgreSQL: ISO 8601 text
         and true/false, cast back by the statement)."""
         return orjson.dumps([[s.id, self._at(s.at), s.session_id, s.query, self._rerank(s.rerank), s.result_ids,
-                              self._no_match(s.no_confident_match), s.degraded] for s in searches]).decode()
+                              self._no_match(s.no_confident_match), s.degraded, s.person] for s in searches]).decode()
 
     def searches(self, start: datetime, end: datetime) -> list[SearchRecord]:
         """Searches logged in [start, end), oldest first.
@@ -82,13 +83,13 @@ class AnalyticsStore:
         sqlite = self.engine.dialect.name == "sqlite"
         at = cast(t.at, Text) if sqlite else t.at
         query = (select(t.id, at.label("at"), t.session_id, t.query, t.rerank, cast(t.result_ids, Text).label("result_ids"),
-                        t.no_confident_match, cast(t.degraded, Text).label("degraded"))
+                        t.no_confident_match, cast(t.degraded, Text).label("degraded"), t.person)
                  .where(t.at >= start, t.at < end).order_by(t.at, t.id))
         loads, parse = orjson.loads, datetime.fromisoformat
         with self.engine.connect() as connection:
             return [SearchRecord(id=r[0], at=as_utc(parse(r[1]) if sqlite else r[1]), session_id=r[2], query=r[3],
                                  rerank=bool(r[4]), result_ids=tuple(loads(r[5])), no_confident_match=bool(r[6]),
-                                 degraded=tuple(loads(r[7])))
+                                 degraded=tuple(loads(r[7])), person=r[8])
                     for r in connection.execute(query)]
 
     def events(self, start: datetime, end: datetime) -> list[EventRecord]:
@@ -210,7 +211,8 @@ def _search_row(record: SearchRecord) -> dict:
     which cost the writer thread more than the insert itself at type-ahead rates)."""
     return {"id": record.id, "at": record.at, "session_id": record.session_id, "query": record.query,
             "rerank": record.rerank, "result_ids": list(record.result_ids),
-            "no_confident_match": record.no_confident_match, "degraded": list(record.degraded)}
+            "no_confident_match": record.no_confident_match, "degraded": list(record.degraded),
+            "person": record.person}
 
 
 def _event_row(record: EventRecord) -> dict:

@@ -8,7 +8,11 @@ by one of two means a host platform chooses between:
 
        {"roles": ["fiscal", ...], "iat": <unix seconds>, "exp": <unix seconds>, "aud": ROLE_TOKEN_AUDIENCE}
 
-   all four required. PyJWT verifies it with the algorithm pinned to HS256 (`alg: none` or any
+   all four required, and optionally `"sub": "<the host's user id>"` (RFC 7519 section 4.1.2), a
+   string of at most MAX_SUBJECT_CHARS naming the person: learning from use counts distinct
+   verified people (analytics.sources.person_pseudonym; docs/learning-from-use.md), so that
+   staff behind one office address are not one voter. PyJWT verifies it with the algorithm
+   pinned to HS256 (`alg: none` or any
    other algorithm is refused), the audience checked and the claims required; we add that the
    token lives at most ROLE_TOKEN_MAX_TTL_S (exp - iat) and was not issued in the future: hosts
    mint a short-lived token per user session or page load, and a leaked token dies quickly.
@@ -17,7 +21,8 @@ by one of two means a host platform chooses between:
 
 2. A header set by a trusted reverse proxy (TRUSTED_ROLE_HEADER, e.g. `X-Taskfinder-Roles:
    fiscal,director`), honoured only when the TCP peer (`remote_addr`) is in TRUSTED_PROXIES.
-   The proxy must overwrite or strip that header on what clients send it.
+   The proxy must overwrite or strip that header on what clients send it. It may name the person
+   in TRUSTED_USER_HEADER (e.g. `X-Taskfinder-User: 4711`), the counterpart of `sub`.
 
 A presented token decides (valid: its roles; invalid: none); without a token the trusted
 header is read; without either the caller sees unrestricted tasks only. Why a rejected
@@ -37,6 +42,7 @@ from web.clients import is_trusted_proxy
 
 MAX_TOKEN_CHARS = 4096          # refuse to decode anything bigger (cheap DoS guard)
 MAX_ROLES = 64
+MAX_SUBJECT_CHARS = 256        # the `sub` claim (or TRUSTED_USER_HEADER): the host's user id
 ROLE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 CLOCK_SKEW_S = 30               # tolerated clock difference between the host and us
 ALGORITHMS = ["HS256"]          # pinned: a token naming any other algorithm (or none) is refused
@@ -52,10 +58,12 @@ class InvalidRoleToken(ValueError):
 
 @dataclass(frozen=True)
 class Access:
-    """The caller's verified roles and how they were established (none/verified/rejected)."""
+    """The caller's verified roles and how they were established (none/verified/rejected), and
+    the verified person (`sub`, or the trusted proxy's user header) when the credential names one."""
 
     roles: frozenset[str] = frozenset()
     credential: str = NONE
+    subject: str | None = None
 
 
 ANONYMOUS = Access()
@@ -69,13 +77,25 @@ def valid_roles(roles: Iterable[str]) -> frozenset[str]:
     return frozenset(roles)
 
 
+def valid_subject(subject) -> str:
+    """The person a credential names, or InvalidRoleToken unless it is a non-blank string of at
+    most MAX_SUBJECT_CHARS printable characters."""
+    if not isinstance(subject, str) or not subject.strip() or len(subject) > MAX_SUBJECT_CHARS \
+            or not subject.isprintable():
+        raise InvalidRoleToken(f"sub must be a non-blank string of at most {MAX_SUBJECT_CHARS} printable characters")
+    return subject
+
+
 def sign_role_token(secret: str, roles: Iterable[str], ttl_s: int, now: float | None = None,
-                    audience: str = DEFAULT_AUDIENCE) -> str:
-    """A JWT (HS256) granting `roles` for `ttl_s` seconds (the claims are in the module docstring)."""
+                    audience: str = DEFAULT_AUDIENCE, subject: str | None = None) -> str:
+    """A JWT (HS256) granting `roles` for `ttl_s` seconds, naming `subject` when given (the claims
+    are in the module docstring)."""
     if not secret:
         raise ValueError("ROLE_TOKEN_SECRET is not set")
     issued = int(time.time() if now is None else now)
     claims = {"roles": sorted(valid_roles(roles)), "iat": issued, "exp": issued + int(ttl_s), "aud": audience}
+    if subject is not None:
+        claims["sub"] = valid_subject(subject)
     return jwt.encode(claims, secret, algorithm=ALGORITHMS[0])
 
 
@@ -108,7 +128,13 @@ def _claims(secret: str, token: str, audience: str, check_clock: bool) -> dict:
 
 def verify_role_token(secret: str, token: str, max_ttl_s: int, now: float | None = None,
                       audience: str = DEFAULT_AUDIENCE) -> frozenset[str]:
-    """The roles a token grants, or InvalidRoleToken saying why not.
+    """The roles a token grants, or InvalidRoleToken saying why not (verify_role_claims)."""
+    return verify_role_claims(secret, token, max_ttl_s, now, audience).roles
+
+
+def verify_role_claims(secret: str, token: str, max_ttl_s: int, now: float | None = None,
+                       audience: str = DEFAULT_AUDIENCE) -> Access:
+    """The roles and the person (`sub`, optional) a token verifies, or InvalidRoleToken saying why not.
 
     PyJWT checks the signature (before it interprets anything an attacker wrote), the pinned
     algorithm, the audience and the required claims; then the claims' types, the lifetime
@@ -131,7 +157,8 @@ def verify_role_token(secret: str, token: str, max_ttl_s: int, now: float | None
         raise InvalidRoleToken("issued in the future")
     if exp - issued > max_ttl_s:
         raise InvalidRoleToken(f"lives longer than ROLE_TOKEN_MAX_TTL_S={max_ttl_s} (exp - iat = {exp - issued} s)")
-    return valid_roles(claims["roles"])
+    subject = valid_subject(claims["sub"]) if "sub" in claims else None
+    return Access(valid_roles(claims["roles"]), VERIFIED, subject)
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -152,20 +179,19 @@ def resolve_access(settings, headers: Mapping[str, str], args: Mapping[str, str]
     """The caller's verified roles from a request's headers, query and peer address.
 
     `settings` provides role_token_secret, role_token_max_ttl_s, role_token_audience,
-    trusted_role_header and
-    trusted_proxies. Never raises on bad input: a bad credential is `REJECTED`, no roles."""
+    trusted_role_header, trusted_user_header and trusted_proxies. Never raises on bad input: a
+    bad credential is `REJECTED`, no roles and no person."""
     token = bearer_token(headers.get("Authorization")) or (args.get("role_token") or None)
     if token is not None:
         try:
-            roles = verify_role_token(settings.role_token_secret, token, settings.role_token_max_ttl_s, now,
+            return verify_role_claims(settings.role_token_secret, token, settings.role_token_max_ttl_s, now,
                                       settings.role_token_audience)
         except InvalidRoleToken:
             return Access(credential=REJECTED)
-        return Access(roles, VERIFIED)
-    header = headers.get(settings.trusted_role_header)
-    if header is None or not is_trusted_proxy(remote_addr, settings.trusted_proxies):
+    header, user = headers.get(settings.trusted_role_header), headers.get(settings.trusted_user_header)
+    if (header is None and user is None) or not is_trusted_proxy(remote_addr, settings.trusted_proxies):
         return ANONYMOUS
     try:
-        return Access(parse_role_header(header), VERIFIED)
+        return Access(parse_role_header(header or ""), VERIFIED, valid_subject(user) if user is not None else None)
     except InvalidRoleToken:
         return Access(credential=REJECTED)

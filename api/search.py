@@ -21,7 +21,7 @@ from dataclasses import replace
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from analytics import analytics_recorder
+from analytics import analytics_recorder, person_of
 from analytics.records import SESSION_ID, search_record
 from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
@@ -139,7 +139,7 @@ def api_search():
                                    rerank=parse_flag(args, "rerank"))
     except BadQuery as exc:
         return bad_request(str(exc))
-    record = search_record(answer.body, session_id, utcnow())
+    record = search_record(answer.body, session_id, utcnow(), person_of(access.subject))
     analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
     # search.answer: a cached answer's results are not encoded again, only these fields
     body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body),

@@ -56,13 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     with engine.connect() as connection:
         rows = list(connection.execute(select(LearnedEvidence.__table__)))
     tasks, cases, pool, _ = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
-    need_s, need_n, need_r = (settings.learning_min_sessions, settings.learning_min_networks,
-                              settings.learning_min_relevance)
+    need_s, need_n, need_p, need_r = (settings.learning_min_sessions, settings.learning_min_networks,
+                                      settings.learning_min_people, settings.learning_min_relevance)
 
-    def eligible(sessions: int, networks: int, relevance: float) -> bool:
+    def eligible(sessions: int, networks: int, relevance: float, people: int = 0) -> bool:
         """The product's own rule (search.learned.eligible) for these counts."""
-        pair = SimpleNamespace(query="", task_id="", sessions=sessions, networks=networks, relevance=relevance)
-        return bool(learned_eligible([pair], need_s, need_r, min_networks=need_n))
+        pair = SimpleNamespace(query="", task_id="", sessions=sessions, networks=networks, relevance=relevance,
+                               people=people)
+        return bool(learned_eligible([pair], need_s, need_r, min_networks=need_n, min_people=need_p))
 
     by_pair = {(r.query, r.task_id): r for r in rows}
     searched = {r.query for r in rows}
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             classes["never searched"] += 1
         elif row is None:
             classes["right task never shown"] += 1
-        elif eligible(row.sessions, row.networks, row.relevance):
+        elif eligible(row.sessions, row.networks, row.relevance, row.people):
             classes["counted"] += 1
         elif row.clicks == 0:
             classes["shown, never clicked"] += 1
@@ -103,18 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     for tau in (float(t) for t in args.taus.split(",")):
         right = wrong = 0
         for r in rows:
-            if r.relevance < need_r or eligible(r.sessions, r.networks, r.relevance):
+            if r.relevance < need_r or eligible(r.sessions, r.networks, r.relevance, r.people):
                 continue
             sessions, networks = r.session_sketch, r.network_sketch
             for other in by_task[r.task_id]:
                 if other.query != r.query and float(vectors[at[r.query]] @ vectors[at[other.query]]) >= tau:
                     sessions = sketch_union(sessions, other.session_sketch)
                     networks = sketch_union(networks, other.network_sketch)
-            if eligible(sketch_count(sessions), sketch_count(networks), r.relevance):
+            if eligible(sketch_count(sessions), sketch_count(networks), r.relevance, r.people):
                 right += r.task_id in gold_of.get(r.query, ())
                 wrong += r.task_id not in gold_of.get(r.query, ())
         pooling.append({"tau": tau, "right": right, "wrong": wrong})
-    counted = [r for r in rows if eligible(r.sessions, r.networks, r.relevance)]
+    counted = [r for r in rows if eligible(r.sessions, r.networks, r.relevance, r.people)]
     print(json.dumps({
         "pool": len(pool), "phrasings": classes,
         "eligible_pairs": len(counted),

@@ -52,10 +52,10 @@ def waitress_command(port: int) -> list[str]:
     return [sys.executable, "app.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
 
 
-def http_get(url: str, timeout_s: float = 10.0) -> tuple[int, bytes]:
+def http_get(url: str, timeout_s: float = 10.0, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     """One GET on a fresh connection (so that any gunicorn worker may accept it); HTTP errors
     are returned, not raised."""
-    request = urllib.request.Request(url, headers={"Connection": "close"})
+    request = urllib.request.Request(url, headers={"Connection": "close", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.status, response.read()

@@ -48,6 +48,14 @@ the written ones, and the fit is measured: what perfect learning from this pool 
 `--flood-returning N`: after that, one session from one address comes back N times, each time
 searching a third val query, clicking the same wrong task once and letting the product fit: N
 aggregation windows, one session and one network in all, so the pair never counts.
+
+`--office N`: the same traffic (the same phrasings, clicks and sessions, in the same order), but
+every person is one of N staff behind one office address (OFFICE_ADDRESS, through the trusted
+proxy): one network. With `--office-tokens` the host verifies them: each search carries a role
+token naming its person (`sub`: staff-0 .. staff-N-1; a fresh token per search, as a host mints
+one per page load), sent with the search and with its events as the widget sends it; the product
+then counts distinct people (LEARNING_MIN_PEOPLE) where it cannot count networks. Who searches is
+drawn from a random sequence of its own, so the traffic is the one of a run without --office.
 """
 from __future__ import annotations
 
@@ -71,6 +79,8 @@ sys.path.insert(0, str(ROOT))
 from ops.servers import ServerProcess, free_port, http_get, server_env, waitress_command  # noqa: E402
 
 EXAMINE = (1.0, 0.85, 0.7, 0.55, 0.45, 0.35, 0.3, 0.25)
+OFFICE_ADDRESS = "198.51.100.10"
+ROLE_TOKEN_SECRET = "simulated-host-role-token-secret-" + "0" * 32   # the simulated host's; --office-tokens
 WIDGET_K = 8
 
 
@@ -87,9 +97,13 @@ def person_address(session: str) -> str:
     return f"10.{digest[0]}.{digest[1]}.{1 + digest[2] % 254}"
 
 
-def post_json(url: str, payload: dict, address: str | None = None) -> int:
+def bearer(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def post_json(url: str, payload: dict, address: str | None = None, token: str | None = None) -> int:
     data = json.dumps(payload).encode("utf-8")
-    headers = {"Content-Type": "application/json", "Connection": "close"}
+    headers = {"Content-Type": "application/json", "Connection": "close", **bearer(token)}
     if address:
         headers["X-Forwarded-For"] = address
     request = urllib.request.Request(url, data=data, headers=headers, method="POST")
@@ -100,11 +114,13 @@ def post_json(url: str, payload: dict, address: str | None = None) -> int:
         return exc.code
 
 
-def search(base: str, query: str, k: int, session: str | None = None, rerank: bool = True) -> dict:
+def search(base: str, query: str, k: int, session: str | None = None, rerank: bool = True,
+           token: str | None = None) -> dict:
     params = {"q": query, "k": str(k), "rerank": "1" if rerank else "0"}
     if session:
         params["session"] = session
-    status, body = http_get(f"{base}/api/search?{urllib.parse.urlencode(params)}", timeout_s=30)
+    status, body = http_get(f"{base}/api/search?{urllib.parse.urlencode(params)}", timeout_s=30,
+                            headers=bearer(token))
     if status != 200:
         raise RuntimeError(f"search {query!r}: HTTP {status}: {body[:200]!r}")
     return json.loads(body)
@@ -129,12 +145,13 @@ def choose_click(rng: random.Random, shown: list[str], gold: str, noise: float) 
 
 def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise: float,
                     session: str | None = None, click_task: str | None = None, address: str | None = None,
-                    limited: list | None = None) -> bool:
+                    limited: list | None = None, token: str | None = None) -> bool:
     """One person's search as the widget sends it; True when something was clicked. The events
-    come from `address` (default: the person's own, person_address). `limited`: where the
-    product's event flood caps answer 429 (a flood run), that is noted there instead of raised."""
+    come from `address` (default: the person's own, person_address); `token`: the host's role
+    token, sent with the search and its events. `limited`: where the product's event flood caps
+    answer 429 (a flood run), that is noted there instead of raised."""
     session = session or session_id(rng)
-    body = search(base, query, WIDGET_K, session)
+    body = search(base, query, WIDGET_K, session, token=token)
     shown = [row["id"] for row in body["results"]][:WIDGET_K]
     events = [{"type": "impression", "search_id": body["search_id"], "query": query, "task_ids": shown}]
     index = shown.index(click_task) if click_task in shown else (
@@ -142,7 +159,7 @@ def simulate_search(base: str, rng: random.Random, query: str, gold: str, noise:
     if index is not None:
         events.append({"type": "click", "search_id": body["search_id"], "task_id": shown[index], "position": index + 1})
     status = post_json(f"{base}/api/events", {"session_id": session, "events": events},
-                       address or person_address(session))
+                       address or person_address(session), token)
     if status == 429 and limited is not None:
         limited.append(session)
         return False
@@ -247,7 +264,8 @@ def run(args) -> dict:
         val = random.Random(args.seed + 1).sample(val, min(args.val_limit, len(val)))
     checkpoints = sorted({int(c) for c in args.checkpoints.split(",")})
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="taskfinder-sim-"))
-    lab = Lab(data_dir, Path(args.cache_dir), {})
+    lab = Lab(data_dir, Path(args.cache_dir), {"ROLE_TOKEN_SECRET": ROLE_TOKEN_SECRET})
+    staff = random.Random(args.seed + 2)   # who searches (--office): a sequence of its own
     if args.pool_as_cases:   # the ceiling: every traffic phrasing written as a case, no traffic
         from catalog.records import CaseRecord
 
@@ -255,7 +273,8 @@ def run(args) -> dict:
         checkpoints = [0]
     lab.load(tasks, cases)
     out = {"setup": {"tasks": len(tasks), "written_cases": len(cases), "pool": len(pool), "val": len(val),
-                     "noise": args.noise, "examine": EXAMINE, "seed": args.seed, "data_dir": str(data_dir)},
+                     "noise": args.noise, "examine": EXAMINE, "seed": args.seed, "data_dir": str(data_dir),
+                     "office": args.office, "office_tokens": bool(args.office and args.office_tokens)},
            "curve": []}
     done = clicked = 0
     try:
@@ -265,7 +284,8 @@ def run(args) -> dict:
                 started = time.perf_counter()
                 while done < checkpoint:
                     query, gold = rng.choice(pool)
-                    clicked += simulate_search(base, rng, query, gold, args.noise)
+                    address, token = office_person(args, staff)
+                    clicked += simulate_search(base, rng, query, gold, args.noise, address=address, token=token)
                     done += 1
                 print(f"{done} searches ({clicked} clicked) in {time.perf_counter() - started:.0f} s", flush=True)
                 lab.stop()
@@ -287,6 +307,20 @@ def run(args) -> dict:
     finally:
         lab.stop()
     return out
+
+
+def office_person(args, staff: random.Random) -> tuple[str | None, str | None]:
+    """(address, role token) of the next search: (None, None) without --office (each person their
+    own address); else the office's address, and with --office-tokens a token naming one of the
+    staff (module docstring)."""
+    if not args.office:
+        return None, None
+    person = staff.randrange(args.office)
+    if not args.office_tokens:
+        return OFFICE_ADDRESS, None
+    from api.roles import sign_role_token
+
+    return OFFICE_ADDRESS, sign_role_token(ROLE_TOKEN_SECRET, [], 300, subject=f"staff-{person}")
 
 
 def flood(lab: Lab, val: list[tuple[str, str]], clicks: int, rng: random.Random, one_address: bool = False) -> dict:
@@ -353,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="then N sessions from one address click a wrong task once each")
     parser.add_argument("--flood-returning", type=int, default=0,
                         help="then one session from one address clicks a wrong task once per fit, N fits")
+    parser.add_argument("--office", type=int, default=0,
+                        help="every person is one of N staff behind one office address (module docstring)")
+    parser.add_argument("--office-tokens", action="store_true",
+                        help="with --office: the host verifies the staff (a role token naming each, sub)")
     parser.add_argument("--pool-as-cases", action="store_true",
                         help="no traffic: write every traffic phrasing as a case, fit, measure (the ceiling)")
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")

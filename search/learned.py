@@ -34,10 +34,12 @@ r_{q,t}: the probability that task t is what the person searching q wants (relev
 * **Robustness**: a vote is one (session, query, task); a session that votes on more than
   `max_votes` pairs in one aggregation window has each vote weighted max_votes / n (its total
   weight is bounded); a pair counts only with at least `min_sessions` distinct clicking
-  sessions and relevance >= `min_relevance` (`eligible`).
+  sessions, from at least `min_networks` distinct networks or `min_people` distinct verified
+  people (analytics.sources), and relevance >= `min_relevance` (`eligible`).
 * **Distinct across windows**: the aggregates keep no session id, yet a session (or network)
   that clicks a pair again in a later aggregation window must not count twice. Each pair keeps
-  a linear-counting sketch of its clicking sessions and one of their networks (`sketch_of`,
+  a linear-counting sketch of its clicking sessions, one of their networks and one of their
+  verified people (`sketch_of`,
   `sketch_union`, `sketch_count`; Whang, Vander-Zanden & Taylor, *A linear-time probabilistic
   counting algorithm for database applications*, ACM TODS 15(2), 1990): a bitmap of
   SKETCH_BITS bits with bit h(key) mod m set per key, merged by OR, counted as
@@ -176,18 +178,30 @@ class LearnedExemplar:
 
 def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
              blocked: frozenset[tuple[str, str]] = frozenset(),
-             task_ids: Iterable[str] | None = None, min_networks: int = 1) -> tuple[LearnedExemplar, ...]:
-    """The pairs that count: at least `min_sessions` distinct clicking sessions from at least
-    `min_networks` distinct client networks (pairs without a `networks` count: sessions), relevance at
-    least `min_relevance`, not blocked by the admin, and (with `task_ids`) on a known task.
-    `pairs`: anything with query, task_id, sessions and relevance (analytics.learning.LearnedPair).
-    Sorted by (query, task) so that the fit's input, and its digest, are stable."""
+             task_ids: Iterable[str] | None = None, min_networks: int = 1,
+             min_people: int | None = None) -> tuple[LearnedExemplar, ...]:
+    """The pairs that count: at least `min_sessions` distinct clicking sessions, coming from at
+    least `min_networks` distinct client networks (pairs without a `networks` count: sessions)
+    or, with `min_people`, from at least that many distinct verified people (pairs without a
+    `people` count: none); relevance at least `min_relevance`, not blocked by the admin, and
+    (with `task_ids`) on a known task. `pairs`: anything with query, task_id, sessions and
+    relevance (analytics.learning.LearnedPair). Sorted by (query, task) so that the fit's input,
+    and its digest, are stable."""
     known = set(task_ids) if task_ids is not None else None
     found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in pairs
-             if p.sessions >= min_sessions and getattr(p, "networks", p.sessions) >= min_networks
+             if p.sessions >= min_sessions and distinct_enough(p, min_networks, min_people)
              and p.relevance >= min_relevance and (p.query, p.task_id) not in blocked
              and (known is None or p.task_id in known)]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
+
+
+def distinct_enough(pair, min_networks: int, min_people: int | None) -> bool:
+    """Whether a pair's clicks came from `min_networks` distinct networks or, with `min_people`,
+    from that many distinct verified people: two counts, never added, so that one person (with
+    and without their token) from one network is 1 and 1, never 2."""
+    if getattr(pair, "networks", pair.sessions) >= min_networks:
+        return True
+    return min_people is not None and getattr(pair, "people", 0) >= min_people
 
 
 def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozenset[str] = frozenset()) -> tuple[CaseRecord, ...]:

@@ -106,8 +106,11 @@ def test_a_search_is_logged_in_the_background_not_on_the_request_path(app, clien
     assert row["no_confident_match"] is body["no_confident_match"] is False
     assert row["degraded"] == body["degraded"]
     assert abs((utcnow() - _aware(row["at"])).total_seconds()) < 60
-    # nothing about the caller but the opaque session id
-    assert set(row) == {"id", "at", "session_id", "query", "rerank", "result_ids", "no_confident_match", "degraded"}
+    # nothing about the caller but the opaque session id (and, only where a credential verified
+    # a person, their lossy pseudonym: none here)
+    assert set(row) == {"id", "at", "session_id", "query", "rerank", "result_ids", "no_confident_match", "degraded",
+                        "person"}
+    assert row["person"] is None
 
 
 def test_the_final_search_is_marked_rerank_and_no_session_is_fine(app, client):

@@ -18,7 +18,8 @@ def records(prefix: str, n: int) -> list[SearchRecord]:
     return [SearchRecord(id=f"{prefix}-{i:06d}-search", at=START + timedelta(seconds=i, microseconds=i),
                          session_id=None if i % 3 == 0 else f"session-{i % 5:04d}", query=f"héaring 'screen' {i}",
                          rerank=bool(i % 2), result_ids=tuple(f"task.{j}" for j in range(i % 4)),
-                         no_confident_match=i % 4 == 0, degraded=("embeddings_unavailable",) if i % 7 == 0 else ())
+                         no_confident_match=i % 4 == 0, degraded=("embeddings_unavailable",) if i % 7 == 0 else (),
+                         person=f"{i % 256:02x}" if i % 2 else None)
             for i in range(n)]
 
 
@@ -26,9 +27,9 @@ def stored_rows(engine, prefix: str) -> list[tuple]:
     """The search log's rows as the database holds them (text, numbers), minus the id prefix."""
     with engine.connect() as connection:
         rows = connection.execute(text("SELECT id, at, session_id, query, rerank, result_ids, no_confident_match, "
-                                       "degraded FROM search_log WHERE id LIKE :p ORDER BY id"), {"p": f"{prefix}-%"})
+                                       "degraded, person FROM search_log WHERE id LIKE :p ORDER BY id"), {"p": f"{prefix}-%"})
         return [(row[0].split("-", 1)[1], *row[1:5], str(row[5]).replace(" ", ""), row[6],
-                 str(row[7]).replace(" ", "")) for row in rows]
+                 str(row[7]).replace(" ", ""), row[8]) for row in rows]
 
 
 def test_the_batch_insert_stores_what_the_generic_insert_stores(engine, monkeypatch):

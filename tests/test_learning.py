@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -231,6 +232,66 @@ def test_one_address_coming_back_on_later_days_stays_one_network(settings, demo_
         close_app(app)
 
 
+def office_click(client, session: str, token: str | None, env: dict, query: str = "lead screening",
+                 beacon: bool = False) -> str:
+    """One widget search from `env`'s address, with the host's role token when given (the
+    widget sends it with the search and with the events: as a header, or as `role_token` on a
+    beacon), then its impression and a click on the first result; the clicked task."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = client.get(f"/api/search?q={query}&k=8&session={session}", headers=headers, environ_base=env).get_json()
+    first = body["results"][0]["id"]
+    events = [{"type": "impression", "search_id": body["search_id"], "query": query,
+               "task_ids": [r["id"] for r in body["results"]]},
+              {"type": "click", "search_id": body["search_id"], "task_id": first, "position": 1}]
+    url, event_headers = ("/api/events?" + urlencode({"role_token": token}), {}) if beacon else ("/api/events", headers)
+    assert client.post(url, json={"session_id": session, "events": events}, headers=event_headers,
+                       environ_base=env).status_code == 202
+    return first
+
+
+def test_an_office_behind_one_address_learns_from_verified_people_and_one_person_never_counts(
+        settings, demo_tasks, demo_cases):
+    """Staff behind one address (an office's NAT) are one network: without verified identities
+    their clicks never count (test above). With the host's role token naming each person (`sub`),
+    distinct verified people count instead, each with their own share of the per-address session
+    cap; one person, with their own token and without one, still never moves a ranking."""
+    from api.roles import sign_role_token
+    from catalog.models import utcnow
+    from tests.conftest import build_app, close_app
+
+    secret = "office-role-token-secret-" + "0123456789abcdef" * 3
+    start = utcnow()
+    app = build_app(replace(settings, role_token_secret=secret, learning_sessions_per_address=2),
+                    demo_tasks, demo_cases)
+    try:
+        client = app.test_client()
+        office = {"REMOTE_ADDR": "203.0.113.9"}
+        token = {name: sign_role_token(secret, [], 600, subject=name) for name in ("ana", "ben", "chloe", "dev")}
+        staff = {office_click(client, f"office-{name}-session", token[name], office, beacon=name == "dev")
+                 for name in token}
+        # one person: their own token once, then two sessions without one, from another address
+        loner = {"REMOTE_ADDR": "198.51.100.4"}
+        query = "cacfp meal count"
+        alone = {office_click(client, "loner-verified-session", token["ana"], loner, query),
+                 *(office_click(client, f"loner-anon-{i}-session", None, loner, query) for i in range(2))}
+        app.extensions["taskfinder_analytics"].flush()
+        engine = app.extensions["taskfinder"].store.engine
+        aggregate(engine, SETTINGS, start + timedelta(hours=1))
+        pairs = pairs_by_key(engine)
+        (task,) = staff
+        row = pairs[("lead screening", task)]
+        # four sessions bound, beyond the address's cap of 2: each verified person has their own
+        assert (row.sessions, row.networks, row.people) == (4, 1, 4)
+        (lone_task,) = alone
+        lone = pairs[(normalise_query(query), lone_task)]
+        assert (lone.sessions, lone.networks, lone.people) == (3, 1, 1)
+        found = eligible(load_learned(engine), SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance,
+                         min_networks=SETTINGS.learning_min_networks, min_people=SETTINGS.learning_min_people)
+        assert [(e.query, e.task_id) for e in found] == [("lead screening", task)]
+    finally:
+        close_app(app)
+
+
 def test_network_pseudonyms_are_coarse_keyed_lossy_and_stable():
     from analytics.sources import NETWORK_PSEUDONYM_BITS, network_pseudonym
 
@@ -262,6 +323,34 @@ def test_a_pair_needs_distinct_networks_as_well_as_distinct_sessions(engine):
     write(engine, more, [replace(e, network="other-network-1") for e in more_events])
     aggregate(engine, SETTINGS, NOW + timedelta(minutes=10))
     assert pairs_by_key(engine)[("lead screening", "t5")].networks == 2
+    assert found() == [("lead screening", "t5")]
+
+
+def test_verified_people_are_counted_distinct_across_windows_and_never_added_to_networks(engine):
+    """One network throughout (an office). Window 1: sessions of people "a1" and "a1" again;
+    window 2: "a1" once more, then "b2". People are a distinct count over both windows (the
+    sketch), and the pair counts once two people clicked it, on one network."""
+    def found():
+        return [(e.query, e.task_id) for e in eligible(load_learned(engine), SETTINGS.learning_min_sessions,
+                                                        SETTINGS.learning_min_relevance,
+                                                        min_networks=SETTINGS.learning_min_networks,
+                                                        min_people=SETTINGS.learning_min_people)]
+
+    def office(n, prefix, person, start):
+        searches, events = session_votes(n, "t5", prefix=prefix, start=start)
+        write(engine, [replace(s, person=person) for s in searches],
+              [replace(e, network="office-network") for e in events])
+
+    office(2, "first", "a1", 0)
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=5))
+    office(1, "again", "a1", 360)
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=10))
+    row = pairs_by_key(engine)[("lead screening", "t5")]
+    assert (row.sessions, row.networks, row.people) == (3, 1, 1) and found() == []
+    office(1, "other", "b2", 720)
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=15))
+    row = pairs_by_key(engine)[("lead screening", "t5")]
+    assert (row.sessions, row.networks, row.people) == (4, 1, 2)
     assert found() == [("lead screening", "t5")]
 
 

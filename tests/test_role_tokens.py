@@ -10,8 +10,8 @@ import jwt
 import pytest
 
 from web.clients import is_trusted_proxy
-from api.roles import (ANONYMOUS, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
-                          sign_role_token, verify_role_token)
+from api.roles import (ANONYMOUS, MAX_SUBJECT_CHARS, Access, REJECTED, VERIFIED, InvalidRoleToken, resolve_access,
+                       sign_role_token, verify_role_claims, verify_role_token)
 from settings import Settings
 from tests.conftest import build_app, make_settings
 
@@ -175,6 +175,38 @@ def test_a_presented_token_decides_and_the_header_needs_a_trusted_peer():
     assert resolve_access(custom, header, {}, "10.0.0.1", now=NOW) == ANONYMOUS
 
 
+def test_a_token_may_name_the_person_and_a_bad_sub_is_refused_whole():
+    """The optional `sub` (RFC 7519 4.1.2): learning counts distinct verified people by it."""
+    token = sign_role_token(SECRET, ["fiscal"], 60, now=NOW, subject="staff-4711")
+    assert json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))["sub"] == "staff-4711"
+    access = verify_role_claims(SECRET, token, 900, now=NOW)
+    assert (access.roles, access.credential, access.subject) == ({"fiscal"}, VERIFIED, "staff-4711")
+    assert verify_role_claims(SECRET, sign_role_token(SECRET, ["fiscal"], 60, now=NOW), 900, now=NOW).subject is None
+    settings = role_settings()
+    assert resolve_access(settings, {"Authorization": f"Bearer {token}"}, {}, None, now=NOW).subject == "staff-4711"
+    for sub in (4711, "", "   ", "x" * (MAX_SUBJECT_CHARS + 1), "line\nbreak", ["a"]):
+        forged = handmade({"roles": ["fiscal"], "exp": NOW + 60, "sub": sub})
+        with pytest.raises(InvalidRoleToken, match=r"(?i)sub(ject)? must be"):
+            verify_role_token(SECRET, forged, 900, now=NOW)
+        assert resolve_access(settings, {"Authorization": f"Bearer {forged}"}, {}, None, now=NOW) == \
+            resolve_access(settings, {"Authorization": "Bearer nope"}, {}, None, now=NOW)   # REJECTED, nobody
+    with pytest.raises(InvalidRoleToken):
+        sign_role_token(SECRET, ["fiscal"], 60, now=NOW, subject="")
+
+
+def test_the_trusted_proxy_may_name_the_person_and_nobody_else_can():
+    settings = role_settings()
+    user = {"X-Taskfinder-User": "staff-4711"}
+    assert resolve_access(settings, user, {}, "10.0.0.1", now=NOW) == Access(frozenset(), VERIFIED, "staff-4711")
+    both = resolve_access(settings, {**user, "X-Taskfinder-Roles": "fiscal"}, {}, "10.0.0.1", now=NOW)
+    assert (both.roles, both.subject) == ({"fiscal"}, "staff-4711")
+    assert resolve_access(settings, user, {}, "203.0.113.9", now=NOW) == ANONYMOUS      # not a trusted peer
+    assert resolve_access(settings, {"X-Taskfinder-User": " "}, {}, "10.0.0.1", now=NOW).credential == REJECTED
+    custom = role_settings(TRUSTED_USER_HEADER="X-User")
+    assert resolve_access(custom, {"X-User": "ana"}, {}, "10.0.0.1", now=NOW).subject == "ana"
+    assert resolve_access(custom, user, {}, "10.0.0.1", now=NOW) == ANONYMOUS
+
+
 # -- through the API ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
@@ -268,5 +300,9 @@ def test_cli_role_token_prints_a_token_the_api_accepts(tmp_path, shared_cache_di
     assert too_long.exit_code != 0 and "ROLE_TOKEN_MAX_TTL_S" in too_long.output
     bad = runner.invoke(args=["tokens", "role-token", "--roles", "fis cal"])
     assert bad.exit_code != 0
+    named = runner.invoke(args=["tokens", "role-token", "--roles", "fiscal", "--subject", "staff-4711"])
+    assert verify_role_claims(SECRET, named.output.strip(), 600).subject == "staff-4711"
+    blank = runner.invoke(args=["tokens", "role-token", "--roles", "fiscal", "--subject", " "])
+    assert blank.exit_code != 0 and "--subject" in blank.output
     unset = create_app(make_settings(tmp_path / "unset", shared_cache_dir)).test_cli_runner()
     assert "ROLE_TOKEN_SECRET" in unset.invoke(args=["tokens", "role-token", "--roles", "fiscal"]).output

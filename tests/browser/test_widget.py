@@ -357,6 +357,32 @@ def test_a_host_role_token_goes_in_the_authorization_header_on_the_same_origin(d
     assert page.locator("[role=option]").count() == 3   # an invalid token still sees unrestricted tasks
 
 
+def test_the_events_of_a_search_go_with_its_role_token(demo, live_server, page):
+    """The host's role token travels with the events of the search it was sent with (a header on
+    a same-origin fetch, `role_token` on a beacon, which cannot set headers): the server counts a
+    verified person's sessions apart from the rest of their office's address (analytics.sources)."""
+    base = live_server(demo)
+    sent: list[tuple[str, str | None, list[str]]] = []
+
+    def handle(route):
+        request = route.request
+        kinds = [e["type"] for e in json.loads(request.post_data)["events"]] if request.post_data else []
+        sent.append((request.url, request.headers.get("authorization"), kinds))
+        route.continue_()
+
+    page.route("**/api/events*", handle)   # with or without a query string
+    page.goto(host_page(page, base, role_token="host.token", k=3, rerank="off"))
+    type_query(page, "immunization")
+    wait_final(page)
+    box = page.locator(COMBOBOX)
+    box.press("ArrowDown")
+    with page.expect_navigation():
+        box.press("Enter")
+    wait_until(page, lambda: any("click" in kinds for _url, _auth, kinds in sent))
+    assert sent and all(auth == "Bearer host.token" or parse_qs(urlparse(url).query).get("role_token") == ["host.token"]
+                        for url, auth, _kinds in sent)
+
+
 # -- accessibility ----------------------------------------------------------------------------------
 def test_the_combobox_follows_the_aria_pattern(demo, live_server, page):
     base = live_server(demo)

@@ -146,12 +146,29 @@
 
   // -- analytics events ------------------------------------------------------------------------
   /** Batches events per endpoint and posts them as {session_id, events}: fetch with keepalive
-   *  normally, navigator.sendBeacon when the page is being left. */
+   *  normally, navigator.sendBeacon when the page is being left. `token`: the role token of the
+   *  latest search (set by Widget.request), sent along as the search sent it, so that the server
+   *  can count a verified person's sessions apart from the rest of their office's address. */
   function EventQueue(url) {
     this.url = url;
     this.events = [];
     this.timer = null;
+    this.token = null;
   }
+
+  /** Where and how to post: a same-origin fetch carries the token as its header; a beacon (it
+   *  cannot set headers) and a cross-origin fetch (no CORS preflight) as `role_token`. */
+  EventQueue.prototype.target = function (beacon) {
+    var headers = { "Content-Type": "application/json" };
+    if (!this.token) return { url: this.url, headers: headers };
+    if (!beacon && sameOrigin(this.url)) {
+      headers.Authorization = "Bearer " + this.token;
+      return { url: this.url, headers: headers };
+    }
+    var url = new URL(this.url, document.baseURI);
+    url.searchParams.set("role_token", this.token);
+    return { url: url.href, headers: headers };
+  };
 
   EventQueue.prototype.push = function (event, urgent) {
     this.events.push(event);
@@ -166,12 +183,13 @@
       var body = JSON.stringify({ session_id: sessionId(), events: this.events.splice(0, EVENT_BATCH_MAX) });
       if (leaving && navigator.sendBeacon && sameOrigin(this.url)) {
         try {
-          if (navigator.sendBeacon(this.url, new Blob([body], { type: "application/json" }))) continue;
+          if (navigator.sendBeacon(this.target(true).url, new Blob([body], { type: "application/json" }))) continue;
         } catch (e) { /* fall back to fetch */ }
       }
       try {
-        window.fetch(this.url, { method: "POST", body: body, keepalive: true, credentials: "omit",
-          headers: { "Content-Type": "application/json" } }).catch(function () {});
+        var target = this.target(false);
+        window.fetch(target.url, { method: "POST", body: body, keepalive: true, credentials: "omit",
+          headers: target.headers }).catch(function () {});
       } catch (e) { /* analytics never breaks the search */ }
     }
   };
@@ -555,6 +573,7 @@
 
     this.token().then(function (token) {
       if (seq !== self.seq) return null;
+      if (self.events) self.events.token = token || null;   // its events go with the same credential
       var url = new URL(self.endpoint + "/search", document.baseURI);
       url.searchParams.set("q", query);
       url.searchParams.set("k", String(self.opts.k));
