@@ -14,7 +14,7 @@ from flask.cli import AppGroup
 
 from admin.accounts import DEFAULT_TOKEN_DAYS, ROLES, AccountError, AccountStore
 from admin.audit import cli_actor
-from api.roles import InvalidRoleToken, sign_role_token, valid_roles, valid_subject
+from api.roles import InvalidRoleToken, sign_role_token, valid_roles
 
 users_group = AppGroup("users", help="Admin accounts (roles: viewer reads, editor writes).")
 tokens_group = AppGroup("tokens", help="API tokens for /admin/api, and role tokens for /api/search.")
@@ -143,12 +143,12 @@ def tokens_role_token(roles: tuple[str, ...], ttl: int, subject: str | None):
         granted = valid_roles(r.strip() for item in roles for r in item.split(",") if r.strip())
     except InvalidRoleToken as exc:
         raise click.BadParameter(str(exc), param_hint="--roles") from exc
-    try:
-        subject = valid_subject(subject) if subject is not None else None
+    try:   # the roles are valid by now: what sign_role_token can still refuse is the subject
+        token = sign_role_token(settings.role_token_secret, granted, ttl, audience=settings.role_token_audience,
+                                subject=subject)
     except InvalidRoleToken as exc:
         raise click.BadParameter(str(exc), param_hint="--subject") from exc
-    click.echo(sign_role_token(settings.role_token_secret, granted, ttl, audience=settings.role_token_audience,
-                               subject=subject))
+    click.echo(token)
 
 
 COMMANDS = (users_group, tokens_group)

@@ -67,8 +67,9 @@ def bind_to_address(batch: EventBatch) -> EventBatch:
     key = current_app.extensions.get(PSEUDONYM_KEY_EXTENSION)
     network = network_pseudonym(address, key) if key else None
     gate: AddressSessions | None = current_app.extensions.get(SOURCES_EXTENSION)
-    subject = resolve_access(settings, request.headers, request.args, request.remote_addr).subject
-    admitted = gate is None or gate.admit(gate_key(address, subject), batch.session_id)
+    admitted = gate is None or gate.admit(
+        gate_key(address, resolve_access(settings, request.headers, request.args, request.remote_addr).subject),
+        batch.session_id)
     return EventBatch(batch.session_id if admitted else None,
                       tuple(replace(e, network=network, session_id=e.session_id if admitted else None)
                             for e in batch.events))

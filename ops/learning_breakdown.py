@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     need_s, need_n, need_p, need_r = (settings.learning_min_sessions, settings.learning_min_networks,
                                       settings.learning_min_people, settings.learning_min_relevance)
 
-    def eligible(sessions: int, networks: int, relevance: float, people: int = 0) -> bool:
+    def eligible(sessions: int, networks: int, relevance: float, people: int) -> bool:
         """The product's own rule (search.learned.eligible) for these counts."""
         pair = SimpleNamespace(query="", task_id="", sessions=sessions, networks=networks, relevance=relevance,
                                people=people)
