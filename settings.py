@@ -220,6 +220,7 @@ class Settings:
     learning_enabled: bool = True           # the fit uses learned evidence (off: fits exactly as without traffic)
     learning_half_life_days: float = 30.0   # click evidence loses half its weight in this many days
     learning_min_sessions: int = 3          # distinct clicking sessions before a (query, task) pair counts
+    learning_majority_sessions: int = 2     # ... or this many, when they are most of the query's clicking sessions (0: off)
     learning_min_networks: int = 2          # ... and distinct client networks (analytics.sources.network_pseudonym)
     learning_min_people: int = 2            # ... or distinct verified people (a role token's `sub`; analytics.sources.person_pseudonym)
     learning_min_relevance: float = 0.5     # estimated relevance a pair needs to count
@@ -428,6 +429,7 @@ ENVIRONMENT = (
     ("learning_enabled", "LEARNING_ENABLED", _as_bool),
     ("learning_half_life_days", "LEARNING_HALF_LIFE_DAYS", _float(0.01)),
     ("learning_min_sessions", "LEARNING_MIN_SESSIONS", _int(1, 1_000_000)),
+    ("learning_majority_sessions", "LEARNING_MAJORITY_SESSIONS", _int(0, 1_000_000)),
     ("learning_min_networks", "LEARNING_MIN_NETWORKS", _int(1, 1_000_000)),
     ("learning_min_people", "LEARNING_MIN_PEOPLE", _int(1, 1_000_000)),
     ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
@@ -467,6 +469,7 @@ DESCRIPTIONS = {
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
+    "LEARNING_MAJORITY_SESSIONS": "... or this many, when they are a strict majority of every session that clicked anything for that query (its clear answer; a coincidence of noise clicks seldom is); 0 = off",
     "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
     "LEARNING_MIN_PEOPLE": "... or distinct verified people (a role token's `sub`, or `TRUSTED_USER_HEADER`; keyed 8-bit pseudonyms): how staff behind one office address learn. Never added to the networks: one person on one network is 1 and 1",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",

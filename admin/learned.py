@@ -1,8 +1,10 @@
 """What each task learned from use, in the editor, and the admin's two answers to it.
 
 A task's page lists its learned evidence (analytics.learning: one aggregate per normalised query
-and task, from position-bias-corrected clicks): the query, how many distinct sessions clicked
-it, the counted clicks and the estimated relevance. For each row the admin can
+and task, from position-bias-corrected clicks): the query, how many distinct sessions, networks
+and verified people clicked it, the counted clicks, the estimated relevance, and whether it
+counts at the next fit or what it lacks (search.learned.shortfall, the fit's own rule under this
+server's settings). For each row the admin can
 
 * **make it a test case**: the case form, pre-filled with the query and this task as gold (or
   the stored case of that query, to add this task to its gold); it then goes through the
@@ -17,7 +19,7 @@ and unblocking are writes (the editor role and the CSRF token).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from flask import current_app, flash, g, jsonify, redirect, request, url_for
 from sqlalchemy.orm import Session
@@ -27,6 +29,8 @@ from admin.blueprint import admin_bp, api_bp, refuse
 from analytics.learning import LearnedPair, load_learned
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
+from search.learned import shortfall
+from settings import Settings
 
 MAX_REASON = 300
 
@@ -42,6 +46,9 @@ class LearnedRow:
     relevance: float          # estimated P(relevant), [0, 1]
     blocked: bool
     case: CaseRecord | None   # the stored test case with exactly this query, if any
+    networks: int = 0         # distinct client networks that clicked
+    people: int = 0           # distinct verified people that clicked
+    lacks: str | None = None  # why it does not count at the next fit (search.learned.shortfall); None: it counts
 
     @property
     def case_names_task(self) -> bool:
@@ -49,19 +56,30 @@ class LearnedRow:
 
 
 def learned_rows(pairs: Iterable[LearnedPair], task_id: str, blocked: frozenset[tuple[str, str]],
-                 cases: Sequence[CaseRecord]) -> list[LearnedRow]:
+                 cases: Sequence[CaseRecord], lacks: Callable[[LearnedPair], str | None] = lambda pair: None,
+                 ) -> list[LearnedRow]:
     """The panel of `task_id`: its learned pairs, most relevant first (then most sessions), each
-    marked blocked or not, then the blocks of this task whose evidence has gone (so that they
-    can still be lifted)."""
+    marked blocked or not and with what it `lacks` to count, then the blocks of this task whose
+    evidence has gone (so that they can still be lifted)."""
     by_query = {c.query: c for c in cases}
     rows = [LearnedRow(p.query, task_id, p.sessions, p.clicks, p.relevance, (p.query, task_id) in blocked,
-                       by_query.get(p.query))
+                       by_query.get(p.query), p.networks, p.people, lacks(p))
             for p in pairs if p.task_id == task_id]
     rows.sort(key=lambda r: (-r.relevance, -r.sessions, r.query))
     listed = {r.query for r in rows}
-    rows += [LearnedRow(query, task_id, 0, 0, 0.0, True, by_query.get(query))
+    rows += [LearnedRow(query, task_id, 0, 0, 0.0, True, by_query.get(query), lacks="blocked")
              for query, blocked_task in sorted(blocked) if blocked_task == task_id and query not in listed]
     return rows
+
+
+def counting_rule(settings: Settings, blocked: frozenset[tuple[str, str]],
+                  active: Iterable[str]) -> Callable[[LearnedPair], str | None]:
+    """What a pair lacks to count at the next fit, by the fit's own rule and these settings
+    (analytics.learning.learned_exemplars, search.learned.shortfall)."""
+    known = frozenset(active)
+    return lambda pair: shortfall(pair, settings.learning_min_sessions, settings.learning_min_relevance, blocked,
+                                  known, settings.learning_min_networks, settings.learning_min_people,
+                                  settings.learning_majority_sessions)
 
 
 # -- I/O ---------------------------------------------------------------------------------------
@@ -74,7 +92,10 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     store = _store()
     with Session(store.engine) as session:
         pairs = load_learned(session)
-    return learned_rows(pairs, task_id, store.blocked_pairs(), cases)
+    blocked = store.blocked_pairs()
+    rule = counting_rule(current_app.extensions["taskfinder"].settings, blocked,
+                         (t.id for t in store.tasks()))   # the active ones, as the fit sees them
+    return learned_rows(pairs, task_id, blocked, cases, rule)
 
 
 def _block_form() -> tuple[str, str, str]:
@@ -109,8 +130,9 @@ def learned_unblock(task_id: str):
 
 # -- JSON for automation -----------------------------------------------------------------------
 def _row_json(row: LearnedRow) -> dict:
-    return {"query": row.query, "sessions": row.sessions, "clicks": row.clicks, "relevance": row.relevance,
-            "blocked": row.blocked, "case_id": None if row.case is None else row.case.id}
+    return {"query": row.query, "sessions": row.sessions, "networks": row.networks, "people": row.people,
+            "clicks": row.clicks, "relevance": row.relevance, "blocked": row.blocked,
+            "counts": row.lacks is None, "lacks": row.lacks, "case_id": None if row.case is None else row.case.id}
 
 
 @api_bp.get("/tasks/<task_id>/learned", endpoint="task_learned")

@@ -18,7 +18,8 @@ did not show where the click says, k=50 to reach any task) moves nothing.
 or not, examined at the best position the task was shown to that session for that query. Votes
 of a session with more than LEARNING_MAX_VOTES_PER_SESSION votes in the window weigh less
 (search.learned.session_weights). A pair counts for ranking only once LEARNING_MIN_SESSIONS
-distinct sessions clicked it (search.learned.eligible).
+distinct sessions clicked it, or LEARNING_MAJORITY_SESSIONS that are most of the sessions that
+clicked anything for its query (search.learned.eligible, `supported`).
 
 **No personal data**: the table holds counts per (query, task); session ids are used while
 aggregating and never stored there. Rows are not touched by the raw log's retention purge.
@@ -77,6 +78,7 @@ class LearnedPair:
     updated_at: datetime
     networks: int = 0      # distinct client networks that clicked (lifetime; sketch estimate; analytics.sources)
     people: int = 0        # distinct verified people that clicked (lifetime; sketch estimate; analytics.sources)
+    query_sessions: int | None = None  # distinct sessions that clicked any task for this query (its rows' sketches)
 
 
 @dataclass(frozen=True)
@@ -92,19 +94,26 @@ class Vote:
 
 
 def load_learned(session) -> list[LearnedPair]:
-    """Every row of learned_evidence. `session`: a SQLAlchemy Session, Connection or Engine."""
+    """Every row of learned_evidence, each with its query's distinct clicking sessions (the union
+    of the session sketches of the query's rows: search.learned.eligible's majority rule).
+    `session`: a SQLAlchemy Session, Connection or Engine."""
     query = select(LearnedEvidence).order_by(LearnedEvidence.query, LearnedEvidence.task_id)
     if isinstance(session, Engine):
         with session.connect() as connection:
             rows = connection.execute(query).all()
     else:
         rows = session.execute(query).all()
-    out = []
-    for row in rows:
-        r = row[0] if len(row) == 1 and isinstance(row[0], LearnedEvidence) else row
-        out.append(LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
-                               float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0)))
-    return out
+    rows = [row[0] if len(row) == 1 and isinstance(row[0], LearnedEvidence) else row for row in rows]
+    clickers: dict[str, bytes | None] = {}
+    unsketched: dict[str, int] = defaultdict(int)   # rows aggregated before 0011: added, never merged
+    for r in rows:
+        if r.session_sketch:
+            clickers[r.query] = math.sketch_union(clickers.get(r.query), r.session_sketch)
+        else:
+            unsketched[r.query] += int(r.sessions)
+    return [LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
+                        float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0),
+                        math.sketch_count(clickers.get(r.query)) + unsketched[r.query]) for r in rows]
 
 
 def shown_positions(search: SearchRecord, impression: EventRecord | None, click: EventRecord | None,
@@ -286,7 +295,8 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
     per-catalog fit uses as learned evidence."""
     aggregate(engine, settings)
     return math.eligible(load_learned(engine), settings.learning_min_sessions, settings.learning_min_relevance,
-                         blocked, task_ids, settings.learning_min_networks, settings.learning_min_people)
+                         blocked, task_ids, settings.learning_min_networks, settings.learning_min_people,
+                         settings.learning_majority_sessions)
 
 
 def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:

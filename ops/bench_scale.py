@@ -587,7 +587,7 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
           file=sys.stderr)
     aggregate_took, aggregated, pairs = aggregate_traffic(engine, settings, now)
     exemplars = eligible(pairs, settings.learning_min_sessions, settings.learning_min_relevance,
-                         task_ids=[t.id for t in data.tasks])
+                         task_ids=[t.id for t in data.tasks], majority_sessions=settings.learning_majority_sessions)
     vector_of = {normalised_query(q): pool_vectors[i] for i, q in enumerate(pool)}
     if args.learned_as == "cases":
         build_took, index = timed(lambda: learned_as_cases(data, index, space, exemplars, vector_of))

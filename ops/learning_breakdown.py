@@ -8,7 +8,11 @@ and --seed). It reads that run's `learned_evidence` and prints, as JSON:
 
 * `phrasings`: each traffic phrasing in one class: counted (its right task is an eligible pair),
   never searched, right task never shown (in the widget's list), shown and never clicked, fewer
-  than LEARNING_MIN_SESSIONS sessions or LEARNING_MIN_NETWORKS networks, relevance too low;
+  than LEARNING_MIN_SESSIONS sessions (and not its query's majority: LEARNING_MAJORITY_SESSIONS)
+  or LEARNING_MIN_NETWORKS networks, relevance too low;
+* `by_support`: the eligible pairs on the phrasing's right task and on a wrong one, by the
+  support rule that admitted them (search.learned.supported), and what the majority rule left
+  out (pairs that would count with enough sessions, but hold no majority of their query's);
 * `pooling`: what pooling support across near-identical queries would add. A pair short only
   of support borrows the distinct sessions and networks (a union of their sketches, so nobody
   counts twice) of the same task's pairs whose queries are within e5 cosine tau of it; counted
@@ -43,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     import diskcache
     from sqlalchemy import select
 
+    from analytics.learning import load_learned
     from analytics.learning_models import LearnedEvidence
     from catalog import db
     from ops.simulate_traffic import clinc_setup
@@ -56,14 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     with engine.connect() as connection:
         rows = list(connection.execute(select(LearnedEvidence.__table__)))
     tasks, cases, pool, _ = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
-    need_s, need_n, need_p, need_r = (settings.learning_min_sessions, settings.learning_min_networks,
-                                      settings.learning_min_people, settings.learning_min_relevance)
+    need_s, need_n, need_p, need_r, need_m = (settings.learning_min_sessions, settings.learning_min_networks,
+                                              settings.learning_min_people, settings.learning_min_relevance,
+                                              settings.learning_majority_sessions)
+    query_sessions = {p.query: p.query_sessions for p in load_learned(engine)}
 
-    def eligible(sessions: int, networks: int, relevance: float, people: int) -> bool:
-        """The product's own rule (search.learned.eligible) for these counts."""
-        pair = SimpleNamespace(query="", task_id="", sessions=sessions, networks=networks, relevance=relevance,
-                               people=people)
-        return bool(learned_eligible([pair], need_s, need_r, min_networks=need_n, min_people=need_p))
+    def eligible(row, sessions: int | None = None, networks: int | None = None, majority: bool = True) -> bool:
+        """The product's own rule (search.learned.eligible) for `row`, or for it with these
+        counts; without `majority`, the plain LEARNING_MIN_SESSIONS rule only."""
+        pair = SimpleNamespace(query=row.query, task_id=row.task_id, relevance=row.relevance, people=row.people,
+                               sessions=row.sessions if sessions is None else sessions,
+                               networks=row.networks if networks is None else networks,
+                               query_sessions=query_sessions[row.query])
+        return bool(learned_eligible([pair], need_s, need_r, min_networks=need_n, min_people=need_p,
+                                     majority_sessions=need_m if majority else None))
 
     by_pair = {(r.query, r.task_id): r for r in rows}
     searched = {r.query for r in rows}
@@ -76,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             classes["never searched"] += 1
         elif row is None:
             classes["right task never shown"] += 1
-        elif eligible(row.sessions, row.networks, row.relevance, row.people):
+        elif eligible(row):
             classes["counted"] += 1
         elif row.clicks == 0:
             classes["shown, never clicked"] += 1
@@ -104,22 +115,36 @@ def main(argv: list[str] | None = None) -> int:
     for tau in (float(t) for t in args.taus.split(",")):
         right = wrong = 0
         for r in rows:
-            if r.relevance < need_r or eligible(r.sessions, r.networks, r.relevance, r.people):
+            if r.relevance < need_r or eligible(r):
                 continue
             sessions, networks = r.session_sketch, r.network_sketch
             for other in by_task[r.task_id]:
                 if other.query != r.query and float(vectors[at[r.query]] @ vectors[at[other.query]]) >= tau:
                     sessions = sketch_union(sessions, other.session_sketch)
                     networks = sketch_union(networks, other.network_sketch)
-            if eligible(sketch_count(sessions), sketch_count(networks), r.relevance, r.people):
+            if eligible(r, sketch_count(sessions), sketch_count(networks)):
                 right += r.task_id in gold_of.get(r.query, ())
                 wrong += r.task_id not in gold_of.get(r.query, ())
         pooling.append({"tau": tau, "right": right, "wrong": wrong})
-    counted = [r for r in rows if eligible(r.sessions, r.networks, r.relevance, r.people)]
+    counted = [r for r in rows if eligible(r)]
+
+    def right_wrong(pairs) -> dict:
+        wrong = sum(r.task_id not in gold_of.get(r.query, ()) for r in pairs)
+        return {"right": len(pairs) - wrong, "wrong": wrong}
+
+    by_support = {
+        f"{need_s}+ sessions": right_wrong([r for r in counted if eligible(r, majority=False)]),
+        f"{need_m}..{need_s - 1} sessions, the query's majority": right_wrong(
+            [r for r in counted if not eligible(r, majority=False)]),
+        f"{need_m}..{need_s - 1} sessions, not the query's majority": right_wrong(
+            [r for r in rows if not eligible(r) and eligible(r, sessions=need_s, majority=False)
+             and need_m <= r.sessions < need_s]),
+    } if need_m else {f"{need_s}+ sessions": right_wrong(counted)}
     print(json.dumps({
         "pool": len(pool), "phrasings": classes,
         "eligible_pairs": len(counted),
         "eligible_on_a_wrong_task": sum(r.task_id not in gold_of.get(r.query, ()) for r in counted),
+        "by_support": by_support,
         "written_cross_task_cosine": {f"p{p}": round(float(np.percentile(cross, p)), 4) for p in (90, 99, 99.9)},
         "pooling": pooling}, indent=2))
     return 0

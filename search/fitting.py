@@ -697,6 +697,8 @@ def usable_learned(learned: Sequence[LearnedExemplar], blocked: frozenset[tuple[
     """The learned exemplars the fit may use: not blocked by the admin, on an active task."""
     active = {t.id for t in tasks if t.active}
     return tuple(e for e in learned if (e.query, e.task_id) not in blocked and e.task_id in active)
+
+
 def abstention_negatives(settings: Settings, cases: Sequence[CaseRecord], unclicked: Sequence[str] = ()
                          ) -> list[tuple[str, str]]:
     """The negatives a fit scores beside the written out-of-scope cases: the shipped generic

@@ -42,11 +42,13 @@ def evidence(admin_app):
     store = services(admin_app).store
     now = datetime.now(timezone.utc)
     rows = [dict(query="where does the yellow bus go", task_id=TASK, sessions=7, clicks=9, examinations=12.5,
-                 relevance=0.62, updated_at=now),
+                 relevance=0.62, updated_at=now, networks=4, people=2),
             dict(query="bus stop times", task_id=TASK, sessions=3, clicks=3, examinations=4.0, relevance=0.41,
-                 updated_at=now),
+                 updated_at=now, networks=3, people=0),
+            dict(query="bus pass", task_id=TASK, sessions=3, clicks=3, examinations=3.0, relevance=0.55,
+                 updated_at=now, networks=1, people=1),
             dict(query="lead test kids", task_id=OTHER, sessions=5, clicks=6, examinations=6.0, relevance=0.8,
-                 updated_at=now)]
+                 updated_at=now, networks=5, people=0)]
     with store.engine.begin() as connection:
         connection.execute(insert(LearnedEvidence), rows)
     yield rows
@@ -72,15 +74,21 @@ def test_each_task_page_shows_what_it_learned(admin_app, evidence):
     panel = page[page.index('id="learned"'):]
     assert "where does the yellow bus go" in panel and "bus stop times" in panel
     assert "lead test kids" not in panel, "another task's evidence"
-    row = panel[panel.index("where does the yellow bus go"):panel.index("bus stop times")]
-    assert [c for c in re.findall(r"<td>([^<]*)</td>", row)] == ["7", "9", "0.62"]
+    assert "Learned from use (1 of 3 count)" in panel
+    row = panel[panel.index("where does the yellow bus go"):panel.index("bus pass")]
+    assert [c for c in re.findall(r"<td>([^<]*)</td>", row)] == ["7", "4", "2", "9", "0.62", "yes"]
+    assert "<td>no: relevance too low</td>" in panel[panel.index("bus stop times"):]
+    assert "<td>no: too few networks or people</td>" in panel[panel.index("bus pass"):]
     assert panel.index("where does the yellow bus go") < panel.index("bus stop times"), "most relevant first"
     assert "/admin/cases/new?query=where+does+the+yellow+bus+go&amp;gold=" in client.get(
         f"/admin/tasks/{TASK}").get_data(as_text=True)
     assert ">Block<" not in panel
     api = client.get(f"/admin/api/tasks/{TASK}/learned").get_json()
-    assert api["learned"][0] == {"query": "where does the yellow bus go", "sessions": 7, "clicks": 9,
-                                 "relevance": 0.62, "blocked": False, "case_id": None}
+    assert api["learned"][0] == {"query": "where does the yellow bus go", "sessions": 7, "networks": 4, "people": 2,
+                                 "clicks": 9, "relevance": 0.62, "blocked": False, "counts": True, "lacks": None,
+                                 "case_id": None}
+    assert {r["query"]: r["lacks"] for r in api["learned"][1:]} == {
+        "bus pass": "too few networks or people", "bus stop times": "relevance too low"}
 
 
 def test_make_it_a_test_case_prefills_the_form_and_publishes_a_version(admin_app, evidence):
@@ -125,7 +133,7 @@ def test_block_is_a_version_on_the_versions_page_and_a_rollback_lifts_it(admin_a
     panel = text(client.get(f"/admin/tasks/{TASK}"))
     panel = panel[panel.index('id="learned"'):]
     assert "blocked" in panel[panel.index(query):panel.index("bus stop times")] and ">Unblock<" in panel
-    assert "Learned from use (1)" in text(client.get(f"/admin/tasks/{TASK}")), "a blocked pair no longer counts"
+    assert "Learned from use (0 of 3 count)" in panel and "<td>no: blocked</td>" in panel, "a blocked pair no longer counts"
 
     listing = text(client.get("/admin/versions"))
     assert "learned.block" in listing

@@ -371,6 +371,33 @@ def test_a_pair_counts_only_after_min_sessions_distinct_sessions(engine):
     assert found[0].relevance > 0.5
 
 
+def test_two_sessions_count_when_they_are_their_query_s_majority_and_never_beside_its_answer(engine):
+    """LEARNING_MAJORITY_SESSIONS: a rarely searched query's answer, clicked by the only two
+    sessions that clicked anything for it, counts (two networks); two sessions that clicked
+    another task beside a query's answer (noise, most often) do not, however relevant their
+    clicks look, nor do two sessions from one network, nor one session."""
+    def votes(n, task, query, prefix, networks):
+        searches, events = session_votes(n, task, query=query, prefix=prefix)
+        by_session = {s.session_id: network for s, network in zip(searches, networks)}
+        write(engine, searches, [replace(e, network=by_session[e.session_id]) for e in events])
+
+    votes(2, "t5", "lead screening", "rare", ["net-a", "net-b"])
+    votes(3, "t3", "immunization record", "answer", ["net-a", "net-b", "net-c"])
+    votes(2, "t7", "immunization record", "beside", ["net-d", "net-e"])
+    votes(2, "t4", "enrollment form", "one-net", ["net-f", "net-f"])
+    votes(1, "t6", "attendance", "single", ["net-g"])
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=5))
+    pairs = pairs_by_key(engine)
+    assert [pairs[key].query_sessions for key in (("lead screening", "t5"), ("immunization record", "t3"),
+                                                  ("immunization record", "t7"), ("enrollment form", "t4"))] == [2, 5, 5, 2]
+    assert pairs[("immunization record", "t7")].relevance > SETTINGS.learning_min_relevance
+    assert [(e.query, e.task_id) for e in learned_exemplars(engine, SETTINGS)] == [
+        ("immunization record", "t3"), ("lead screening", "t5")]
+    assert SETTINGS.learning_majority_sessions == 2 and SETTINGS.learning_min_sessions == 3
+    plain = Settings.from_env({"LEARNING_SETTLE_S": "0", "LEARNING_MAJORITY_SESSIONS": "0"})
+    assert [(e.query, e.task_id) for e in learned_exemplars(engine, plain)] == [("immunization record", "t3")]
+
+
 def test_a_flood_from_one_session_is_one_vote(engine):
     """300 searches and clicks on a wrong task from one session: one session, one click; the
     pair never counts, and a second aggregation does not count the same events again."""

@@ -3,11 +3,13 @@ after a fit. Real parts throughout: the demo app served over HTTP (waitress), De
 driven by Playwright, the widget posting its real impression and click to /api/events, the
 analytics writer, the fit (`python app.py fit`'s SearchService.refit, which folds the new clicks
 into learned_evidence first), and the editor's task page read in the browser. Then the editor
-blocks the pair from the page, and the block is a version on the versions page."""
+blocks the pair from the page, and the block is a version on the versions page. Saves
+docs/admin-learned.png (the panel)."""
 from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+from tests.browser.conftest import screenshot
 from tests.browser.test_widget import COMBOBOX, capture_events, type_query, wait_final, wait_until
 from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, close_app, make_settings
 
@@ -62,9 +64,12 @@ def test_a_widget_click_is_learned_evidence_in_the_editor_after_a_fit(learning_a
     row = page.locator("table.learned tbody tr", has_text=QUERY)
     assert row.count() == 1, page.locator("#learned").inner_text()
     cells = row.locator("td").all_text_contents()
-    assert cells[1:3] == ["1", "1"], cells          # one session, one click
-    assert 0.0 < float(cells[3]) <= 1.0
+    assert cells[1:5] == ["1", "1", "0", "1"], cells   # one session, from one network, nobody verified, one click
+    assert 0.0 < float(cells[5]) <= 1.0
+    assert cells[6] == "no: too few sessions", cells   # one click is not enough to count
     assert row.get_by_role("link", name="Make it a test case").count() == 1
+    page.locator("#learned").scroll_into_view_if_needed()
+    screenshot(page, "admin-learned.png")
 
     with page.expect_navigation():
         row.get_by_role("button", name="Block").click()
