@@ -26,11 +26,10 @@ from sqlalchemy.orm import Session
 
 from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
-from analytics.learning import LearnedPair, load_learned
+from analytics.learning import LearnedPair, counting_rule, load_learned
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
 from search.learned import shortfall
-from settings import Settings
 
 MAX_REASON = 300
 
@@ -72,16 +71,6 @@ def learned_rows(pairs: Iterable[LearnedPair], task_id: str, blocked: frozenset[
     return rows
 
 
-def counting_rule(settings: Settings, blocked: frozenset[tuple[str, str]],
-                  active: Iterable[str]) -> Callable[[LearnedPair], str | None]:
-    """What a pair lacks to count at the next fit, by the fit's own rule and these settings
-    (analytics.learning.learned_exemplars, search.learned.shortfall)."""
-    known = frozenset(active)
-    return lambda pair: shortfall(pair, settings.learning_min_sessions, settings.learning_min_relevance, blocked,
-                                  known, settings.learning_min_networks, settings.learning_min_people,
-                                  settings.learning_majority_sessions)
-
-
 # -- I/O ---------------------------------------------------------------------------------------
 def _store() -> CatalogStore:
     return current_app.extensions["taskfinder"].store
@@ -93,9 +82,10 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     with Session(store.engine) as session:
         pairs = load_learned(session)
     blocked = store.blocked_pairs()
-    rule = counting_rule(current_app.extensions["taskfinder"].settings, blocked,
-                         (t.id for t in store.tasks()))   # the active ones, as the fit sees them
-    return learned_rows(pairs, task_id, blocked, cases, rule)
+    known = frozenset(t.id for t in store.tasks())   # the active ones, as the fit sees them
+    rule = counting_rule(current_app.extensions["taskfinder"].settings)
+    return learned_rows(pairs, task_id, blocked, cases,
+                        lambda pair: shortfall(pair, blocked=blocked, known=known, **rule))
 
 
 def _block_form() -> tuple[str, str, str]:

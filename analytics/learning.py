@@ -294,9 +294,15 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
     """Aggregate what is new, then the pairs that count (search.learned.eligible): what the
     per-catalog fit uses as learned evidence."""
     aggregate(engine, settings)
-    return math.eligible(load_learned(engine), settings.learning_min_sessions, settings.learning_min_relevance,
-                         blocked, task_ids, settings.learning_min_networks, settings.learning_min_people,
-                         settings.learning_majority_sessions)
+    return math.eligible(load_learned(engine), blocked=blocked, task_ids=task_ids, **counting_rule(settings))
+
+
+def counting_rule(settings: Settings) -> dict:
+    """The thresholds a learned pair must meet under these settings, as the keywords of
+    search.learned.eligible and search.learned.shortfall: the one place they are read."""
+    return {"min_sessions": settings.learning_min_sessions, "min_relevance": settings.learning_min_relevance,
+            "min_networks": settings.learning_min_networks, "min_people": settings.learning_min_people,
+            "majority_sessions": settings.learning_majority_sessions}
 
 
 def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:

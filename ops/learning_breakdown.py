@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     import diskcache
     from sqlalchemy import select
 
-    from analytics.learning import load_learned
+    from analytics.learning import counting_rule, load_learned
     from analytics.learning_models import LearnedEvidence
     from catalog import db
     from ops.simulate_traffic import clinc_setup
@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     with engine.connect() as connection:
         rows = list(connection.execute(select(LearnedEvidence.__table__)))
     tasks, cases, pool, _ = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
-    need_s, need_n, need_p, need_r, need_m = (settings.learning_min_sessions, settings.learning_min_networks,
-                                              settings.learning_min_people, settings.learning_min_relevance,
-                                              settings.learning_majority_sessions)
+    rule = counting_rule(settings)
+    need_s, need_n, need_r, need_m = (rule["min_sessions"], rule["min_networks"], rule["min_relevance"],
+                                      rule["majority_sessions"])
     query_sessions = {p.query: p.query_sessions for p in load_learned(engine)}
 
     def eligible(row, sessions: int | None = None, networks: int | None = None, majority: bool = True) -> bool:
@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                                sessions=row.sessions if sessions is None else sessions,
                                networks=row.networks if networks is None else networks,
                                query_sessions=query_sessions[row.query])
-        return bool(learned_eligible([pair], need_s, need_r, min_networks=need_n, min_people=need_p,
-                                     majority_sessions=need_m if majority else None))
+        return bool(learned_eligible([pair], **(rule if majority else {**rule, "majority_sessions": None})))
 
     by_pair = {(r.query, r.task_id): r for r in rows}
     searched = {r.query for r in rows}
