@@ -224,6 +224,9 @@ class Settings:
     learning_min_networks: int = 2          # ... and distinct client networks (analytics.sources.network_pseudonym)
     learning_min_people: int = 2            # ... or distinct verified people (a role token's `sub`; analytics.sources.person_pseudonym)
     learning_min_relevance: float = 0.5     # estimated relevance a pair needs to count
+    learning_unclicked_sessions: int = 3    # distinct sessions shown a query's results, nearly none clicking, before
+                                            # it is a negative for the abstention (search.learned.unclicked_queries; 0: off)
+    learning_unclicked_click_share: float = 0.2   # ... at most this share of them clicked anything
     learning_max_position: int = 10         # clicks/impressions beyond this rank are not evidence (k=50 votes nothing)
     learning_max_votes_per_session: int = 20  # per aggregation window; beyond, a session's votes weigh less
     learning_settle_s: float = 600.0        # events younger than this wait for the next aggregation
@@ -433,6 +436,8 @@ ENVIRONMENT = (
     ("learning_min_networks", "LEARNING_MIN_NETWORKS", _int(1, 1_000_000)),
     ("learning_min_people", "LEARNING_MIN_PEOPLE", _int(1, 1_000_000)),
     ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
+    ("learning_unclicked_sessions", "LEARNING_UNCLICKED_SESSIONS", _int(0, 1_000_000)),
+    ("learning_unclicked_click_share", "LEARNING_UNCLICKED_CLICK_SHARE", _probability),
     ("learning_max_position", "LEARNING_MAX_POSITION", _int(1, 100)),
     ("learning_max_votes_per_session", "LEARNING_MAX_VOTES_PER_SESSION", _int(1, 1_000_000)),
     ("learning_settle_s", "LEARNING_SETTLE_S", _float(0.0)),
@@ -473,6 +478,9 @@ DESCRIPTIONS = {
     "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
     "LEARNING_MIN_PEOPLE": "... or distinct verified people (a role token's `sub`, or `TRUSTED_USER_HEADER`; keyed 8-bit pseudonyms): how staff behind one office address learn. Never added to the networks: one person on one network is 1 and 1",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
+    "LEARNING_UNCLICKED_SESSIONS": "distinct sessions (from LEARNING_MIN_NETWORKS networks) shown a query's results, "
+                                   "nearly none clicking, before it is a negative of the abstention (0: off)",
+    "LEARNING_UNCLICKED_CLICK_SHARE": "the largest share of those sessions that may have clicked anything",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
     "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",
     "LEARNING_SETTLE_S": "events younger than this wait for the next aggregation",

@@ -49,7 +49,7 @@ def usable_learned_evidence(services) -> tuple:
     dropped), so that the evaluation's figures include learned evidence as the live ranking does."""
     if services.search.learned_evidence is None or not services.settings.learning_enabled:
         return ()
-    learned, blocked = services.search.learned_evidence()
+    learned, blocked = services.search.learned_evidence()[:2]
     return usable_learned(learned, blocked, services.store.tasks())
 
 

@@ -13,6 +13,11 @@ server's settings). For each row the admin can
   catalog.store.learned_blocks). A block is published as a catalog version with its audit
   entry, listed on the versions page and undone by a rollback or by "unblock".
 
+The dashboard lists the queries people were shown results for and nearly never clicked
+(search.learned.unclicked_queries under this server's settings): the next fit weighs them as
+negatives of the "no confident match" model. Each links to the case form pre-filled with the
+query: a test case with that query (in scope with its gold, or out of scope) decides instead.
+
 Access control is admin.blueprint.enforce_policy's: anyone signed in sees the panel; blocking
 and unblocking are writes (the editor role and the CSRF token).
 """
@@ -26,10 +31,10 @@ from sqlalchemy.orm import Session
 
 from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
-from analytics.learning import LearnedPair, counting_rule, load_learned
+from analytics.learning import LearnedPair, counting_rule, load_learned, unclicked_rule
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
-from search.learned import shortfall
+from search.learned import eligible, shortfall, unclicked_queries
 
 MAX_REASON = 300
 
@@ -86,6 +91,37 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     rule = counting_rule(current_app.extensions["taskfinder"].settings)
     return learned_rows(pairs, task_id, blocked, cases,
                         lambda pair: shortfall(pair, blocked=blocked, known=known, **rule))
+
+
+@dataclass(frozen=True)
+class UnclickedRow:
+    """A query nobody clicks, on the dashboard."""
+
+    query: str
+    viewers: int       # distinct sessions shown its results
+    networks: int      # their distinct networks
+    clickers: int      # distinct sessions that clicked any of them
+
+
+def unclicked_rows(pairs: Sequence[LearnedPair], cases: Sequence[CaseRecord], settings) -> list[UnclickedRow]:
+    """The queries the next fit weighs as abstention negatives (the fit's own rule, under
+    `settings`; a query with a test case is left to the case), most viewed first."""
+    learned = eligible(pairs, **counting_rule(settings))
+    queries = set(unclicked_queries(pairs, exclude=frozenset(e.query for e in learned), **unclicked_rule(settings)))
+    queries -= {c.query for c in cases}
+    first = {}
+    for pair in pairs:
+        if pair.query in queries and pair.query not in first:
+            first[pair.query] = UnclickedRow(pair.query, int(pair.query_viewers or 0),
+                                             int(pair.query_viewer_networks or 0), int(pair.query_sessions or 0))
+    return sorted(first.values(), key=lambda r: (-r.viewers, r.query))
+
+
+def dashboard_unclicked(cases: Sequence[CaseRecord]) -> list[UnclickedRow]:
+    """unclicked_rows from the database, under this server's settings."""
+    with Session(_store().engine) as session:
+        pairs = load_learned(session)
+    return unclicked_rows(pairs, cases, current_app.extensions["taskfinder"].settings)
 
 
 def _block_form() -> tuple[str, str, str]:

@@ -4,7 +4,9 @@
     collect_votes(searches, events, max_position)  -> one Vote per (session, query, task) shown
     aggregate(engine, settings, now)               -> folds the log since the watermark into the table
     load_learned(session)                          -> the table as LearnedPair values
-    learned_exemplars(engine, settings, blocked)   -> what the per-catalog fit uses
+    learned_exemplars(engine, settings, blocked)   -> the pairs that count
+    fit_inputs(engine, settings)                   -> what the per-catalog fit uses (those, the blocked
+                                                      pairs, and the queries nobody clicks)
 
 **Binding** (issue 17 item 4): an impression or click counts only when it is bound to the
 search that produced it (analytics.formulas.bound_to_search): the search is in the log, was made
@@ -20,6 +22,11 @@ of a session with more than LEARNING_MAX_VOTES_PER_SESSION votes in the window w
 (search.learned.session_weights). A pair counts for ranking only once LEARNING_MIN_SESSIONS
 distinct sessions clicked it, or LEARNING_MAJORITY_SESSIONS that are most of the sessions that
 clicked anything for its query (search.learned.eligible, `supported`).
+
+**Queries nobody clicks** (migration 0013): each row also keeps the distinct sessions (and
+networks) it was shown to, clicked or not; a query shown to LEARNING_UNCLICKED_SESSIONS
+sessions from distinct networks, at most LEARNING_UNCLICKED_CLICK_SHARE of which clicked
+anything, is negative evidence for the abstention (search.learned.unclicked_queries).
 
 **No personal data**: the table holds counts per (query, task); session ids are used while
 aggregating and never stored there. Rows are not touched by the raw log's retention purge.
@@ -48,13 +55,13 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from analytics.formulas import as_utc, bound_to_search
+from analytics.formulas import as_utc, bound_to_search, group_requests
 from analytics.learning_models import LearnedEvidence, LearningState
 from analytics.records import EventRecord, SearchRecord
 from analytics.store import AnalyticsStore
 from catalog.models import utcnow
 from search import learned as math
-from search.learned import LearnedExemplar
+from search.learned import LearnedExemplar, LearnedInputs
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,6 +86,8 @@ class LearnedPair:
     networks: int = 0      # distinct client networks that clicked (lifetime; sketch estimate; analytics.sources)
     people: int = 0        # distinct verified people that clicked (lifetime; sketch estimate; analytics.sources)
     query_sessions: int | None = None  # distinct sessions that clicked any task for this query (its rows' sketches)
+    query_viewers: int | None = None   # distinct sessions shown any result for this query (migration 0013)
+    query_viewer_networks: int | None = None   # ... and their distinct networks
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ class Vote:
     at: datetime           # the latest of its searches
     network: str | None = None   # the network pseudonym of the session's click (analytics.sources)
     person: str | None = None    # the verified person of the session's search (analytics.sources), if any
+    viewer_network: str | None = None   # the network the search's impression (or click) came from
+    settled: bool = True         # one of its searches ended a burst of typing (analytics.formulas.group_requests)
 
 
 def load_learned(session) -> list[LearnedPair]:
@@ -105,15 +116,21 @@ def load_learned(session) -> list[LearnedPair]:
         rows = session.execute(query).all()
     rows = [row[0] if len(row) == 1 and isinstance(row[0], LearnedEvidence) else row for row in rows]
     clickers: dict[str, bytes | None] = {}
+    viewers: dict[str, bytes | None] = {}
+    viewer_networks: dict[str, bytes | None] = {}
     unsketched: dict[str, int] = defaultdict(int)   # rows aggregated before 0011: added, never merged
     for r in rows:
         if r.session_sketch:
             clickers[r.query] = math.sketch_union(clickers.get(r.query), r.session_sketch)
         else:
             unsketched[r.query] += int(r.sessions)
+        viewers[r.query] = math.sketch_union(viewers.get(r.query), r.viewer_sketch)
+        viewer_networks[r.query] = math.sketch_union(viewer_networks.get(r.query), r.viewer_network_sketch)
     return [LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
                         float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0),
-                        math.sketch_count(clickers.get(r.query)) + unsketched[r.query]) for r in rows]
+                        math.sketch_count(clickers.get(r.query)) + unsketched[r.query],
+                        math.sketch_count(viewers[r.query]), math.sketch_count(viewer_networks[r.query]))
+            for r in rows]
 
 
 def shown_positions(search: SearchRecord, impression: EventRecord | None, click: EventRecord | None,
@@ -143,6 +160,8 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
     """One vote per (session, query, task) shown to a session (module docstring); searches
     without a session, and events not bound to their search, give none."""
     by_id = {s.id: s for s in searches if s.session_id}
+    # a type-ahead request the person typed on from is no query they were shown results for
+    settled = {group[-1].id for group in group_requests(by_id.values())}
     impressions: dict[str, EventRecord] = {}
     clicks: dict[str, list[EventRecord]] = defaultdict(list)
     for e in events:
@@ -158,6 +177,8 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
         search = by_id[search_id]
         clicked = {e.task_id for e in clicks.get(search_id, ())}
         network = {e.task_id: e.network for e in clicks.get(search_id, ())}
+        impression = impressions.get(search_id)
+        seen_from = impression.network if impression is not None else next(iter(network.values()), None)
         shown = shown_positions(search, impressions.get(search_id), None, max_position)
         for e in clicks.get(search_id, ()):
             shown.setdefault(e.task_id, e.position)
@@ -167,11 +188,12 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
             at = as_utc(search.at)
             if old is None:
                 votes[key] = Vote(search.session_id, search.query, task, position, task in clicked, at,
-                                  network.get(task), search.person)
+                                  network.get(task), search.person, seen_from, search_id in settled)
             else:
                 votes[key] = Vote(old.session_id, old.query, task, min(old.position, position),
                                   old.clicked or task in clicked, max(old.at, at), old.network or network.get(task),
-                                  old.person or search.person)
+                                  old.person or search.person, old.viewer_network or seen_from,
+                                  old.settled or search_id in settled)
     return sorted(votes.values(), key=lambda v: (v.query, v.task_id, v.session_id))
 
 
@@ -183,6 +205,8 @@ class _Sums:
     clickers: set = field(default_factory=set)   # the clicking sessions (one click each: one vote per session)
     networks: set = field(default_factory=set)   # networks of the clicking sessions (none: the session itself)
     people: set = field(default_factory=set)     # verified people of the clicking sessions' searches (none: nobody)
+    viewers: set = field(default_factory=set)    # every session shown the pair, clicked or not, as its settled query
+    viewer_networks: set = field(default_factory=set)   # their networks (none: the session itself)
 
 
 def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
@@ -202,6 +226,9 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
     for v, dv, position, c in zip(votes, d, positions, clicked):
         s = sums[(v.query, v.task_id)]
         s.examinations += float(dv * theta[position - 1])
+        if v.settled:
+            s.viewers.add(v.session_id)
+            s.viewer_networks.add(v.viewer_network or f"session:{v.session_id}")
         if c:
             s.clicks += float(dv)
             s.sessions += float(dv)
@@ -225,6 +252,7 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
     likewise; a row aggregated before them (migration 0012) starts at none."""
     session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks)
     people_sketch = math.sketch_of(new.people)
+    viewer_sketch, viewer_network_sketch = math.sketch_of(new.viewers), math.sketch_of(new.viewer_networks)
     if old is None:
         clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, len(new.clickers)
     else:
@@ -236,10 +264,14 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
         session_sketch = math.sketch_union(old.session_sketch or legacy_sketch(int(old.sessions)), session_sketch)
         network_sketch = math.sketch_union(old.network_sketch or legacy_sketch(int(old.networks or 0)), network_sketch)
         people_sketch = math.sketch_union(old.people_sketch, people_sketch)
+        viewer_sketch = math.sketch_union(old.viewer_sketch, viewer_sketch)
+        viewer_network_sketch = math.sketch_union(old.viewer_network_sketch, viewer_network_sketch)
     return {"sessions": math.sketch_count(session_sketch), "clicks": n_clicks, "examinations": exams,
             "decayed_clicks": clicks, "decayed_sessions": sessions, "networks": math.sketch_count(network_sketch),
             "people": math.sketch_count(people_sketch), "session_sketch": session_sketch,
             "network_sketch": network_sketch, "people_sketch": people_sketch,
+            "viewers": math.sketch_count(viewer_sketch), "viewer_networks": math.sketch_count(viewer_network_sketch),
+            "viewer_sketch": viewer_sketch, "viewer_network_sketch": viewer_network_sketch,
             "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
 
 
@@ -319,8 +351,23 @@ def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:
         return frozenset(blocks(session))
 
 
-def fit_inputs(engine: Engine, settings: Settings) -> tuple[tuple[LearnedExemplar, ...], frozenset[tuple[str, str]]]:
+def unclicked_rule(settings: Settings) -> dict:
+    """The keywords of search.learned.unclicked_queries under these settings."""
+    return {"min_sessions": settings.learning_unclicked_sessions, "min_networks": settings.learning_min_networks,
+            "max_click_share": settings.learning_unclicked_click_share,
+            "max_age_days": settings.learning_half_life_days}
+
+
+def fit_inputs(engine: Engine, settings: Settings, now: datetime | None = None) -> LearnedInputs:
     """What a per-catalog fit takes from use (search.service.SearchService.learned_evidence):
-    the eligible learned exemplars (after folding in the log since the last run) and the
-    admin's blocked pairs (the fit drops those: search.fitting.usable_learned)."""
-    return learned_exemplars(engine, settings), blocked_pairs(engine)
+    the eligible learned exemplars (after folding in the log since the last run), the admin's
+    blocked pairs (the fit drops those: search.fitting.usable_learned), and the queries people
+    were shown results for and did not click (search.learned.unclicked_queries: negative
+    evidence for the abstention; none of them a query with a pair that counts)."""
+    now = now or utcnow()
+    aggregate(engine, settings, now)
+    pairs = load_learned(engine)
+    learned = math.eligible(pairs, **counting_rule(settings))
+    unclicked = math.unclicked_queries(pairs, exclude=frozenset(e.query for e in learned), now=now,
+                                       **unclicked_rule(settings))
+    return LearnedInputs(learned, blocked_pairs(engine), unclicked)

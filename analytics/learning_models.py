@@ -1,6 +1,6 @@
 """SQLAlchemy models of learning from use (migration 0008): aggregates only.
 
-`learned_evidence`: one row per (normalised query, task). The first seven columns are the
+`learned_evidence`: one row per (normalised query, task) shown. The first seven columns are the
 shared interface (analytics.learning.LearnedPair, read by the admin's editor); the two
 `decayed_*` columns are the time-decayed sums the relevance is estimated from
 (analytics.learning); the `*_sketch` columns keep `sessions`, `networks` and `people` distinct
@@ -38,6 +38,12 @@ class LearnedEvidence(Base):
     # distinct verified people that clicked (migration 0012; analytics.sources.person_pseudonym), and its sketch
     people: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     people_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    # distinct sessions shown the task for the query, clicked or not, and their networks (migration 0013:
+    # a query's viewers against its clickers say when nobody clicks it, analytics.learning.unclicked_queries)
+    viewers: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    viewer_networks: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    viewer_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    viewer_network_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
 
 
 class LearningState(Base):

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = db.make_engine(settings.database)
     with engine.connect() as connection:
         rows = list(connection.execute(select(LearnedEvidence.__table__)))
-    tasks, cases, pool, _ = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
+    tasks, cases, pool, *_ = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
     rule = counting_rule(settings)
     need_s, need_n, need_r, need_m = (rule["min_sessions"], rule["min_networks"], rule["min_relevance"],
                                       rule["majority_sessions"])

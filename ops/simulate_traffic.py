@@ -42,6 +42,12 @@ seconds old.
 click the same wrong task: the per-address session cap lets LEARNING_SESSIONS_PER_ADDRESS of
 them bind, and the distinct-network requirement keeps the pair from counting.
 
+`--offtopic P`: a share P of all searches is off-topic (CLINC150's oos_train requests, drawn from
+a random sequence of their own between the in-scope searches, which stay those of a run without
+them): shown results, nobody clicks but by the noise. Each checkpoint also measures the share of
+oos_val the product answers (`offtopic_answered`): queries nobody clicks become negatives of the
+abstention (search.learned.unclicked_queries).
+
 `--pool-as-cases`: no traffic; every phrasing of the traffic pool is written as a case beside
 the written ones, and the fit is measured: what perfect learning from this pool could reach.
 
@@ -230,7 +236,8 @@ class Lab:
 
 
 def clinc_setup(directory: Path, written: int, pool_per_intent: int, seed: int):
-    """(tasks, written cases, traffic pool [(query, gold)], held-out val [(query, gold)])."""
+    """(tasks, written cases, traffic pool [(query, gold)], held-out val [(query, gold)],
+    off-topic traffic [query] (oos_train), off-topic held out [query] (oos_val))."""
     from evaluation.clinc150 import load
 
     data = load(directory)
@@ -245,13 +252,21 @@ def clinc_setup(directory: Path, written: int, pool_per_intent: int, seed: int):
         rest = per_intent[intent][written:]
         pool += [(c.query, intent) for c in rng.sample(rest, min(pool_per_intent, len(rest)))]
     val = [(c.query, c.gold[0]) for c in data.test if c.gold]
-    return data.tasks, cases, pool, val
+    return (data.tasks, cases, pool, val, [c.query for c in data.train if not c.gold],
+            [c.query for c in data.test if not c.gold])
+
+
+def answered(base: str, queries: list[str]) -> float:
+    """The share of `queries` (off-topic) the product answers (no "no confident match")."""
+    return round(sum(not search(base, q, 10, rerank=False).get("no_confident_match") for q in queries)
+                 / max(1, len(queries)), 4)
 
 
 def fit_summary(report: dict) -> dict:
     learned = report.get("learned") or {}
     full = (report.get("cv") or {}).get("full") or {}
     return {"status": report.get("status"), "learned_pairs": learned.get("pairs", 0),
+            "unclicked_queries": (report.get("unclicked") or {}).get("queries", 0),
             "learned_weight": learned.get("weight", 0.0), "learned_as_cases": learned.get("as_cases", False),
             "cv_hit@1": (full.get("fitted") or {}).get("hit@1"),
             "cv_hit@1_without_learned": (full.get("fitted_without_learned") or {}).get("hit@1")}
@@ -259,7 +274,12 @@ def fit_summary(report: dict) -> dict:
 
 def run(args) -> dict:
     rng = random.Random(args.seed)
-    tasks, cases, pool, val = clinc_setup(Path(args.clinc150), args.max_per_intent, args.pool_per_intent, args.seed)
+    tasks, cases, pool, val, offtopic, offtopic_val = clinc_setup(Path(args.clinc150), args.max_per_intent,
+                                                                  args.pool_per_intent, args.seed)
+    # --offtopic: off-topic searches come between the in-scope ones from a sequence of their own,
+    # so that the in-scope traffic (phrasings, clicks, sessions) is the one of a run without them
+    other = random.Random(args.seed + 3)
+    extra = args.offtopic / (1.0 - args.offtopic) if args.offtopic else 0.0
     if args.val_limit:
         val = random.Random(args.seed + 1).sample(val, min(args.val_limit, len(val)))
     checkpoints = sorted({int(c) for c in args.checkpoints.split(",")})
@@ -274,9 +294,11 @@ def run(args) -> dict:
     lab.load(tasks, cases)
     out = {"setup": {"tasks": len(tasks), "written_cases": len(cases), "pool": len(pool), "val": len(val),
                      "noise": args.noise, "examine": EXAMINE, "seed": args.seed, "data_dir": str(data_dir),
-                     "office": args.office, "office_tokens": bool(args.office and args.office_tokens)},
+                     "office": args.office, "office_tokens": bool(args.office and args.office_tokens),
+                     "offtopic_share": args.offtopic, "offtopic_pool": len(offtopic) if args.offtopic else 0,
+                     "offtopic_val": len(offtopic_val)},
            "curve": []}
-    done = clicked = 0
+    done = clicked = off_done = 0
     try:
         for checkpoint in checkpoints:
             if checkpoint > done:
@@ -287,11 +309,16 @@ def run(args) -> dict:
                     address, token = office_person(args, staff)
                     clicked += simulate_search(base, rng, query, gold, args.noise, address=address, token=token)
                     done += 1
-                print(f"{done} searches ({clicked} clicked) in {time.perf_counter() - started:.0f} s", flush=True)
+                    while extra and other.random() < extra / (1.0 + extra):   # geometric: extra per search on average
+                        simulate_search(base, other, other.choice(offtopic), None, args.noise)
+                        off_done += 1
+                print(f"{done} searches ({clicked} clicked, {off_done} off-topic) in "
+                      f"{time.perf_counter() - started:.0f} s", flush=True)
                 lab.stop()
             fitted = fit_summary(lab.fit())
             base = lab.start()
-            point = {"searches": done, "clicked": clicked, **measure(base, val), "fit": fitted}
+            point = {"searches": done, "clicked": clicked, "offtopic_searches": off_done, **measure(base, val),
+                     "offtopic_answered": answered(base, offtopic_val), "fit": fitted}
             lab.stop()
             out["curve"].append(point)
             print(json.dumps(point), flush=True)
@@ -391,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="every person is one of N staff behind one office address (module docstring)")
     parser.add_argument("--office-tokens", action="store_true",
                         help="with --office: the host verifies the staff (a role token naming each, sub)")
+    parser.add_argument("--offtopic", type=float, default=0.0,
+                        help="share of all searches that are off-topic (CLINC150 oos_train; nobody clicks but by noise)")
     parser.add_argument("--pool-as-cases", action="store_true",
                         help="no traffic: write every traffic phrasing as a case, fit, measure (the ceiling)")
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")

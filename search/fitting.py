@@ -44,6 +44,7 @@ from lexicon.text import terms
 from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
 from search.learned import (LearnedExemplar, build_learned_memory, learned_cases, learned_digest, normalised_query,
+                            unclicked_digest,
                             unrelated_cosine)
 from search.offtopic import load_offtopic
 from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, analyse_query, fuse, rank_values,
@@ -851,6 +852,9 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
                              "weight": weights.full.learned if embedder is not None else None,
                              "as_cases": as_cases, "used": used}
+    if unclicked:
+        report["unclicked"] = {"queries": len(unclicked), "digest": unclicked_digest(unclicked),
+                               "negatives": sum(q.source == "unclicked" for q in calibration)}
     report.update(status="fitted", n_cv_queries=sum(q.source == "case" for q in queries),
                   n_cv_negatives=sum(q.source != "case" for q in queries), shortlist_size=shortlist,
                   abstention={m: (a.cv if a else None) for m, a in abstention.items()},

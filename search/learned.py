@@ -60,7 +60,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -178,6 +179,58 @@ class LearnedExemplar:
     sessions: int
 
 
+class LearnedInputs(NamedTuple):
+    """What a per-catalog fit takes from use (analytics.learning.fit_inputs)."""
+
+    learned: Sequence[LearnedExemplar]          # the pairs that count (eligible)
+    blocked: frozenset[tuple[str, str]]         # the admin's blocked pairs
+    unclicked: Sequence[str] = ()               # queries nobody clicks (unclicked_queries): abstention negatives
+
+
+def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max_click_share: float,
+                      max_age_days: float | None = None, exclude: frozenset[str] = frozenset(),
+                      now: datetime | None = None) -> tuple[str, ...]:
+    """The queries that repeatedly ended without a click: negative evidence for the abstention
+    (search.fitting.abstention_negatives, source "unclicked"). A query qualifies when
+
+        viewers(q) >= min_sessions,  viewer networks(q) >= min_networks,
+        clickers(q) <= max_click_share * viewers(q)
+
+    with viewers the distinct sessions shown any of its results (an impression bound to its
+    search) and clickers those that clicked any (LearnedPair.query_viewers, query_sessions),
+    and (with `max_age_days`) its latest evidence at most that old. `exclude`: queries with a
+    pair that counts. `min_sessions` 0 turns it off.
+
+    Why each condition. Distinct sessions and networks: one session or one address flooding a
+    query with searches shows it to one viewer. The click share, not zero clicks: a sixth of
+    people click something at random (the simulator's noise). The age: a query the product
+    refuses is shown to nobody, so nothing can ever clear it; its evidence expires instead, the
+    query is answered again and traffic judges it anew (no refusal feeds itself forever). And
+    whatever the negatives, the threshold is set on the written in-scope cases alone (the
+    budget), so they can shape the abstention's score, never the share of answerable queries
+    it refuses."""
+    if min_sessions <= 0:
+        return ()
+    now = now or datetime.now(timezone.utc)
+    latest: dict[str, object] = {}
+    for pair in pairs:
+        if pair.query_viewers is None or pair.query_sessions is None:
+            continue
+        if pair.query not in latest or pair.updated_at > latest[pair.query].updated_at:
+            latest[pair.query] = pair
+    found = []
+    for query, pair in latest.items():
+        if query in exclude:
+            continue
+        if max_age_days is not None and (now - pair.updated_at).total_seconds() > max_age_days * 86400:
+            continue
+        viewers = int(pair.query_viewers)
+        if (viewers >= min_sessions and int(pair.query_viewer_networks or 0) >= min_networks
+                and int(pair.query_sessions) <= max_click_share * viewers):
+            found.append(query)
+    return tuple(sorted(found))
+
+
 def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
              blocked: frozenset[tuple[str, str]] = frozenset(),
              task_ids: Iterable[str] | None = None, min_networks: int = 1,
@@ -257,6 +310,13 @@ def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozens
         if e.query not in exclude_queries:
             by_query.setdefault(e.query, []).append(e.task_id)
     return tuple(CaseRecord(query, tuple(sorted(tasks)), category=IMPLICIT_CATEGORY, implicit=True) for query, tasks in sorted(by_query.items()))
+
+
+def unclicked_digest(queries: Sequence[str]) -> str | None:
+    """A stable digest of the unclicked queries a fit used (None: none), as learned_digest."""
+    if not queries:
+        return None
+    return hashlib.sha256(json.dumps(sorted(queries)).encode("utf-8")).hexdigest()[:16]
 
 
 def learned_digest(exemplars: Sequence[LearnedExemplar]) -> str | None:

@@ -28,7 +28,8 @@ from search.answer_cache import AnswerCache
 from search.confidence import assess, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
-from search.learned import LearnedExemplar, build_learned_memory, learned_cases, learned_digest
+from search.learned import (LearnedInputs, build_learned_memory, learned_cases, learned_digest,
+                            unclicked_digest)
 from search.index import Enrichment, SearchIndex, build_index
 from search.prefilter import PrefilterResult, analyse_query, prefilter
 from search.ranker import RankerParams, default_params
@@ -50,9 +51,6 @@ class CatalogSource(Protocol):
     def latest_fit(self): ...
     def fit_for_digest(self, digest: str): ...
     def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int: ...
-
-
-LearnedInputs = tuple[Sequence[LearnedExemplar], frozenset[tuple[str, str]]]
 
 
 class BadQuery(ValueError):
@@ -81,8 +79,8 @@ class SearchService:
                  enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None,
                  learned_evidence: Callable[[], LearnedInputs] | None = None):
         self.settings = settings
-        # The fit's learned evidence, read at fit time only (never per request): exemplars and
-        # the admin's blocked pairs (app.py wires analytics.learning and the catalog's blocks).
+        # The fit's learned evidence, read at fit time only (never per request): exemplars, the
+        # admin's blocked pairs and the unclicked queries (app.py wires analytics.learning.fit_inputs).
         self.learned_evidence = learned_evidence
         self.source = source
         self.embedder = embedder
@@ -293,17 +291,18 @@ class SearchService:
         live = live or self.live()
         tasks, cases = list(live.index.tasks), list(live.cases)
         embedder = self.embedder if live.vectors_ok else None
-        learned, blocked = self._learned_inputs(embedder)
+        learned, blocked, unclicked = self._learned_inputs(embedder)
         latest = self.source.fit_for_digest(live.digest)
         if latest is not None and (latest.report or {}).get("learned", {}).get("digest") == learned_digest(
-                usable_learned(learned, blocked, tasks)):
+                usable_learned(learned, blocked, tasks)) and (latest.report or {}).get(
+                "unclicked", {}).get("digest") == unclicked_digest(unclicked):
             return {"status": "up to date", "fit_id": latest.id}
         lease = getattr(self.source, "acquire_lease", None)
         if lease is not None and not lease(FIT_LEASE, FIT_LEASE_S):
             return {"status": "another process is fitting"}
         try:
             params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults,
-                                        learned=learned, blocked=blocked)
+                                        learned=learned, blocked=blocked, unclicked=unclicked)
             if report["status"] == "fitted":
                 report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
             return report
@@ -315,8 +314,8 @@ class SearchService:
         """(learned exemplars, blocked pairs) for a fit: none when learning is off or there is no
         source (without embeddings the fit may still use them as exemplars: fit_ranker)."""
         if self.learned_evidence is None or not self.settings.learning_enabled:
-            return (), frozenset()
-        return self.learned_evidence()
+            return LearnedInputs((), frozenset())
+        return LearnedInputs(*self.learned_evidence())
 
     # -- request validation --------------------------------------------------------------
     def check_request(self, query: str | None, k: int) -> str:

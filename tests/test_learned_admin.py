@@ -173,3 +173,31 @@ def test_the_json_api_blocks_and_unblocks(admin_app, evidence):
     lifted = client.post(url + "?unblock=1", json={"query": query}, headers={"X-CSRF-Token": csrf})
     assert lifted.status_code == 200 and store.blocked_pairs() == frozenset()
     assert client.post(url + "?unblock=1", json={"query": query}, headers={"X-CSRF-Token": csrf}).status_code == 404
+
+
+def test_the_dashboard_lists_the_queries_nobody_clicks_with_a_way_to_make_each_a_case(admin_app, evidence):
+    """The queries the next fit weighs as abstention negatives (issue 16 item 1), each with
+    how many sessions and networks were shown results and how many clicked, and a link to the
+    case form; a query with clicks that count is not one of them."""
+    from search.learned import sketch_of
+
+    store = services(admin_app).store
+    now = datetime.now(timezone.utc)
+    shown = dict(sessions=0, clicks=0, examinations=3.0, relevance=0.05, updated_at=now, networks=0, people=0)
+    with store.engine.begin() as connection:
+        connection.execute(insert(LearnedEvidence), [
+            dict(query="weather in paris", task_id=TASK, viewer_sketch=sketch_of(["a", "b", "c", "d"]),
+                 viewer_network_sketch=sketch_of(["n1", "n2", "n3", "n4"]), **shown),
+            dict(query="weather in paris", task_id=OTHER, viewer_sketch=sketch_of(["a", "b"]),
+                 viewer_network_sketch=sketch_of(["n1", "n2"]), **shown),
+            dict(query="bus timetable", task_id=TASK, viewer_sketch=sketch_of(["a", "b"]),
+                 viewer_network_sketch=sketch_of(["n1", "n2"]), **shown)])
+    client, _ = signed_in(admin_app, "vera")
+    page = text(client.get("/admin/"))
+    section = page[page.index('id="unclicked"'):]
+    assert "Queries nobody clicks (1)" in section
+    row = section[section.index("weather in paris"):]
+    assert re.findall(r"<td>([^<]*)</td>", row)[:3] == ["4", "4", "0"]
+    assert "bus timetable" not in section, "two sessions are not enough"
+    assert "where does the yellow bus go" not in section, "its answer is clicked"
+    assert "/admin/cases/new?query=weather+in+paris" in client.get("/admin/").get_data(as_text=True)

@@ -679,3 +679,64 @@ def test_a_written_case_pins_whatever_its_category_is_called():
     memory = build_exemplars([TaskRecord("t5", "Lead screening")], [written, *learned], {})
     assert dict(zip(memory.texts, memory.written.tolist())) == {
         "Lead screening": True, "lead screening": True, "renew my card": False}
+
+
+# -- queries nobody clicks: negatives for the abstention (issue 16 item 1) --------------------------
+
+def test_a_query_shown_to_distinct_people_that_nobody_clicks_becomes_an_abstention_negative(engine):
+    """Shown to three sessions on three networks and clicked by none: a negative. One session
+    searching it 300 times, three sessions behind one network, two sessions, a query whose
+    answer people click, a type-ahead prefix people typed on from, and evidence older than the
+    half-life are not; one noise click in five viewers (the click share) does not save a query
+    nobody answers."""
+    from analytics.learning import fit_inputs
+
+    def shown(query, sessions, networks, clicks=(), repeat=1, start=0.0):
+        searches, events = [], []
+        for i, (session, network) in enumerate(zip(sessions, networks)):
+            for r in range(repeat):
+                s = a_search(f"{session}-{query}-{r:04d}", session, query, seconds=start + i * repeat + r)
+                searches.append(s)
+                events.append(replace(impression(s, session), network=network))
+                if session in clicks:
+                    events.append(replace(click(s, session, clicks[session]), network=network))
+        write(engine, searches, events)
+
+    shown("weather in paris", ["w1", "w2", "w3"], ["net-a", "net-b", "net-c"])
+    shown("cheap flights", ["flooder"], ["net-d"], repeat=300)
+    shown("stock prices", ["o1", "o2", "o3"], ["net-e", "net-e", "net-e"])
+    shown("movie times", ["m1", "m2"], ["net-a", "net-b"])
+    shown("stock", ["k1", "k2", "k3"], ["net-a", "net-b", "net-c"], start=1000)             # typed on from ...
+    shown("stock market news", ["k1", "k2", "k3"], ["net-a", "net-b", "net-c"], start=1002)  # ... 2 s later
+    shown("lead screening", ["l1", "l2", "l3"], ["net-a", "net-b", "net-c"], clicks={"l1": "t5", "l2": "t5", "l3": "t5"})
+    shown("tell me a joke", ["j1", "j2", "j3", "j4", "j5"], ["net-a", "net-b", "net-c", "net-d", "net-e"],
+          clicks={"j3": "t8"})
+    aggregate(engine, SETTINGS, NOW + timedelta(hours=1))
+    pairs = pairs_by_key(engine)
+    assert pairs[("weather in paris", "t1")].query_viewers == 3 and pairs[("weather in paris", "t1")].sessions == 0
+    assert pairs[("cheap flights", "t1")].query_viewers == 1
+    inputs = fit_inputs(engine, SETTINGS, now=NOW + timedelta(hours=1))
+    assert [e.query for e in inputs.learned] == ["lead screening"]
+    assert inputs.unclicked == ("stock market news", "tell me a joke", "weather in paris")
+    later = NOW + timedelta(days=SETTINGS.learning_half_life_days + 1)
+    assert fit_inputs(engine, SETTINGS, now=later).unclicked == ()
+    off = Settings.from_env({"LEARNING_SETTLE_S": "0", "LEARNING_UNCLICKED_SESSIONS": "0"})
+    assert fit_inputs(engine, off, now=NOW + timedelta(hours=1)).unclicked == ()
+
+
+def test_the_fit_weighs_unclicked_queries_as_negatives_and_its_refusals_stay_within_budget(settings, demo_tasks,
+                                                                                          demo_cases):
+    """What use says nobody clicks joins the abstention's negatives (source "unclicked"); the
+    threshold is still set on the written in-scope cases alone, so the CV refusal stays at the
+    budget."""
+    from search.fitting import fit_ranker
+    from search.ranker import default_params
+
+    train = [c for c in demo_cases if c.gold]
+    unclicked = ["what is the capital of peru", "best pizza near me", "how tall is mount everest",
+                 "lyrics of a song i heard", "translate hello into french"]
+    params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings), unclicked=unclicked)
+    point = report["abstention"]["sparse"]
+    assert report["unclicked"]["queries"] == 5 and report["unclicked"]["negatives"] == 5
+    assert point["n_negatives"]["unclicked"] == 5
+    assert point["in_scope_abstain"] <= settings.abstain_budget + 1e-9
