@@ -31,10 +31,10 @@ from sqlalchemy.orm import Session
 
 from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
-from analytics.learning import LearnedPair, counting_rule, load_learned, unclicked_rule
+from analytics.learning import LearnedPair, counting_rule, learned_and_unclicked, load_learned
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
-from search.learned import eligible, shortfall, unclicked_queries
+from search.learned import shortfall
 
 MAX_REASON = 300
 
@@ -106,9 +106,7 @@ class UnclickedRow:
 def unclicked_rows(pairs: Sequence[LearnedPair], cases: Sequence[CaseRecord], settings) -> list[UnclickedRow]:
     """The queries the next fit weighs as abstention negatives (the fit's own rule, under
     `settings`; a query with a test case is left to the case), most viewed first."""
-    learned = eligible(pairs, **counting_rule(settings))
-    queries = set(unclicked_queries(pairs, exclude=frozenset(e.query for e in learned), **unclicked_rule(settings)))
-    queries -= {c.query for c in cases}
+    queries = set(learned_and_unclicked(pairs, settings)[1]) - {c.query for c in cases}
     first = {}
     for pair in pairs:
         if pair.query in queries and pair.query not in first:

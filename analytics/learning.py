@@ -179,7 +179,7 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
         network = {e.task_id: e.network for e in clicks.get(search_id, ())}
         impression = impressions.get(search_id)
         seen_from = impression.network if impression is not None else next(iter(network.values()), None)
-        shown = shown_positions(search, impressions.get(search_id), None, max_position)
+        shown = shown_positions(search, impression, None, max_position)
         for e in clicks.get(search_id, ()):
             shown.setdefault(e.task_id, e.position)
         for task, position in shown.items():
@@ -358,6 +358,15 @@ def unclicked_rule(settings: Settings) -> dict:
             "max_age_days": settings.learning_half_life_days}
 
 
+def learned_and_unclicked(pairs: Sequence[LearnedPair], settings: Settings, now: datetime | None = None
+                          ) -> tuple[tuple[LearnedExemplar, ...], tuple[str, ...]]:
+    """(the pairs that count, the queries nobody clicks) under these settings: an unclicked
+    query never has a pair that counts. What the fit takes and what the dashboard shows."""
+    learned = math.eligible(pairs, **counting_rule(settings))
+    return learned, math.unclicked_queries(pairs, exclude=frozenset(e.query for e in learned), now=now,
+                                           **unclicked_rule(settings))
+
+
 def fit_inputs(engine: Engine, settings: Settings, now: datetime | None = None) -> LearnedInputs:
     """What a per-catalog fit takes from use (search.service.SearchService.learned_evidence):
     the eligible learned exemplars (after folding in the log since the last run), the admin's
@@ -366,8 +375,5 @@ def fit_inputs(engine: Engine, settings: Settings, now: datetime | None = None) 
     evidence for the abstention; none of them a query with a pair that counts)."""
     now = now or utcnow()
     aggregate(engine, settings, now)
-    pairs = load_learned(engine)
-    learned = math.eligible(pairs, **counting_rule(settings))
-    unclicked = math.unclicked_queries(pairs, exclude=frozenset(e.query for e in learned), now=now,
-                                       **unclicked_rule(settings))
+    learned, unclicked = learned_and_unclicked(load_learned(engine), settings, now)
     return LearnedInputs(learned, blocked_pairs(engine), unclicked)
