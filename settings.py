@@ -478,7 +478,8 @@ DESCRIPTIONS = {
     "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
     "LEARNING_MIN_PEOPLE": "... or distinct verified people (a role token's `sub`, or `TRUSTED_USER_HEADER`; keyed 8-bit pseudonyms): how staff behind one office address learn. Never added to the networks: one person on one network is 1 and 1",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
-    "LEARNING_UNCLICKED_SESSIONS": "distinct sessions (from LEARNING_MIN_NETWORKS networks) shown a query's results, "
+    "LEARNING_UNCLICKED_SESSIONS": "distinct sessions (from LEARNING_MIN_NETWORKS networks or LEARNING_MIN_PEOPLE "
+                                   "verified people) shown a query's results, "
                                    "nearly none clicking, before it is a negative of the abstention (0: off)",
     "LEARNING_UNCLICKED_CLICK_SHARE": "the largest share of those sessions that may have clicked anything",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",

@@ -101,6 +101,7 @@ class UnclickedRow:
     viewers: int       # distinct sessions shown its results
     networks: int      # their distinct networks
     clickers: int      # distinct sessions that clicked any of them
+    people: int = 0    # distinct verified people shown its results
 
 
 def unclicked_rows(pairs: Sequence[LearnedPair], cases: Sequence[CaseRecord], settings) -> list[UnclickedRow]:
@@ -111,7 +112,8 @@ def unclicked_rows(pairs: Sequence[LearnedPair], cases: Sequence[CaseRecord], se
     for pair in pairs:
         if pair.query in queries and pair.query not in first:
             first[pair.query] = UnclickedRow(pair.query, int(pair.query_viewers or 0),
-                                             int(pair.query_viewer_networks or 0), int(pair.query_sessions or 0))
+                                             int(pair.query_viewer_networks or 0), int(pair.query_sessions or 0),
+                                             int(pair.query_viewer_people or 0))
     return sorted(first.values(), key=lambda r: (-r.viewers, r.query))
 
 

@@ -23,10 +23,11 @@ of a session with more than LEARNING_MAX_VOTES_PER_SESSION votes in the window w
 distinct sessions clicked it, or LEARNING_MAJORITY_SESSIONS that are most of the sessions that
 clicked anything for its query (search.learned.eligible, `supported`).
 
-**Queries nobody clicks** (migration 0013): each row also keeps the distinct sessions (and
-networks) it was shown to, clicked or not; a query shown to LEARNING_UNCLICKED_SESSIONS
-sessions from distinct networks, at most LEARNING_UNCLICKED_CLICK_SHARE of which clicked
-anything, is negative evidence for the abstention (search.learned.unclicked_queries).
+**Queries nobody clicks** (migrations 0013, 0014): each row also keeps the distinct sessions
+(and their networks and verified people) it was shown to, clicked or not; a query shown to
+LEARNING_UNCLICKED_SESSIONS sessions from LEARNING_MIN_NETWORKS networks or LEARNING_MIN_PEOPLE
+verified people, at most LEARNING_UNCLICKED_CLICK_SHARE of which clicked anything, is negative
+evidence for the abstention (search.learned.unclicked_queries).
 
 **No personal data**: the table holds counts per (query, task); session ids are used while
 aggregating and never stored there. Rows are not touched by the raw log's retention purge.
@@ -88,6 +89,7 @@ class LearnedPair:
     query_sessions: int | None = None  # distinct sessions that clicked any task for this query (its rows' sketches)
     query_viewers: int | None = None   # distinct sessions shown any result for this query (migration 0013)
     query_viewer_networks: int | None = None   # ... and their distinct networks
+    query_viewer_people: int | None = None     # ... and their distinct verified people (migration 0014)
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ def load_learned(session) -> list[LearnedPair]:
     clickers: dict[str, bytes | None] = {}
     viewers: dict[str, bytes | None] = {}
     viewer_networks: dict[str, bytes | None] = {}
+    viewer_people: dict[str, bytes | None] = {}
     unsketched: dict[str, int] = defaultdict(int)   # rows aggregated before 0011: added, never merged
     for r in rows:
         if r.session_sketch:
@@ -126,10 +129,12 @@ def load_learned(session) -> list[LearnedPair]:
             unsketched[r.query] += int(r.sessions)
         viewers[r.query] = math.sketch_union(viewers.get(r.query), r.viewer_sketch)
         viewer_networks[r.query] = math.sketch_union(viewer_networks.get(r.query), r.viewer_network_sketch)
+        viewer_people[r.query] = math.sketch_union(viewer_people.get(r.query), r.viewer_people_sketch)
     return [LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
                         float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0),
                         math.sketch_count(clickers.get(r.query)) + unsketched[r.query],
-                        math.sketch_count(viewers[r.query]), math.sketch_count(viewer_networks[r.query]))
+                        math.sketch_count(viewers[r.query]), math.sketch_count(viewer_networks[r.query]),
+                        math.sketch_count(viewer_people[r.query]))
             for r in rows]
 
 
@@ -207,6 +212,7 @@ class _Sums:
     people: set = field(default_factory=set)     # verified people of the clicking sessions' searches (none: nobody)
     viewers: set = field(default_factory=set)    # every session shown the pair, clicked or not, as its settled query
     viewer_networks: set = field(default_factory=set)   # their networks (none: the session itself)
+    viewer_people: set = field(default_factory=set)     # their verified people (none: nobody)
 
 
 def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
@@ -229,6 +235,8 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
         if v.settled:
             s.viewers.add(v.session_id)
             s.viewer_networks.add(v.viewer_network or f"session:{v.session_id}")
+            if v.person:
+                s.viewer_people.add(v.person)
         if c:
             s.clicks += float(dv)
             s.sessions += float(dv)
@@ -253,6 +261,7 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
     session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks)
     people_sketch = math.sketch_of(new.people)
     viewer_sketch, viewer_network_sketch = math.sketch_of(new.viewers), math.sketch_of(new.viewer_networks)
+    viewer_people_sketch = math.sketch_of(new.viewer_people)
     if old is None:
         clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, len(new.clickers)
     else:
@@ -266,12 +275,14 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
         people_sketch = math.sketch_union(old.people_sketch, people_sketch)
         viewer_sketch = math.sketch_union(old.viewer_sketch, viewer_sketch)
         viewer_network_sketch = math.sketch_union(old.viewer_network_sketch, viewer_network_sketch)
+        viewer_people_sketch = math.sketch_union(old.viewer_people_sketch, viewer_people_sketch)
     return {"sessions": math.sketch_count(session_sketch), "clicks": n_clicks, "examinations": exams,
             "decayed_clicks": clicks, "decayed_sessions": sessions, "networks": math.sketch_count(network_sketch),
             "people": math.sketch_count(people_sketch), "session_sketch": session_sketch,
             "network_sketch": network_sketch, "people_sketch": people_sketch,
             "viewers": math.sketch_count(viewer_sketch), "viewer_networks": math.sketch_count(viewer_network_sketch),
             "viewer_sketch": viewer_sketch, "viewer_network_sketch": viewer_network_sketch,
+            "viewer_people": math.sketch_count(viewer_people_sketch), "viewer_people_sketch": viewer_people_sketch,
             "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
 
 
@@ -354,6 +365,7 @@ def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:
 def unclicked_rule(settings: Settings) -> dict:
     """The keywords of search.learned.unclicked_queries under these settings."""
     return {"min_sessions": settings.learning_unclicked_sessions, "min_networks": settings.learning_min_networks,
+            "min_people": settings.learning_min_people,
             "max_click_share": settings.learning_unclicked_click_share,
             "max_age_days": settings.learning_half_life_days}
 

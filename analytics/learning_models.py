@@ -44,6 +44,9 @@ class LearnedEvidence(Base):
     viewer_networks: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     viewer_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
     viewer_network_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    # ... and their distinct verified people (migration 0014: how an office behind one address qualifies)
+    viewer_people: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    viewer_people_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
 
 
 class LearningState(Base):

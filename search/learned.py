@@ -189,20 +189,24 @@ class LearnedInputs(NamedTuple):
 
 def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max_click_share: float,
                       max_age_days: float | None = None, exclude: frozenset[str] = frozenset(),
-                      now: datetime | None = None) -> tuple[str, ...]:
+                      now: datetime | None = None, min_people: int | None = None) -> tuple[str, ...]:
     """The queries that repeatedly ended without a click: negative evidence for the abstention
     (search.fitting.abstention_negatives, source "unclicked"). A query qualifies when
 
-        viewers(q) >= min_sessions,  viewer networks(q) >= min_networks,
+        viewers(q) >= min_sessions,
+        viewer networks(q) >= min_networks  or  viewer people(q) >= min_people,
         clickers(q) <= max_click_share * viewers(q)
 
     with viewers the distinct sessions shown any of its results (an impression bound to its
-    search) and clickers those that clicked any (LearnedPair.query_viewers, query_sessions),
-    and (with `max_age_days`) its latest evidence at most that old. `exclude`: queries with a
-    pair that counts. `min_sessions` 0 turns it off.
+    search), their networks and verified people (LearnedPair.query_viewer_networks,
+    query_viewer_people), clickers the sessions that clicked any (query_sessions), and (with
+    `max_age_days`) its latest evidence at most that old. `exclude`: queries with a pair that
+    counts. `min_sessions` 0 turns it off.
 
-    Why each condition. Distinct sessions and networks: one session or one address flooding a
-    query with searches shows it to one viewer. The click share, not zero clicks: a sixth of
+    Why each condition. Distinct sessions, and networks or people: one session or one address
+    flooding a query with searches shows it to one viewer, while staff behind one office address
+    are told apart by who the host verified them to be, as for the pairs that count
+    (distinct_enough: the two counts are never added). The click share, not zero clicks: a sixth of
     people click something at random (the simulator's noise). The age: a query the product
     refuses is shown to nobody, so nothing can ever clear it; its evidence expires instead, the
     query is answered again and traffic judges it anew (no refusal feeds itself forever). And
@@ -225,8 +229,9 @@ def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max
         if max_age_days is not None and (now - pair.updated_at).total_seconds() > max_age_days * 86400:
             continue
         viewers = int(pair.query_viewers)
-        if (viewers >= min_sessions and int(pair.query_viewer_networks or 0) >= min_networks
-                and int(pair.query_sessions) <= max_click_share * viewers):
+        distinct = (int(pair.query_viewer_networks or 0) >= min_networks
+                    or (min_people is not None and int(getattr(pair, "query_viewer_people", 0) or 0) >= min_people))
+        if viewers >= min_sessions and distinct and int(pair.query_sessions) <= max_click_share * viewers:
             found.append(query)
     return tuple(sorted(found))
 

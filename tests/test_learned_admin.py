@@ -177,8 +177,9 @@ def test_the_json_api_blocks_and_unblocks(admin_app, evidence):
 
 def test_the_dashboard_lists_the_queries_nobody_clicks_with_a_way_to_make_each_a_case(admin_app, evidence):
     """The queries the next fit weighs as abstention negatives (issue 16 item 1), each with
-    how many sessions and networks were shown results and how many clicked, and a link to the
-    case form; a query with clicks that count is not one of them."""
+    how many sessions, networks and verified people were shown results and how many clicked,
+    and a link to the case form; a query with clicks that count is not one of them. Three
+    verified people behind one office address qualify a query as three networks would."""
     from search.learned import sketch_of
 
     store = services(admin_app).store
@@ -192,12 +193,21 @@ def test_the_dashboard_lists_the_queries_nobody_clicks_with_a_way_to_make_each_a
                  viewer_network_sketch=sketch_of(["n1", "n2"]), **shown),
             dict(query="bus timetable", task_id=TASK, viewer_sketch=sketch_of(["a", "b"]),
                  viewer_network_sketch=sketch_of(["n1", "n2"]), **shown)])
+        connection.execute(insert(LearnedEvidence), [   # an office behind one address, its staff verified
+            dict(query="office holiday party", task_id=TASK, viewer_sketch=sketch_of(["o1", "o2", "o3"]),
+                 viewer_network_sketch=sketch_of(["office"]), viewer_people_sketch=sketch_of(["p1", "p2", "p3"]),
+                 **shown),
+            dict(query="lunch menu", task_id=TASK, viewer_sketch=sketch_of(["m1", "m2", "m3"]),
+                 viewer_network_sketch=sketch_of(["office"]), viewer_people_sketch=sketch_of(["p1"]), **shown)])
     client, _ = signed_in(admin_app, "vera")
     page = text(client.get("/admin/"))
     section = page[page.index('id="unclicked"'):]
-    assert "Queries nobody clicks (1)" in section
+    assert "Queries nobody clicks (2)" in section
     row = section[section.index("weather in paris"):]
-    assert re.findall(r"<td>([^<]*)</td>", row)[:3] == ["4", "4", "0"]
+    assert re.findall(r"<td>([^<]*)</td>", row)[:4] == ["4", "4", "0", "0"]
+    office = section[section.index("office holiday party"):]
+    assert re.findall(r"<td>([^<]*)</td>", office)[:4] == ["3", "1", "3", "0"]
+    assert "lunch menu" not in section, "one person on one network, in three sessions, is one"
     assert "bus timetable" not in section, "two sessions are not enough"
     assert "where does the yellow bus go" not in section, "its answer is clicked"
     assert "/admin/cases/new?query=weather+in+paris" in client.get("/admin/").get_data(as_text=True)

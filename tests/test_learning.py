@@ -684,18 +684,20 @@ def test_a_written_case_pins_whatever_its_category_is_called():
 # -- queries nobody clicks: negatives for the abstention (issue 16 item 1) --------------------------
 
 def test_a_query_shown_to_distinct_people_that_nobody_clicks_becomes_an_abstention_negative(engine):
-    """Shown to three sessions on three networks and clicked by none: a negative. One session
-    searching it 300 times, three sessions behind one network, two sessions, a query whose
-    answer people click, a type-ahead prefix people typed on from, and evidence older than the
-    half-life are not; one noise click in five viewers (the click share) does not save a query
-    nobody answers."""
+    """Shown to three sessions on three networks and clicked by none: a negative; so is one shown
+    to three verified people behind one office address (LEARNING_MIN_PEOPLE, as for the clicks
+    that count). One session searching it 300 times, three sessions behind one network, one
+    verified person in three sessions there, two sessions, a query whose answer people click, a
+    type-ahead prefix people typed on from, and evidence older than the half-life are not; one
+    noise click in five viewers (the click share) does not save a query nobody answers."""
     from analytics.learning import fit_inputs
 
-    def shown(query, sessions, networks, clicks=(), repeat=1, start=0.0):
+    def shown(query, sessions, networks, clicks=(), repeat=1, start=0.0, people=None):
         searches, events = [], []
         for i, (session, network) in enumerate(zip(sessions, networks)):
             for r in range(repeat):
                 s = a_search(f"{session}-{query}-{r:04d}", session, query, seconds=start + i * repeat + r)
+                s = replace(s, person=people[i]) if people else s
                 searches.append(s)
                 events.append(replace(impression(s, session), network=network))
                 if session in clicks:
@@ -705,6 +707,8 @@ def test_a_query_shown_to_distinct_people_that_nobody_clicks_becomes_an_abstenti
     shown("weather in paris", ["w1", "w2", "w3"], ["net-a", "net-b", "net-c"])
     shown("cheap flights", ["flooder"], ["net-d"], repeat=300)
     shown("stock prices", ["o1", "o2", "o3"], ["net-e", "net-e", "net-e"])
+    shown("holiday closures", ["h1", "h2", "h3"], ["office"] * 3, people=["p1", "p2", "p3"], start=3000)
+    shown("office wifi", ["v1", "v2", "v3"], ["office"] * 3, people=["p4"] * 3, start=2000)
     shown("movie times", ["m1", "m2"], ["net-a", "net-b"])
     shown("stock", ["k1", "k2", "k3"], ["net-a", "net-b", "net-c"], start=1000)             # typed on from ...
     shown("stock market news", ["k1", "k2", "k3"], ["net-a", "net-b", "net-c"], start=1002)  # ... 2 s later
@@ -715,9 +719,12 @@ def test_a_query_shown_to_distinct_people_that_nobody_clicks_becomes_an_abstenti
     pairs = pairs_by_key(engine)
     assert pairs[("weather in paris", "t1")].query_viewers == 3 and pairs[("weather in paris", "t1")].sessions == 0
     assert pairs[("cheap flights", "t1")].query_viewers == 1
+    assert pairs[("holiday closures", "t1")].query_viewer_networks == 1
+    assert pairs[("holiday closures", "t1")].query_viewer_people == 3
+    assert pairs[("office wifi", "t1")].query_viewers == 3 and pairs[("office wifi", "t1")].query_viewer_people == 1
     inputs = fit_inputs(engine, SETTINGS, now=NOW + timedelta(hours=1))
     assert [e.query for e in inputs.learned] == ["lead screening"]
-    assert inputs.unclicked == ("stock market news", "tell me a joke", "weather in paris")
+    assert inputs.unclicked == ("holiday closures", "stock market news", "tell me a joke", "weather in paris")
     later = NOW + timedelta(days=SETTINGS.learning_half_life_days + 1)
     assert fit_inputs(engine, SETTINGS, now=later).unclicked == ()
     off = Settings.from_env({"LEARNING_SETTLE_S": "0", "LEARNING_UNCLICKED_SESSIONS": "0"})

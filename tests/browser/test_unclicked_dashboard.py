@@ -46,7 +46,7 @@ def test_the_dashboard_shows_the_queries_nobody_clicks_and_makes_one_a_case(dash
     rows = page.locator("table.unclicked tbody tr")
     assert [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())] == [
         "what is the weather in paris", "book a flight to denver"]            # most viewed first
-    assert rows.first.locator("td").all_text_contents()[1:4] == ["6", "6", "0"]
+    assert rows.first.locator("td").all_text_contents()[1:5] == ["6", "6", "0", "0"]
     heading.scroll_into_view_if_needed()
     screenshot(page, "admin-unclicked.png")
     with page.expect_navigation():
