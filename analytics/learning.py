@@ -130,11 +130,12 @@ def load_learned(session) -> list[LearnedPair]:
         viewers[r.query] = math.sketch_union(viewers.get(r.query), r.viewer_sketch)
         viewer_networks[r.query] = math.sketch_union(viewer_networks.get(r.query), r.viewer_network_sketch)
         viewer_people[r.query] = math.sketch_union(viewer_people.get(r.query), r.viewer_people_sketch)
+    per_query = {query: (math.sketch_count(clickers.get(query)) + unsketched[query], math.sketch_count(seen),
+                         math.sketch_count(viewer_networks[query]), math.sketch_count(viewer_people[query]))
+                 for query, seen in viewers.items()}   # once per query, not per row
     return [LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
                         float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0),
-                        math.sketch_count(clickers.get(r.query)) + unsketched[r.query],
-                        math.sketch_count(viewers[r.query]), math.sketch_count(viewer_networks[r.query]),
-                        math.sketch_count(viewer_people[r.query]))
+                        *per_query[r.query])
             for r in rows]
 
 
