@@ -62,6 +62,7 @@ token naming its person (`sub`: staff-0 .. staff-N-1; a fresh token per search, 
 one per page load), sent with the search and with its events as the widget sends it; the product
 then counts distinct people (LEARNING_MIN_PEOPLE) where it cannot count networks. Who searches is
 drawn from a random sequence of its own, so the traffic is the one of a run without --office.
+With --offtopic the off-topic searches come from the office's staff too (another sequence).
 """
 from __future__ import annotations
 
@@ -286,6 +287,7 @@ def run(args) -> dict:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="taskfinder-sim-"))
     lab = Lab(data_dir, Path(args.cache_dir), {"ROLE_TOKEN_SECRET": ROLE_TOKEN_SECRET})
     staff = random.Random(args.seed + 2)   # who searches (--office): a sequence of its own
+    off_staff = random.Random(args.seed + 3)   # ... and who of them searches off-topic (--office --offtopic)
     if args.pool_as_cases:   # the ceiling: every traffic phrasing written as a case, no traffic
         from catalog.records import CaseRecord
 
@@ -310,7 +312,9 @@ def run(args) -> dict:
                     clicked += simulate_search(base, rng, query, gold, args.noise, address=address, token=token)
                     done += 1
                     while extra and other.random() < extra / (1.0 + extra):   # geometric: extra per search on average
-                        simulate_search(base, other, other.choice(offtopic), None, args.noise)
+                        off_address, off_token = office_person(args, off_staff)   # the office's staff too
+                        simulate_search(base, other, other.choice(offtopic), None, args.noise,
+                                        address=off_address, token=off_token)
                         off_done += 1
                 print(f"{done} searches ({clicked} clicked, {off_done} off-topic) in "
                       f"{time.perf_counter() - started:.0f} s", flush=True)
