@@ -84,6 +84,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ops.servers import ServerProcess, free_port, http_get, server_env, waitress_command  # noqa: E402
+from search.learned import normalised_query  # noqa: E402
 
 EXAMINE = (1.0, 0.85, 0.7, 0.55, 0.45, 0.35, 0.3, 0.25)
 OFFICE_ADDRESS = "198.51.100.10"
@@ -203,13 +204,16 @@ class Lab:
                               ANALYTICS_FLUSH_INTERVAL_S="0.5", **extra_env)
         self.server: ServerProcess | None = None
 
+    def settings(self):
+        from settings import Settings
+
+        return Settings.from_env({k: v for k, v in self.env.items() if k.isupper()})
+
     def load(self, tasks, cases) -> None:
         from catalog import db
         from catalog.store import CatalogStore
-        from settings import Settings
 
-        settings = Settings.from_env({k: v for k, v in self.env.items() if k.isupper()})
-        engine = db.make_engine(settings.database)
+        engine = db.make_engine(self.settings().database)
         db.upgrade(engine)
         store = CatalogStore(engine)
         store.import_tasks(tasks, replace=True)
@@ -226,6 +230,19 @@ class Lab:
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+    def unclicked(self) -> tuple[str, ...]:
+        """The queries nobody clicks, by the product's rule under the lab's settings (what the
+        fit just weighed, less any that equal a case's query: none in these runs)."""
+        from analytics.learning import learned_and_unclicked, load_learned
+        from catalog import db
+
+        settings = self.settings()
+        engine = db.make_engine(settings.database)
+        try:
+            return learned_and_unclicked(load_learned(engine), settings)[1]
+        finally:
+            engine.dispose()
 
     def fit(self) -> dict:
         done = subprocess.run([sys.executable, "app.py", "fit"], cwd=ROOT, env=self.env, capture_output=True,
@@ -281,6 +298,7 @@ def run(args) -> dict:
     # so that the in-scope traffic (phrasings, clicks, sessions) is the one of a run without them
     other = random.Random(args.seed + 3)
     extra = args.offtopic / (1.0 - args.offtopic) if args.offtopic else 0.0
+    offtopic_queries = {normalised_query(q) for q in offtopic}
     if args.val_limit:
         val = random.Random(args.seed + 1).sample(val, min(args.val_limit, len(val)))
     checkpoints = sorted({int(c) for c in args.checkpoints.split(",")})
@@ -320,6 +338,8 @@ def run(args) -> dict:
                       f"{time.perf_counter() - started:.0f} s", flush=True)
                 lab.stop()
             fitted = fit_summary(lab.fit())
+            if args.offtopic:   # which of them were off-topic, and which in-scope queries nobody clicked
+                fitted["unclicked_offtopic"] = len(set(lab.unclicked()) & offtopic_queries)
             base = lab.start()
             point = {"searches": done, "clicked": clicked, "offtopic_searches": off_done, **measure(base, val),
                      "offtopic_answered": answered(base, offtopic_val), "fit": fitted}
