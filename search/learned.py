@@ -206,7 +206,7 @@ def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max
     Why each condition. Distinct sessions, and networks or people: one session or one address
     flooding a query with searches shows it to one viewer, while staff behind one office address
     are told apart by who the host verified them to be, as for the pairs that count
-    (distinct_enough: the two counts are never added). The click share, not zero clicks: a sixth of
+    (`enough_sources`: the two counts are never added). The click share, not zero clicks: a sixth of
     people click something at random (the simulator's noise). The age: a query the product
     refuses is shown to nobody, so nothing can ever clear it; its evidence expires instead, the
     query is answered again and traffic judges it anew (no refusal feeds itself forever). And
@@ -229,8 +229,8 @@ def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max
         if max_age_days is not None and (now - pair.updated_at).total_seconds() > max_age_days * 86400:
             continue
         viewers = int(pair.query_viewers)
-        distinct = (int(pair.query_viewer_networks or 0) >= min_networks
-                    or (min_people is not None and int(getattr(pair, "query_viewer_people", 0) or 0) >= min_people))
+        distinct = enough_sources(int(pair.query_viewer_networks or 0), int(pair.query_viewer_people or 0),
+                                  min_networks, min_people)
         if viewers >= min_sessions and distinct and int(pair.query_sessions) <= max_click_share * viewers:
             found.append(query)
     return tuple(sorted(found))
@@ -295,12 +295,18 @@ def supported(pair, min_sessions: int, majority_sessions: int | None = None) -> 
 
 
 def distinct_enough(pair, min_networks: int, min_people: int | None) -> bool:
-    """Whether a pair's clicks came from `min_networks` distinct networks or, with `min_people`,
-    from that many distinct verified people: two counts, never added, so that one person (with
-    and without their token) from one network is 1 and 1, never 2."""
-    if getattr(pair, "networks", pair.sessions) >= min_networks:
-        return True
-    return min_people is not None and getattr(pair, "people", 0) >= min_people
+    """Whether a pair's clicks came from enough distinct sources (`enough_sources`); pairs
+    without a `networks` count count their sessions, pairs without a `people` count none."""
+    return enough_sources(getattr(pair, "networks", pair.sessions), getattr(pair, "people", 0),
+                          min_networks, min_people)
+
+
+def enough_sources(networks: int, people: int, min_networks: int, min_people: int | None) -> bool:
+    """At least `min_networks` distinct networks or, with `min_people`, that many distinct
+    verified people: two counts, never added, so that one person (with and without their token)
+    from one network is 1 and 1, never 2. The one rule for the clicks that count
+    (`distinct_enough`) and for the viewers of a query nobody clicks (`unclicked_queries`)."""
+    return networks >= min_networks or (min_people is not None and people >= min_people)
 
 
 def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozenset[str] = frozenset()) -> tuple[CaseRecord, ...]:
