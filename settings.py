@@ -227,6 +227,7 @@ class Settings:
     learning_unclicked_sessions: int = 3    # distinct sessions shown a query's results, nearly none clicking, before
                                             # it is a negative for the abstention (search.learned.unclicked_queries; 0: off)
     learning_unclicked_click_share: float = 0.2   # ... at most this share of them clicked anything
+    learning_chains: bool = True            # a query reformulated until a click votes for that task too (query chains)
     learning_max_position: int = 10         # clicks/impressions beyond this rank are not evidence (k=50 votes nothing)
     learning_max_votes_per_session: int = 20  # per aggregation window; beyond, a session's votes weigh less
     learning_settle_s: float = 600.0        # events younger than this wait for the next aggregation
@@ -438,6 +439,7 @@ ENVIRONMENT = (
     ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
     ("learning_unclicked_sessions", "LEARNING_UNCLICKED_SESSIONS", _int(0, 1_000_000)),
     ("learning_unclicked_click_share", "LEARNING_UNCLICKED_CLICK_SHARE", _probability),
+    ("learning_chains", "LEARNING_CHAINS", _as_bool),
     ("learning_max_position", "LEARNING_MAX_POSITION", _int(1, 100)),
     ("learning_max_votes_per_session", "LEARNING_MAX_VOTES_PER_SESSION", _int(1, 1_000_000)),
     ("learning_settle_s", "LEARNING_SETTLE_S", _float(0.0)),
@@ -482,6 +484,7 @@ DESCRIPTIONS = {
                                    "verified people) shown a query's results, "
                                    "nearly none clicking, before it is a negative of the abstention (0: off)",
     "LEARNING_UNCLICKED_CLICK_SHARE": "the largest share of those sessions that may have clicked anything",
+    "LEARNING_CHAINS": "a search that got no click and that its session rephrased until a click (each next search within 5 minutes) votes for the clicked task under its own query too (query chains; analytics.learning.chain_votes); the same distinct-session and network rules apply",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
     "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",
     "LEARNING_SETTLE_S": "events younger than this wait for the next aggregation",

@@ -2,7 +2,8 @@
 
 A task's page lists its learned evidence (analytics.learning: one aggregate per normalised query
 and task, from position-bias-corrected clicks): the query, how many distinct sessions, networks
-and verified people clicked it, the counted clicks, the estimated relevance, and whether it
+and verified people clicked it, the counted clicks (and how many of them came after the person
+rephrased the query: analytics.learning.chain_votes), the estimated relevance, and whether it
 counts at the next fit or what it lacks (search.learned.shortfall, the fit's own rule under this
 server's settings). For each row the admin can
 
@@ -53,6 +54,7 @@ class LearnedRow:
     networks: int = 0         # distinct client networks that clicked
     people: int = 0           # distinct verified people that clicked
     lacks: str | None = None  # why it does not count at the next fit (search.learned.shortfall); None: it counts
+    rephrased: int = 0        # of `clicks`, those made after rephrasing the query (analytics.learning.chain_votes)
 
     @property
     def case_names_task(self) -> bool:
@@ -67,7 +69,7 @@ def learned_rows(pairs: Iterable[LearnedPair], task_id: str, blocked: frozenset[
     evidence has gone (so that they can still be lifted)."""
     by_query = {c.query: c for c in cases}
     rows = [LearnedRow(p.query, task_id, p.sessions, p.clicks, p.relevance, (p.query, task_id) in blocked,
-                       by_query.get(p.query), p.networks, p.people, lacks(p))
+                       by_query.get(p.query), p.networks, p.people, lacks(p), p.rephrased_clicks)
             for p in pairs if p.task_id == task_id]
     rows.sort(key=lambda r: (-r.relevance, -r.sessions, r.query))
     listed = {r.query for r in rows}
@@ -157,7 +159,7 @@ def learned_unblock(task_id: str):
 # -- JSON for automation -----------------------------------------------------------------------
 def _row_json(row: LearnedRow) -> dict:
     return {"query": row.query, "sessions": row.sessions, "networks": row.networks, "people": row.people,
-            "clicks": row.clicks, "relevance": row.relevance, "blocked": row.blocked,
+            "clicks": row.clicks, "rephrased_clicks": row.rephrased, "relevance": row.relevance, "blocked": row.blocked,
             "counts": row.lacks is None, "lacks": row.lacks, "case_id": None if row.case is None else row.case.id}
 
 

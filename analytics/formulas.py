@@ -83,6 +83,7 @@ class Intent:
     clicks: tuple[Click, ...] = ()
     reformulated: bool = False
     followup_task: str | None = None  # kept click at the end of its reformulation chain
+    followup_at: datetime | None = None  # ... and when that click was made
 
     @property
     def clicked(self) -> bool:
@@ -260,9 +261,11 @@ def intents(searches: Iterable[SearchRecord], events: Iterable[EventRecord]) -> 
             step = following[step]
             kept = found[step].kept_click
             if kept is not None:
-                followup = kept.task_id
+                followup = kept
                 break
-        result.append(replace(intent, reformulated=reformulated[index], followup_task=followup))
+        result.append(replace(intent, reformulated=reformulated[index],
+                              followup_task=followup.task_id if followup else None,
+                              followup_at=followup.at if followup else None))
     return result
 
 

@@ -1,7 +1,8 @@
 """Learning from use: the search log and the widget's events folded into `learned_evidence`
 (aggregates per normalised query and task; the math is in search.learned).
 
-    collect_votes(searches, events, max_position)  -> one Vote per (session, query, task) shown
+    collect_votes(searches, events, max_position)  -> one Vote per (session, query, task) shown,
+                                                      and per query chain (chain_votes)
     aggregate(engine, settings, now)               -> folds the log since the watermark into the table
     load_learned(session)                          -> the table as LearnedPair values
     learned_exemplars(engine, settings, blocked)   -> the pairs that count
@@ -22,6 +23,11 @@ of a session with more than LEARNING_MAX_VOTES_PER_SESSION votes in the window w
 (search.learned.session_weights). A pair counts for ranking only once LEARNING_MIN_SESSIONS
 distinct sessions clicked it, or LEARNING_MAJORITY_SESSIONS that are most of the sessions that
 clicked anything for its query (search.learned.eligible, `supported`).
+
+**Query chains** (chain_votes; migration 0015 counts them per row): a search that got no kept
+click and that its session rephrased until a kept click on task t votes for t under its own
+query too (LEARNING_CHAINS). It is the only vote a query the product answers wrongly can get,
+and it keeps such a query from being taken for one nobody clicks.
 
 **Queries nobody clicks** (migrations 0013, 0014): each row also keeps the distinct sessions
 (and their networks and verified people) it was shown to, clicked or not; a query shown to
@@ -47,7 +53,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
@@ -56,7 +62,7 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from analytics.formulas import as_utc, bound_to_search, group_requests
+from analytics.formulas import as_utc, bound_to_search, group_requests, intents
 from analytics.learning_models import LearnedEvidence, LearningState
 from analytics.records import EventRecord, SearchRecord
 from analytics.store import AnalyticsStore
@@ -90,6 +96,7 @@ class LearnedPair:
     query_viewers: int | None = None   # distinct sessions shown any result for this query (migration 0013)
     query_viewer_networks: int | None = None   # ... and their distinct networks
     query_viewer_people: int | None = None     # ... and their distinct verified people (migration 0014)
+    rephrased_clicks: int = 0   # of `clicks`, those made after rephrasing the query (chain_votes; migration 0015)
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,7 @@ class Vote:
     person: str | None = None    # the verified person of the session's search (analytics.sources), if any
     viewer_network: str | None = None   # the network the search's impression (or click) came from
     settled: bool = True         # one of its searches ended a burst of typing (analytics.formulas.group_requests)
+    chained: bool = False        # clicked only through a reformulation chain (chain_votes), not on this query's list
 
 
 def load_learned(session) -> list[LearnedPair]:
@@ -135,7 +143,7 @@ def load_learned(session) -> list[LearnedPair]:
                  for query, seen in viewers.items()}   # once per query, not per row
     return [LearnedPair(r.query, r.task_id, int(r.sessions), int(r.clicks), float(r.examinations),
                         float(r.relevance), as_utc(r.updated_at), int(r.networks or 0), int(r.people or 0),
-                        *per_query[r.query])
+                        *per_query[r.query], rephrased_clicks=int(r.rephrased_clicks or 0))
             for r in rows]
 
 
@@ -162,9 +170,14 @@ def click_counts(search: SearchRecord, event: EventRecord, max_position: int) ->
             and search.result_ids[event.position - 1] == event.task_id)
 
 
-def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord], max_position: int) -> list[Vote]:
+def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord], max_position: int,
+                  earlier: Iterable[EventRecord] = (), chains: bool = True) -> list[Vote]:
     """One vote per (session, query, task) shown to a session (module docstring); searches
-    without a session, and events not bound to their search, give none."""
+    without a session, and events not bound to their search, give none. With `chains`, also the
+    votes of reformulation chains whose click is one of `events` (chain_votes); `earlier`: the
+    clicks and returns received before the window, which only say whether an earlier search of
+    the chain was clicked (their votes were counted in their own window)."""
+    events = list(events)
     by_id = {s.id: s for s in searches if s.session_id}
     # a type-ahead request the person typed on from is no query they were shown results for
     settled = {group[-1].id for group in group_requests(by_id.values())}
@@ -200,7 +213,53 @@ def collect_votes(searches: Iterable[SearchRecord], events: Iterable[EventRecord
                                   old.clicked or task in clicked, max(old.at, at), old.network or network.get(task),
                                   old.person or search.person, old.viewer_network or seen_from,
                                   old.settled or search_id in settled)
+    if chains:
+        bound = [e for e in events if e.search_id in by_id and bound_to_search(by_id[e.search_id], e)
+                 and (e.type != "click" or click_counts(by_id[e.search_id], e, max_position))]
+        before = [e for e in earlier if e.type in ("click", "return") and e.search_id in by_id
+                  and bound_to_search(by_id[e.search_id], e)]
+        for chain in chain_votes(list(by_id.values()), before, bound, max_position):
+            key = (chain.session_id, chain.query, chain.task_id)
+            old = votes.get(key)
+            if old is None:
+                votes[key] = chain
+            elif not old.clicked:   # shown on the query's own list, not clicked there: found after rephrasing
+                votes[key] = replace(old, clicked=True, chained=True, network=chain.network, at=max(old.at, chain.at))
     return sorted(votes.values(), key=lambda v: (v.query, v.task_id, v.session_id))
+
+
+def chain_votes(searches: Sequence[SearchRecord], earlier: Sequence[EventRecord], window: Sequence[EventRecord],
+                max_position: int) -> list[Vote]:
+    """Votes of reformulation chains ("query chains": Radlinski & Joachims, *Query chains:
+    learning to rank from implicit feedback*, KDD 2005): a search that got no kept click and
+    that its session reformulated, search after search (analytics.formulas.intents: the next
+    search within REFORMULATION_WINDOW_S, another query), until a kept click on task t, is a
+    vote for t under its own query as well: the person was looking for t when they typed it. It
+    is the only evidence a query the product answers wrongly (or refuses) ever gets: nobody
+    clicks the right task under a query that does not show it.
+
+    One vote per chain whose click is one of the `window` events (a chain counts in the window
+    of its click), at the position the query showed t (1 where it did not: examined for sure,
+    the least credit per click). `window`: the window's bound events, clicks counted for
+    learning only; `earlier`: the bound clicks and returns received before it, which only say
+    whether a search of the chain was clicked. Like any vote it counts only through the
+    distinct-session and distinct-network (or people) rules, so one session chaining its own
+    searches moves nothing."""
+    in_window = {(e.session_id, e.task_id, as_utc(e.at)): e for e in window if e.type == "click"}
+    by_id = {s.id: s for s in searches}
+    out = []
+    for intent in intents(searches, [*earlier, *window]):
+        if intent.followup_task is None or intent.session_id is None:
+            continue
+        click = in_window.get((intent.session_id, intent.followup_task, as_utc(intent.followup_at)))
+        if click is None:
+            continue
+        shown = intent.result_ids[:max_position]
+        position = shown.index(intent.followup_task) + 1 if intent.followup_task in shown else 1
+        person = next((by_id[i].person for i in intent.search_ids if by_id[i].person), None)
+        out.append(Vote(intent.session_id, intent.query, intent.followup_task, position, True,
+                        as_utc(intent.ended_at), click.network, person, click.network, True, chained=True))
+    return out
 
 
 @dataclass
@@ -214,6 +273,7 @@ class _Sums:
     viewers: set = field(default_factory=set)    # every session shown the pair, clicked or not, as its settled query
     viewer_networks: set = field(default_factory=set)   # their networks (none: the session itself)
     viewer_people: set = field(default_factory=set)     # their verified people (none: nobody)
+    rephrased: set = field(default_factory=set)  # the clicking sessions whose click came through a chain
 
 
 def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
@@ -225,7 +285,10 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
     pairs = np.array([pair_ids.setdefault((v.query, v.task_id), len(pair_ids)) for v in votes])
     positions = np.array([v.position for v in votes])
     clicked = np.array([v.clicked for v in votes], dtype=np.float64)
-    theta = math.em_propensities(pairs, positions, clicked, max_position)
+    # position bias is learnt from clicks on the lists themselves, not from reformulation chains
+    direct = np.array([not v.chained for v in votes])
+    theta = math.em_propensities(np.unique(pairs[direct], return_inverse=True)[1], positions[direct],
+                                 clicked[direct], max_position) if direct.any() else math.power_propensities(max_position)
     weights = math.session_weights([v.session_id for v in votes], max_votes)
     ages = np.array([(now - v.at).total_seconds() / 86400 for v in votes])
     d = math.decay(ages, half_life_days) * weights
@@ -242,6 +305,8 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
             s.clicks += float(dv)
             s.sessions += float(dv)
             s.clickers.add(v.session_id)
+            if v.chained:
+                s.rephrased.add(v.session_id)
             s.networks.add(v.network or f"session:{v.session_id}")
             if v.person:
                 s.people.add(v.person)
@@ -265,12 +330,14 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
     viewer_people_sketch = math.sketch_of(new.viewer_people)
     if old is None:
         clicks, exams, sessions, n_clicks = new.clicks, new.examinations, new.sessions, len(new.clickers)
+        rephrased = len(new.rephrased)
     else:
         d = float(math.decay((now - as_utc(old.updated_at)).total_seconds() / 86400, half_life_days))
         clicks = old.decayed_clicks * d + new.clicks
         exams = old.examinations * d + new.examinations
         sessions = old.decayed_sessions * d + new.sessions
         n_clicks = old.clicks + len(new.clickers)
+        rephrased = int(old.rephrased_clicks or 0) + len(new.rephrased)
         session_sketch = math.sketch_union(old.session_sketch or legacy_sketch(int(old.sessions)), session_sketch)
         network_sketch = math.sketch_union(old.network_sketch or legacy_sketch(int(old.networks or 0)), network_sketch)
         people_sketch = math.sketch_union(old.people_sketch, people_sketch)
@@ -284,7 +351,7 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
             "viewers": math.sketch_count(viewer_sketch), "viewer_networks": math.sketch_count(viewer_network_sketch),
             "viewer_sketch": viewer_sketch, "viewer_network_sketch": viewer_network_sketch,
             "viewer_people": math.sketch_count(viewer_people_sketch), "viewer_people_sketch": viewer_people_sketch,
-            "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
+            "rephrased_clicks": rephrased, "relevance": math.coec_relevance(clicks, exams), "updated_at": now}
 
 
 def _watermark(connection) -> datetime:
@@ -312,7 +379,10 @@ def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -
         return {"status": "up to date", "votes": 0, "pairs": 0}
     searches = store.searches(max(since - SEARCH_LOOKBACK, EPOCH), until)
     events = [e for e in store.events(since, until) if as_utc(e.at) >= since]
-    votes = collect_votes(searches, events, settings.learning_max_position)
+    # whether an earlier search of a reformulation chain was clicked (chain_votes)
+    earlier = store.events(max(since - SEARCH_LOOKBACK, EPOCH), since, types=("click", "return")) \
+        if settings.learning_chains else []
+    votes = collect_votes(searches, events, settings.learning_max_position, earlier, settings.learning_chains)
     sums, theta = window_sums(votes, now, settings.learning_half_life_days, settings.learning_max_position,
                               settings.learning_max_votes_per_session)
     with engine.begin() as connection:

@@ -47,6 +47,8 @@ class LearnedEvidence(Base):
     # ... and their distinct verified people (migration 0014: how an office behind one address qualifies)
     viewer_people: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     viewer_people_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    # of `clicks`, those made after rephrasing the query (migration 0015; analytics.learning.chain_votes)
+    rephrased_clicks: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
 
 
 class LearningState(Base):

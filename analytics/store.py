@@ -92,10 +92,12 @@ class AnalyticsStore:
                                  degraded=tuple(loads(r[7])), person=r[8])
                     for r in connection.execute(query)]
 
-    def events(self, start: datetime, end: datetime) -> list[EventRecord]:
-        """Events received in [start, end), oldest first."""
-        query = (select(SearchEvent).where(SearchEvent.at >= start, SearchEvent.at < end)
-                 .order_by(SearchEvent.at, SearchEvent.id))
+    def events(self, start: datetime, end: datetime, types: Sequence[str] | None = None) -> list[EventRecord]:
+        """Events received in [start, end), oldest first; only those of `types` when given."""
+        query = select(SearchEvent).where(SearchEvent.at >= start, SearchEvent.at < end)
+        if types is not None:
+            query = query.where(SearchEvent.type.in_(list(types)))
+        query = query.order_by(SearchEvent.at, SearchEvent.id)
         with self.engine.connect() as connection:
             return [EventRecord(at=as_utc(r.at), search_id=r.search_id, type=r.type, session_id=r.session_id,
                                 task_id=r.task_id, position=r.position, dwell_ms=r.dwell_ms, query=r.query,

@@ -48,6 +48,13 @@ them): shown results, nobody clicks but by the noise. Each checkpoint also measu
 oos_val the product answers (`offtopic_answered`): queries nobody clicks become negatives of the
 abstention (search.learned.unclicked_queries).
 
+`--reformulate P`: a person whose search ends without a click (abandoned, refused, or no
+examined result was right) rephrases it with probability P: in the same session, from the same
+address and with the same token, they search another traffic phrasing of the same intent and
+behave as above; an off-topic searcher likewise tries another off-topic request. Learning
+reads such chains (analytics.learning.chain_votes); LEARNING_CHAINS=0 on the same traffic
+measures what they add. Each checkpoint reports `rephrased` and `rephrased_clicked`.
+
 `--pool-as-cases`: no traffic; every phrasing of the traffic pool is written as a case beside
 the written ones, and the fit is measured: what perfect learning from this pool could reach.
 
@@ -316,9 +323,15 @@ def run(args) -> dict:
                      "noise": args.noise, "examine": EXAMINE, "seed": args.seed, "data_dir": str(data_dir),
                      "office": args.office, "office_tokens": bool(args.office and args.office_tokens),
                      "offtopic_share": args.offtopic, "offtopic_pool": len(offtopic) if args.offtopic else 0,
-                     "offtopic_val": len(offtopic_val)},
+                     "offtopic_val": len(offtopic_val), "reformulate": args.reformulate},
            "curve": []}
-    done = clicked = off_done = 0
+    done = clicked = off_done = rephrased = clicked_again = 0
+    # --reformulate: whether and how an unclicked search is rephrased comes from sequences of their
+    # own, so that the first searches (phrasings, clicks, sessions) are those of a run without it
+    again, again_off = random.Random(args.seed + 4), random.Random(args.seed + 5)
+    phrasings: dict[str, list[str]] = defaultdict(list)
+    for query, gold in pool:
+        phrasings[gold].append(query)
     try:
         for checkpoint in checkpoints:
             if checkpoint > done:
@@ -327,21 +340,35 @@ def run(args) -> dict:
                 while done < checkpoint:
                     query, gold = rng.choice(pool)
                     address, token = office_person(args, staff)
-                    clicked += simulate_search(base, rng, query, gold, args.noise, address=address, token=token)
+                    session = session_id(rng)
+                    hit = simulate_search(base, rng, query, gold, args.noise, session, address=address, token=token)
+                    clicked += hit
                     done += 1
+                    if not hit and again.random() < args.reformulate:   # the same person tries another phrasing
+                        other_phrasing = again.choice([p for p in phrasings[gold] if p != query] or phrasings[gold])
+                        clicked_again += simulate_search(base, again, other_phrasing, gold, args.noise, session,
+                                                         address=address, token=token)
+                        rephrased += 1
                     while extra and other.random() < extra / (1.0 + extra):   # geometric: extra per search on average
                         off_address, off_token = office_person(args, off_staff)   # the office's staff too
-                        simulate_search(base, other, other.choice(offtopic), None, args.noise,
-                                        address=off_address, token=off_token)
+                        off_session = session_id(other)
+                        hit = simulate_search(base, other, other.choice(offtopic), None, args.noise, off_session,
+                                              address=off_address, token=off_token)
                         off_done += 1
-                print(f"{done} searches ({clicked} clicked, {off_done} off-topic) in "
+                        if not hit and again_off.random() < args.reformulate:
+                            simulate_search(base, again_off, again_off.choice(offtopic), None, args.noise, off_session,
+                                            address=off_address, token=off_token)
+                            rephrased += 1
+                print(f"{done} searches ({clicked} clicked, {rephrased} rephrased, {clicked_again} of them clicked, "
+                      f"{off_done} off-topic) in "
                       f"{time.perf_counter() - started:.0f} s", flush=True)
                 lab.stop()
             fitted = fit_summary(lab.fit())
             if args.offtopic:   # which of them were off-topic, and which in-scope queries nobody clicked
                 fitted["unclicked_offtopic"] = len(set(lab.unclicked()) & offtopic_queries)
             base = lab.start()
-            point = {"searches": done, "clicked": clicked, "offtopic_searches": off_done, **measure(base, val),
+            point = {"searches": done, "clicked": clicked, "offtopic_searches": off_done, "rephrased": rephrased,
+                     "rephrased_clicked": clicked_again, **measure(base, val),
                      "offtopic_answered": answered(base, offtopic_val), "fit": fitted}
             lab.stop()
             out["curve"].append(point)
@@ -444,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --office: the host verifies the staff (a role token naming each, sub)")
     parser.add_argument("--offtopic", type=float, default=0.0,
                         help="share of all searches that are off-topic (CLINC150 oos_train; nobody clicks but by noise)")
+    parser.add_argument("--reformulate", type=float, default=0.0,
+                        help="share of unclicked searches the same person rephrases (module docstring)")
     parser.add_argument("--pool-as-cases", action="store_true",
                         help="no traffic: write every traffic phrasing as a case, fit, measure (the ceiling)")
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")

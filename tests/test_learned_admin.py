@@ -42,13 +42,13 @@ def evidence(admin_app):
     store = services(admin_app).store
     now = datetime.now(timezone.utc)
     rows = [dict(query="where does the yellow bus go", task_id=TASK, sessions=7, clicks=9, examinations=12.5,
-                 relevance=0.62, updated_at=now, networks=4, people=2),
+                 relevance=0.62, updated_at=now, networks=4, people=2, rephrased_clicks=4),
             dict(query="bus stop times", task_id=TASK, sessions=3, clicks=3, examinations=4.0, relevance=0.41,
-                 updated_at=now, networks=3, people=0),
+                 updated_at=now, networks=3, people=0, rephrased_clicks=0),
             dict(query="bus pass", task_id=TASK, sessions=3, clicks=3, examinations=3.0, relevance=0.55,
-                 updated_at=now, networks=1, people=1),
+                 updated_at=now, networks=1, people=1, rephrased_clicks=0),
             dict(query="lead test kids", task_id=OTHER, sessions=5, clicks=6, examinations=6.0, relevance=0.8,
-                 updated_at=now, networks=5, people=0)]
+                 updated_at=now, networks=5, people=0, rephrased_clicks=0)]
     with store.engine.begin() as connection:
         connection.execute(insert(LearnedEvidence), rows)
     yield rows
@@ -76,7 +76,9 @@ def test_each_task_page_shows_what_it_learned(admin_app, evidence):
     assert "lead test kids" not in panel, "another task's evidence"
     assert "Learned from use (1 of 3 count)" in panel
     row = panel[panel.index("where does the yellow bus go"):panel.index("bus pass")]
-    assert [c for c in re.findall(r"<td>([^<]*)</td>", row)] == ["7", "4", "2", "9", "0.62", "yes"]
+    assert [c for c in re.findall(r"<td>([^<]*)</td>", row)] == ["7", "4", "2", "0.62", "yes"]
+    assert '<td>9 <span class="note">(4 after rephrasing)</span></td>' in row   # 4 of its 9 clicks: query chains
+    assert "after rephrasing" not in panel[panel.index("bus stop times"):]
     assert "<td>no: relevance too low</td>" in panel[panel.index("bus stop times"):]
     assert "<td>no: too few networks or people</td>" in panel[panel.index("bus pass"):]
     assert panel.index("where does the yellow bus go") < panel.index("bus stop times"), "most relevant first"
@@ -85,7 +87,7 @@ def test_each_task_page_shows_what_it_learned(admin_app, evidence):
     assert ">Block<" not in panel
     api = client.get(f"/admin/api/tasks/{TASK}/learned").get_json()
     assert api["learned"][0] == {"query": "where does the yellow bus go", "sessions": 7, "networks": 4, "people": 2,
-                                 "clicks": 9, "relevance": 0.62, "blocked": False, "counts": True, "lacks": None,
+                                 "clicks": 9, "rephrased_clicks": 4, "relevance": 0.62, "blocked": False, "counts": True, "lacks": None,
                                  "case_id": None}
     assert {r["query"]: r["lacks"] for r in api["learned"][1:]} == {
         "bus pass": "too few networks or people", "bus stop times": "relevance too low"}

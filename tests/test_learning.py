@@ -731,6 +731,95 @@ def test_a_query_shown_to_distinct_people_that_nobody_clicks_becomes_an_abstenti
     assert fit_inputs(engine, off, now=NOW + timedelta(hours=1)).unclicked == ()
 
 
+def rephrased(session: str, network: str, first: str, then: str, task: str, start: float,
+              first_results=TASKS[:10], first_click: str | None = None):
+    """One session searches `first` (shown `first_results`; clicked `first_click`, if any), then
+    40 s later `then`, whose list shows `task` first, and clicks it."""
+    a = a_search(f"{session}-first-{start:g}", session, first, results=first_results, seconds=start)
+    b = a_search(f"{session}-then-{start:g}", session, then, results=(task, *TASKS[:7]), seconds=start + 40)
+    events = [impression(a, session), *([click(a, session, first_click)] if first_click else []),
+              impression(b, session), click(b, session, task)]
+    return [a, b], [replace(e, network=network) for e in events]
+
+
+def test_a_query_rephrased_until_a_click_votes_for_that_task_and_is_no_negative(engine):
+    """Query chains (Radlinski & Joachims 2005): three people on three networks search "kiddo
+    shots record", click nothing, rephrase it as "immunization records" and click t12 there. t12
+    is then learned for the query they first typed as well, and that query is no longer one
+    "nobody clicks" (it was one before: with LEARNING_CHAINS=0 it still is). One session
+    rephrasing three times, or people who clicked something under the first query, vote nothing
+    for the first query."""
+    from analytics.learning import fit_inputs
+
+    searches, events = [], []
+    for i, network in enumerate(("net-a", "net-b", "net-c")):
+        more, more_events = rephrased(f"c{i}", network, "kiddo shots record", "immunization records", "t12",
+                                      start=100 * i)
+        searches, events = searches + more, events + more_events
+    for r in range(3):   # one person, three times
+        more, more_events = rephrased("loner", "net-d", "shot history", "immunization records", "t12",
+                                      start=1000 + 100 * r)
+        searches, events = searches + more, events + more_events
+    for i, network in enumerate(("net-a", "net-b", "net-c")):   # found something under the first query
+        more, more_events = rephrased(f"f{i}", network, "lead screening", "immunization records", "t12",
+                                      start=2000 + 100 * i, first_click="t3")
+        searches, events = searches + more, events + more_events
+    write(engine, searches, events)
+    votes = collect_votes(searches, events, 10)
+    assert {(v.query, v.task_id) for v in votes if v.chained} == {("kiddo shots record", "t12"),
+                                                                  ("shot history", "t12")}
+    assert not any(v.clicked for v in collect_votes(searches, events, 10, chains=False)
+                   if v.query in ("kiddo shots record", "shot history"))
+    aggregate(engine, SETTINGS, NOW + timedelta(hours=1))
+    pairs = pairs_by_key(engine)
+    assert (pairs[("kiddo shots record", "t12")].sessions, pairs[("kiddo shots record", "t12")].networks) == (3, 3)
+    assert pairs[("shot history", "t12")].sessions == 1
+    # the editor says which clicks were made after rephrasing (migration 0015)
+    assert [pairs[key].rephrased_clicks for key in (("kiddo shots record", "t12"), ("immunization records", "t12"))] \
+        == [3, 0]
+    inputs = fit_inputs(engine, SETTINGS, now=NOW + timedelta(hours=1))
+    assert {(e.query, e.task_id) for e in inputs.learned} == {
+        ("kiddo shots record", "t12"), ("immunization records", "t12"), ("lead screening", "t3")}
+    assert "kiddo shots record" not in inputs.unclicked
+
+
+def test_without_chains_a_rephrased_query_stays_one_nobody_clicks(engine):
+    off = Settings.from_env({"LEARNING_SETTLE_S": "0", "LEARNING_CHAINS": "0"})
+    searches, events = [], []
+    for i, network in enumerate(("net-a", "net-b", "net-c")):
+        more, more_events = rephrased(f"c{i}", network, "kiddo shots record", "immunization records", "t12",
+                                      start=100 * i)
+        searches, events = searches + more, events + more_events
+    write(engine, searches, events)
+    aggregate(engine, off, NOW + timedelta(hours=1))
+    assert ("kiddo shots record", "t12") not in pairs_by_key(engine)
+    from analytics.learning import fit_inputs
+
+    assert fit_inputs(engine, off, now=NOW + timedelta(hours=1)).unclicked == ("kiddo shots record",)
+
+
+def test_a_chain_counts_in_the_window_of_its_click_and_sees_clicks_of_earlier_windows(engine):
+    """A search clicked in one aggregation window and rephrased to another click in the next is
+    no chain (its click is read from the earlier window); a refused search rephrased until a
+    click is one, at position 1 (it showed nothing); and a chain is counted once, however many
+    windows follow."""
+    clicked, clicked_events = rephrased("w1", "net-a", "lead screening", "immunization records", "t12", start=0,
+                                        first_click="t3")
+    refused = a_search("w2-refused", "w2", "kiddo shots", results=(), seconds=10)
+    refused = replace(refused, no_confident_match=True)
+    found = a_search("w2-found", "w2", "immunization records", results=("t12", *TASKS[:7]), seconds=50)
+    write(engine, [*clicked, refused, found], [*clicked_events, replace(impression(found, "w2"), network="net-b"),
+                                               replace(click(found, "w2", "t12"), network="net-b")])
+    # window 1 ends after the first search's click, before everything else
+    aggregate(engine, SETTINGS, NOW + timedelta(seconds=5))
+    aggregate(engine, SETTINGS, NOW + timedelta(hours=1))
+    aggregate(engine, SETTINGS, NOW + timedelta(hours=2))
+    pairs = pairs_by_key(engine)
+    assert ("lead screening", "t12") not in pairs
+    assert (pairs[("kiddo shots", "t12")].sessions, pairs[("kiddo shots", "t12")].clicks) == (1, 1)
+    assert pairs[("kiddo shots", "t12")].examinations == pytest.approx(1.0, rel=0.01)
+
+
 def test_the_fit_weighs_unclicked_queries_as_negatives_and_its_refusals_stay_within_budget(settings, demo_tasks,
                                                                                           demo_cases):
     """What use says nobody clicks joins the abstention's negatives (source "unclicked"); the
