@@ -87,7 +87,7 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     """The panel of one task, read from the database (learned_evidence and learned_blocks)."""
     store = _store()
     with Session(store.engine) as session:
-        pairs = load_learned(session)
+        pairs = load_learned(session, task_id)
     blocked = store.blocked_pairs()
     known = frozenset(t.id for t in store.tasks())   # the active ones, as the fit sees them
     rule = counting_rule(current_app.extensions["taskfinder"].settings)

@@ -42,13 +42,14 @@ def click(search: SearchRecord, session: str | None, task: str, position: int | 
                        task_id=task, position=position)
 
 
-def session_votes(n_sessions: int, task: str, query: str = "lead screening", prefix: str = "s", start: float = 0):
-    """n sessions, each searching `query` and clicking `task` (widget-shaped events), from
-    `start` seconds after NOW."""
+def session_votes(n_sessions: int, task: str, query: str = "lead screening", prefix: str = "s", start: float = 0,
+                  results=TASKS[:10]):
+    """n sessions, each searching `query`, shown `results` and clicking `task` (widget-shaped
+    events), from `start` seconds after NOW."""
     searches, events = [], []
     for i in range(n_sessions):
         session = f"{prefix}{i:06d}-session"
-        s = a_search(f"{prefix}{i:06d}-search-id", session, query, seconds=start + i)
+        s = a_search(f"{prefix}{i:06d}-search-id", session, query, results, seconds=start + i)
         searches.append(s)
         events += [impression(s, session), click(s, session, task)]
     return searches, events
@@ -479,6 +480,24 @@ def test_aggregates_survive_the_raw_log_s_purge_and_hold_no_session(engine):
         stored = " ".join(str(v) for row in connection.execute(text("SELECT * FROM learned_evidence")) for v in row)
     assert "session" not in stored
 
+
+
+def test_one_task_s_evidence_is_read_with_its_queries_whole_counts(engine):
+    """The editor's panel of one task reads the rows of that task's queries only, every row of
+    each, so each query's distinct counts are those of the whole table."""
+    for n, task, query, prefix, shown in ((3, "t3", "lead screening", "a", TASKS[:10]),
+                                          (2, "t4", "lead screening", "b", TASKS[:10]),
+                                          (4, "t15", "meal counts", "c", TASKS[10:])):
+        searches, events = session_votes(n, task, query, prefix, 100 * n, shown)
+        write(engine, searches, events)
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=15))
+    whole = load_learned(engine)
+    assert {p.task_id for p in whole} >= {"t3", "t4", "t15"}
+    mine = load_learned(engine, "t4")
+    assert {p.query for p in mine} == {"lead screening"} and {p.task_id for p in mine} >= {"t3", "t4"}
+    assert mine == [p for p in whole if p.query == "lead screening"]
+    assert next(p for p in mine if p.task_id == "t4").query_sessions == 5    # both tasks' clicking sessions
+    assert load_learned(engine, "t99") == []
 
 def test_old_evidence_decays_and_new_evidence_takes_over(engine):
     """Four sessions clicked t3 long ago; four click t4 now: t4 is the more relevant today, and
