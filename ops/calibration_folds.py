@@ -44,10 +44,10 @@ def contiguous_folds(cases, folds: int, seed: int, length: int = 0) -> list[int]
 
 def assignments(train) -> dict[str, list[int]]:
     folds, seed = fitting.FOLDS, 42
-    measured = fitting.written_together_range(train)
-    allowed = int(np.median([len(v) for v in fitting._task_runs(train).values()])) // folds
+    measured, allowed = fitting.calibration_blocks(train)
+    before = min(measured, allowed)    # the rule before 2026-11-26: the measured range, at most the folds' share
     return {"hash": fitting.written_together_folds(train, folds, seed, 1),
-            f"blocks of the range ({measured})": fitting.written_together_folds(train, folds, seed, measured),
+            f"blocks of the range ({before})": fitting.written_together_folds(train, folds, seed, before),
             f"blocks as long as the folds allow ({allowed})": fitting.written_together_folds(train, folds, seed, allowed),
             "contiguous fifths (control)": contiguous_folds(train, folds, seed)}
 
@@ -104,10 +104,10 @@ def novelty(clinc: str, embeddings: bool) -> None:
 def evaluate(clinc: str, folds: str) -> None:
     if folds == "contiguous":
         fitting.written_together_folds = contiguous_folds
-    else:   # the measured range: what calibration_queries used before 2026-11-26
+    else:   # the measured range, at most the folds' share: what calibration_queries used before 2026-11-26
         real = fitting.written_together_folds
         fitting.written_together_folds = lambda cases, k, seed, length: real(
-            cases, k, seed, min(length, fitting.written_together_range(cases)))
+            cases, k, seed, min(fitting.calibration_blocks(cases)))
     sys.argv = ["app.py", "evaluate", "--clinc150", clinc, "--drop-oos-train", "--config", "prefilter,prefilter_sparse"]
     runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
 

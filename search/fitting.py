@@ -537,6 +537,16 @@ def written_together_folds(cases: Sequence[CaseRecord], folds: int, seed: int, l
     return assignment
 
 
+def calibration_blocks(cases: Sequence[CaseRecord]) -> tuple[int, int]:
+    """(written_together_range, the calibration's block length): with any dependence on the
+    order, blocks as long as the folds allow (the comment above MAX_DEPENDENCE_LAG), one fold's
+    share of the median task, so that every fold's memory still has most of every task (the
+    served catalog has all of it); 1 (hash folds) without."""
+    written = written_together_range(cases)
+    sizes = [len(indices) for indices in _task_runs(cases).values()]
+    return written, (int(np.median(sizes)) // FOLDS if sizes and written > 1 else 1)
+
+
 def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                         queries: Sequence[CVQuery], seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                         negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = (),
@@ -547,13 +557,9 @@ def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: 
     otherwise the fit's hash-fold CV `queries` (scored for `max_queries`). A block is the median
     task's cases / FOLDS long, as long as the folds allow (hash folds where that is under 2).
     Either way up to `max_calibration` in-scope cases are scored (MAX_CALIBRATION_QUERIES): where
-    the fit's CV sampled fewer, the hash folds are scored again for more. `negatives` and `learned`: as given to cv_queries for `queries`."""
-    written = written_together_range(cases)
-    # any dependence on the order: blocks as long as the folds allow (the comment above
-    # MAX_DEPENDENCE_LAG), one fold's share of a typical task, so that every fold's memory still
-    # has most of every task (the served catalog has all of it)
-    sizes = [len(indices) for indices in _task_runs(cases).values()]
-    length = int(np.median(sizes)) // FOLDS if sizes and written > 1 else 1
+    the fit's CV sampled fewer, the hash folds are scored again for more. `negatives` and
+    `learned`: as given to cv_queries for `queries`."""
+    written, length = calibration_blocks(cases)
     # more than the fit's CV scored: it sampled, and the calibration may take more
     more = (max_queries is not None and len(cases) > max_queries
             and (max_calibration is None or max_calibration > max_queries))
