@@ -101,6 +101,10 @@ class Weights:
     # only a fit brings): a second nearest-exemplar vote, over the queries use has confirmed, so
     # it starts at the neighbour signal's weight and the fit's CV moves it
     learned: float = 24.69
+    # prefix evidence of a query still being typed (search.typed): computed, and so weighed, only
+    # for a query read as unfinished; a per-catalog fit replaces it with typing weights fitted on
+    # prefixes of its own cases (search.fitting.fit_typing)
+    typed: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class DegradedWeights(Weights):
     neighbour: float = 0.0
     prototype: float = 0.0
     learned: float = 0.0
+    typed: float = 11.0
 
 
 @dataclass(frozen=True)
@@ -233,6 +238,9 @@ class Settings:
     learning_settle_s: float = 600.0        # events younger than this wait for the next aggregation
     learning_sessions_per_address: int = 30 # distinct sessions one address may vote with per hour (held in memory only)
     analytics_rollup_interval_s: float = 300.0  # today's daily roll-up is refreshed this often (the page's lag)
+    # query completions under the search box (search/completions.py): a logged query is offered
+    # once results for it were clicked by this many distinct sessions (never fewer than 2)
+    completion_min_sessions: int = 3
     # flood caps of POST /api/events (analytics.budget), per process: events per minute from one
     # session, and from everyone; over a cap: 429 with Retry-After, nothing stored
     analytics_session_events_per_minute: int = 120
@@ -445,6 +453,7 @@ ENVIRONMENT = (
     ("learning_settle_s", "LEARNING_SETTLE_S", _float(0.0)),
     ("learning_sessions_per_address", "LEARNING_SESSIONS_PER_ADDRESS", _int(1, 1_000_000)),
     ("analytics_rollup_interval_s", "ANALYTICS_ROLLUP_INTERVAL_S", _float(1.0)),
+    ("completion_min_sessions", "COMPLETION_MIN_SESSIONS", _int(2, 1_000_000)),
     ("analytics_session_events_per_minute", "ANALYTICS_SESSION_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
     ("analytics_events_per_minute", "ANALYTICS_EVENTS_PER_MINUTE", _int(1, 100_000_000)),
     ("cors_origins", "CORS_ORIGINS", _origins),
@@ -473,6 +482,7 @@ DESCRIPTIONS = {
     "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, per process (over it: 429, nothing stored)",
     "ANALYTICS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from everyone per minute, per process",
     "ANALYTICS_ROLLUP_INTERVAL_S": "how often today's analytics roll-up is refreshed (the analytics page's lag)",
+    "COMPLETION_MIN_SESSIONS": "distinct sessions that must have clicked a result of a logged query before it is offered as a completion under the search box (`completions` of `/api/search`; at least 2: one person's query is never offered); read from the search log every 5 minutes",
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
@@ -560,6 +570,7 @@ DESCRIPTIONS = {
     "neighbour": "cosine to the task's nearest exemplar",
     "prototype": "logit of the per-catalog softmax regression over the exemplars (exists only with a fit)",
     "learned": "cosine to the task's nearest learned exemplar (queries staff found it with; exists only with a fit that has learned evidence, full mode only; see docs/learning-from-use.md)",
+    "typed": "BM25 over the task's words as typed (stopwords kept), the last word read as a prefix: only for a query still being typed (docs/prefix-search.md)",
     "name": "the task's name",
     "aliases": "its aliases",
     "category": "its category",

@@ -104,6 +104,36 @@ class AnalyticsStore:
                                 task_ids=tuple(r.task_ids) if r.task_ids is not None else None, network=r.network)
                     for r in connection.execute(query)]
 
+    # -- popular searches (search.completions) ---------------------------------------------------
+    def clicked_searches(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """(query, session, clicked task, the task ids the search showed) of every click event
+        sent by the session that made its search (analytics.formulas.bound_to_search), on a
+        search that was answered (not "no confident match"); each distinct row once. Whether the
+        task was one the search showed is left to the caller (search.completions.popular_searches)."""
+        s, e = SearchLogEntry, SearchEvent
+        query = (select(s.query, s.session_id, e.task_id, cast(s.result_ids, Text)).distinct()
+                 .join(e, (e.search_id == s.id) & (e.session_id == s.session_id))
+                 .where(e.type == "click", e.task_id.is_not(None), s.session_id.is_not(None),
+                        s.no_confident_match.is_(False)))
+        loads = orjson.loads
+        with self.engine.connect() as connection:
+            return [(r[0], r[1], r[2], tuple(loads(r[3]))) for r in connection.execute(query)]
+
+    def unanswered_queries(self, queries: Sequence[str], chunk: int = 500) -> frozenset[str]:
+        """Those of `queries` whose latest logged search answered "no confident match" (a tie in
+        time counts as unanswered)."""
+        latest: dict[str, dict[bool, datetime]] = {}
+        s = SearchLogEntry
+        with self.engine.connect() as connection:
+            for start in range(0, len(queries), chunk):
+                part = sorted(set(queries[start:start + chunk]))
+                rows = connection.execute(select(s.query, s.no_confident_match, func.max(s.at))
+                                          .where(s.query.in_(part)).group_by(s.query, s.no_confident_match))
+                for query, unanswered, at in rows:
+                    latest.setdefault(query, {})[bool(unanswered)] = as_utc(at)
+        return frozenset(q for q, at in latest.items()
+                         if True in at and (False not in at or at[True] >= at[False]))
+
     def purge(self, before: datetime) -> tuple[int, int]:
         """Delete searches and events older than `before`, and the roll-ups of the days before
         its day; (searches, events) deleted."""

@@ -5,10 +5,12 @@ Every answered /api/search gets a fresh `search_id` and is queued for the search
 
 /api/search shows restricted tasks only to verified roles (api.roles: a signed role token
 or a trusted proxy's header); the `role` query parameter merely picks one of those. Each answer
-says how many of the best tasks the caller's roles hide (`hidden_by_role`, a count, never which)
-and whether this server can re-rank at all (`rerank_available`: no LLM configured, no point in
-asking rerank=1). Unknown API paths answer JSON errors; other unknown pages get the demo pages'
-HTML page-not-found (widget/)."""
+says how many of the best tasks the caller's roles hide (`hidden_by_role`, a count, never which),
+whether this server can re-rank at all (`rerank_available`: no LLM configured, no point in
+asking rerank=1), and whole queries to offer under the search box for the same roles
+(`completions`: api.completions, search.completions), so the widget asks once per keystroke.
+Unknown API paths answer JSON errors; other unknown pages get the demo pages' HTML
+page-not-found (widget/)."""
 from __future__ import annotations
 
 import hmac
@@ -23,6 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from analytics import analytics_recorder, person_of
 from analytics.records import SESSION_ID, search_record
+from analytics.store import AnalyticsStore
+from api.completions import LiveCompletions, read_popular
 from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from search.service import BadQuery
@@ -34,8 +38,27 @@ log = logging.getLogger(__name__)
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
+COMPLETIONS = "taskfinder_completions"   # app.extensions: this app's LiveCompletions
+
+
 def services():
     return current_app.extensions["taskfinder"]
+
+
+@search_bp.record_once
+def install_completions(state) -> None:
+    """Give the app the completions its answers carry (api.completions), reading the popular
+    searches from the app's own analytics tables."""
+    found = state.app.extensions["taskfinder"]
+    store, min_sessions = AnalyticsStore(found.store.engine), found.settings.completion_min_sessions
+    state.app.extensions[COMPLETIONS] = LiveCompletions(lambda: read_popular(store, min_sessions))
+
+
+def completions_for(body: dict) -> list[dict]:
+    """The completions of an answer's query for the roles it was answered for (its `roles`:
+    the caller's verified roles as the search narrowed them, search.service.visible_roles)."""
+    live = services().search.live()
+    return current_app.extensions[COMPLETIONS].complete(live, body["query"], frozenset(body["roles"]))
 
 
 def bad_request(message: str) -> tuple[Response, int]:
@@ -143,7 +166,7 @@ def api_search():
     analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
     # search.answer: a cached answer's results are not encoded again, only these fields
     body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body),
-                          rerank_available=svc.search.reranker is not None)
+                          rerank_available=svc.search.reranker is not None, completions=completions_for(answer.body))
     response = current_app.response_class(body + b"\n", mimetype="application/json")
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
         response.headers["Cache-Control"] = "private, no-store"

@@ -189,9 +189,11 @@ def summary_table(report: dict) -> str:
 @click.option("--max-test-per-intent", type=click.IntRange(1), default=None, help="CLINC150: at most N val requests per intent")
 @click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
               help="fit on at most this many CV queries")
+@click.option("--cold-start", is_flag=True, help="rank with no case at all (the shipped defaults; the engine too)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @with_appcontext
-def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, json_path):
+def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, cold_start,
+                              json_path):
     """Type-ahead: Hit@K/MRR on prefixes (3, 5, 8 characters) of the held-out queries
     (evaluation.prefixes)."""
     from evaluation.prefixes import run as run_prefixes
@@ -202,7 +204,8 @@ def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
     result = {"source": source, "cuts": run_prefixes(services.settings, tasks, train, test, services.search.embedder,
-                                                     seed=seed, cv_max_queries=cv_max_queries)}
+                                                     seed=seed, cv_max_queries=cv_max_queries,
+                                                     cold_start=cold_start)}
     text = json.dumps(result, indent=2, default=str)
     if json_path:
         json_path.write_text(text + "\n")

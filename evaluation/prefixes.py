@@ -1,24 +1,34 @@
-"""Type-ahead quality: Hit@5 of the product's ranking on PREFIXES of the held-out queries.
+"""Type-ahead quality: what a person is shown after typing the first 3, 5 and 8 characters.
 
     python app.py evaluate-prefixes --catalog catalog/data/headstart_catalog.jsonl \
         --cases catalog/data/headstart_cases.jsonl            # the demo, hash holdout 0.2 seed 42
+    python app.py evaluate-prefixes --catalog ... --cases ... --cold-start   # the demo with no cases
     python app.py evaluate-prefixes --clinc150 ../shared/data/clinc150   # CLINC150 train -> val
 
 What a person has typed after n characters is the held-out query cut at n (`query[:n]`, the
 whole query when it is shorter); each cut is ranked exactly as /api/search ranks it (the
-product's own fit on the training split only, its index, its signals, `rank_values`, pins), in
-both modes: embeddings on ("full") and off ("sparse", the degraded mode). In-scope held-out
-cases only (a prefix of an out-of-scope query has no gold). Results: docs/prefix-search.md.
+product's own fit on the training split only, its index, its signals, the typing weights and
+threshold where the cut is read as unfinished, pins, the abstention), in both modes: embeddings on
+("full") and off ("sparse", the degraded mode). In-scope held-out cases only (a prefix of an
+out-of-scope query has no gold).
+
+`found@5`: the gold task is among the 5 shown AND the answer is not "no confident match" (the
+widget then shows suggestions, not results): a refused cut is a miss. `hit@5` answers every cut
+(the ranking alone). `refused`: the share of cuts answered "no confident match". `engine@5`: the
+plain prefix search engine (evaluation.prefix_engine) on the same cuts, with the cut's trailing
+space kept (a typed space finishes the last word there). Results: docs/prefix-search.md.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from evaluation.evaluate import fit_on_training
 from evaluation.metrics import hit_at, reciprocal_rank
+from evaluation.prefix_engine import build_prefix_engine
 from evaluation.replay import heldout_index, heldout_queries
+from search.confidence import assess
 from search.prefilter import rank_values
+from search.ranker import default_params
 
 CUTS = (3, 5, 8)
 DEPTH = 10
@@ -31,24 +41,49 @@ def prefix_cases(test, cut: int | None):
 
 
 def score(queries, params, mode: str) -> dict:
-    hits, reciprocal = [], []
+    """found@5, hit@5, MRR and the refused share of the product's answers to `queries`."""
+    hits, found, refused, reciprocal = [], [], [], []
     for query in queries:
-        result = rank_values(query.tasks, query.values_for(mode), params.weights, DEPTH, query.pinned,
-                             query.out_of_scope_similarity)
+        result = rank_values(query.tasks, query.values_for(mode), params.weights_for(query.unfinished), DEPTH,
+                             query.pinned, query.out_of_scope_similarity)
+        answered = assess(result, params.abstention_for(result.mode), query.unfinished).answer
         ranking, gold = [item.task.id for item in result.ranked], set(query.case.gold)
-        hits.append(hit_at(ranking, gold, 5))
+        hit = hit_at(ranking, gold, 5)
+        hits.append(hit)
+        found.append(hit and answered)
+        refused.append(not answered)
         reciprocal.append(reciprocal_rank(ranking, gold))
     n = len(hits)
-    return {"n": n, "hit@5": round(sum(hits) / n, 4) if n else None, "mrr": round(sum(reciprocal) / n, 4) if n else None}
+
+    def mean(values):
+        return round(sum(values) / n, 4) if n else None
+    return {"n": n, "found@5": mean(found), "hit@5": mean(hits), "refused": mean(refused), "mrr": mean(reciprocal),
+            "unfinished": mean([q.unfinished for q in queries])}
 
 
-def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000) -> dict:
+def engine_score(engine, cases) -> dict:
+    hits = [hit_at(engine.rank(case.query, 5), set(case.gold), 5) for case in cases]
+    return {"n": len(hits), "hit@5": round(sum(hits) / len(hits), 4) if hits else None}
+
+
+def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000,
+        cold_start: bool = False) -> dict:
+    """{cut: {"full"|"sparse": score, "engine": engine_score}} for each cut and the whole query.
+    `cold_start`: no case at all is given to the product or the engine (the shipped defaults rank)."""
     tasks = [t for t in tasks if t.active]
-    params, _, _ = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show=False)
+    if cold_start:
+        train = []
+        params = default_params(settings)
+    else:
+        params, _, _ = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show=False)
     index = heldout_index(settings, tasks, train, embedder, params)
+    engine = build_prefix_engine(tasks, train)
     out = {}
     for cut in (*cuts, None):
-        queries, _ = heldout_queries(settings, index, prefix_cases(test, cut), embedder)
+        cases = prefix_cases(test, cut)
+        # the API strips the query: the product sees the cut without its trailing space
+        queries, _ = heldout_queries(settings, index, [replace(c, query=c.query.strip()) for c in cases], embedder)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
-        out[str(cut or "whole")] = {mode: score(queries, params, mode) for mode in modes}
+        out[str(cut or "whole")] = {**{mode: score(queries, params, mode) for mode in modes},
+                                    "engine": engine_score(engine, cases)}
     return out

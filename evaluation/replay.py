@@ -56,7 +56,7 @@ def heldout_queries(settings: Settings, index: SearchIndex, test: Sequence[CaseR
         oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
         pinned = tuple(t for t in index.lexicon.pinned_for(case.query) if any(v.id == t for v in visible))
         millis.append((time.perf_counter() - started) * 1000.0)
-        out.append(CVQuery(case, -1, visible, values, oos, pinned))
+        out.append(CVQuery(case, -1, visible, values, oos, pinned, unfinished=query.unfinished))
     return out, millis
 
 
@@ -80,12 +80,13 @@ def run_replay(spec: ConfigSpec, params: RankerParams, cv: Sequence[CVQuery], qu
     for query, ms in zip(queries, millis):
         values = query.values_for(spec.mode)
         started = time.perf_counter()
-        result = rank_values(query.tasks, values, weights, depth, query.pinned if spec.pins else (),
-                             query.out_of_scope_similarity)
+        typing = spec.kind == "product" and query.unfinished   # the product ranks a typed prefix as typed
+        result = rank_values(query.tasks, values, params.weights_for(True) if typing else weights, depth,
+                             query.pinned if spec.pins else (), query.out_of_scope_similarity)
         latency = ms + (time.perf_counter() - started) * 1000.0
         extra = {"pinned": bool(result.ranked and result.ranked[0].pinned)}
         if spec.kind == "product":
-            confidence = assess(result, params.abstention_for(result.mode))
+            confidence = assess(result, params.abstention_for(result.mode), query.unfinished)
             extra["answered"], extra["logit"] = confidence.answer, confidence.logit
         run.rows.append(QueryRun(query.case.query, query.case.gold, query.case.category,
                                  [item.task.id for item in result.ranked], [item.score for item in result.ranked],

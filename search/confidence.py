@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
 
 SPARSE_EVIDENCE = ("lexical", "rationale", "typo", "exemplar")
+TYPING_EVIDENCE = ("typed",)   # present only for a query still being typed (search.prefilter.TYPED)
 FULL_FEATURES = ("neighbour", "neighbour_gap", "embedding", "centroid", "sparse_evidence", "coverage", "probability",
                  "margin", "oos_gap")
 SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "coverage", "probability", "margin")
@@ -81,6 +82,12 @@ class AbstentionModel:
     intercept: float
     threshold: float
     cv: dict                     # the operating point chosen on cross-validation
+    # The threshold of a query still being typed (search.typed.unfinished), calibrated the same
+    # way on prefixes of the in-scope cases (search.fitting.fit_abstention); None: `threshold`.
+    typing_threshold: float | None = None
+
+    def threshold_for(self, unfinished: bool) -> float:
+        return self.typing_threshold if unfinished and self.typing_threshold is not None else self.threshold
 
     def logit(self, features: dict[str, float]) -> float:
         return self.intercept + float(np.dot(self.coef, [features.get(name, 0.0) for name in self.features]))
@@ -89,13 +96,17 @@ class AbstentionModel:
         return self.logit(features) >= self.threshold
 
     def as_dict(self) -> dict:
-        return {"features": list(self.features), "coef": list(self.coef), "intercept": self.intercept,
-                "threshold": self.threshold, "cv": self.cv}
+        row = {"features": list(self.features), "coef": list(self.coef), "intercept": self.intercept,
+               "threshold": self.threshold, "cv": self.cv}
+        if self.typing_threshold is not None:
+            row["typing_threshold"] = self.typing_threshold
+        return row
 
     @classmethod
     def from_dict(cls, row: dict) -> "AbstentionModel":
         return cls(tuple(row["features"]), tuple(float(c) for c in row["coef"]), float(row["intercept"]),
-                   float(row["threshold"]), dict(row.get("cv") or {}))
+                   float(row["threshold"]), dict(row.get("cv") or {}),
+                   float(row["typing_threshold"]) if row.get("typing_threshold") is not None else None)
 
 
 @dataclass(frozen=True)
@@ -105,19 +116,21 @@ class Confidence:
     top_probability: float
 
 
-def assess(result: "PrefilterResult", model: AbstentionModel | None) -> Confidence:
-    """Whether to answer at all (see the module docstring)."""
+def assess(result: "PrefilterResult", model: AbstentionModel | None, unfinished: bool = False) -> Confidence:
+    """Whether to answer at all (see the module docstring). `unfinished`: the query is read as
+    still being typed (AnalysedQuery.unfinished): the typing threshold applies, and its prefix
+    evidence (the `typed` signal) counts as a word pointing at a task."""
     if not result.ranked:
         return Confidence(False, None, 0.0)
     top = result.ranked[0]
     if top.pinned:
         return Confidence(True, None, top.probability)
-    if result.mode == "sparse" and not any(top.signals.get(name) for name in SPARSE_EVIDENCE):
+    if result.mode == "sparse" and not any(top.signals.get(name) for name in SPARSE_EVIDENCE + TYPING_EVIDENCE):
         return Confidence(False, None, top.probability)   # no word of the query points at any task
     if model is None:
         return Confidence(True, None, top.probability)
     logit = model.logit(answer_features(result))
-    return Confidence(logit >= model.threshold, round(logit, 4), top.probability)
+    return Confidence(logit >= model.threshold_for(unfinished), round(logit, 4), top.probability)
 
 
 def skip_rerank(result: "PrefilterResult", min_probability: float) -> bool:

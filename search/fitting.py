@@ -47,7 +47,7 @@ from search.learned import (LearnedExemplar, build_learned_memory, learned_cases
                             unclicked_digest,
                             unrelated_cosine)
 from search.offtopic import load_offtopic
-from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, analyse_query, fuse, rank_values,
+from search.prefilter import (LEARNED, TYPED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, analyse_query, fuse, rank_values,
                               signal_values)
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
@@ -92,6 +92,7 @@ class CVQuery:
     out_of_scope_similarity: float | None
     pinned: tuple[str, ...] = ()       # gold of a training case with this very query (held-out replay only)
     source: str = "case"               # "case" (a test case) or a kind of negative (fit_abstention)
+    unfinished: bool = False           # read as still being typed (AnalysedQuery.unfinished)
 
     def gold_rows(self) -> list[int]:
         gold = set(self.case.gold)
@@ -100,7 +101,7 @@ class CVQuery:
     def values_for(self, mode: str) -> dict[str, np.ndarray]:
         if mode == "full":
             return self.values
-        return {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS or k in QUERY_EVIDENCE}
+        return {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS or k == TYPED or k in QUERY_EVIDENCE}
 
 
 def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
@@ -149,7 +150,8 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, negatives: Sequence[tuple[str, str]] = (),
                learned: Sequence[LearnedExemplar] = (), learned_as_cases: bool = False,
-               assignment: Sequence[int] | None = None) -> list[CVQuery]:
+               assignment: Sequence[int] | None = None,
+               variants: Callable[[str], Sequence[str]] | None = None) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
     `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
     one is scored (each fold's index still learns from all the other folds' cases).
@@ -160,7 +162,10 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     on how well use predicts queries it has not seen. `learned_as_cases`: those exemplars also
     join the fold's cases (search.learned.learned_cases: exemplar memory and lexicon).
     `assignment`: each case's fold, when not the hash of its query (catalog.splits.k_folds): the
-    abstention's calibration keeps cases written together in one fold (written_together_folds)."""
+    abstention's calibration keeps cases written together in one fold (written_together_folds).
+    `variants`: each held-out in-scope case is scored as these texts of its query instead (the
+    prefixes a person types on the way to it: typing_cuts), gold unchanged, and only those read as
+    still being typed (AnalysedQuery.unfinished) are kept: the typing fit's queries."""
     tasks = [t for t in tasks if t.active]
     negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
     sampled = None
@@ -179,6 +184,8 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     for fold, (fit, held) in enumerate(split):
         if sampled is not None:
             held = [c for c in held if c.query in sampled]
+        if variants is not None:
+            held = [replace(c, query=text) for c in held if c.gold for text in variants(c.query)]
         sources = ["case"] * len(held) + [source for (source, _), f in zip(negatives, negative_fold) if f == fold]
         held = held + [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
         if not held:
@@ -197,9 +204,11 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
             vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
         rows, visible = index.visible(None, restrict=False)
         for case, query, vector, source in zip(held, analysed, vectors, sources):
+            if variants is not None and not query.unfinished:
+                continue
             values = signal_values(index, query, rows, vector)
             oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
-            out.append(CVQuery(case, fold, visible, values, oos, source=source))
+            out.append(CVQuery(case, fold, visible, values, oos, source=source, unfinished=query.unfinished))
         if progress is not None:
             progress(fold + 1, folds)
     return out
@@ -263,10 +272,11 @@ def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray
 
 
 def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength: float = PRIOR_STRENGTH,
-                signals: Sequence[str] | None = None) -> Weights:
+                signals: Sequence[str] | None = None, extra: Sequence[str] = ()) -> Weights:
     """The mode's fusion weights (see the module docstring); `prior` where there is no evidence.
-    `signals` restricts the model to those signals (the evaluation's ablations); the others get 0."""
-    wanted = (*SIGNALS, LEARNED) if mode == "full" else SPARSE_SIGNALS
+    `signals` restricts the model to those signals (the evaluation's ablations); the others get 0.
+    `extra`: signals fitted beside the mode's own (the typing fit's TYPED)."""
+    wanted = (*((*SIGNALS, LEARNED) if mode == "full" else SPARSE_SIGNALS), *extra)
     if signals is not None:
         wanted = [n for n in wanted if n in signals]
         prior = Weights(**{f.name: (getattr(prior, f.name) if f.name in wanted else 0.0) for f in fields(Weights)})
@@ -411,7 +421,7 @@ def _cross_fitted(X: np.ndarray, y: np.ndarray, folds: np.ndarray, weight: np.nd
 
 
 def cross_fitted_rankings(queries: Sequence[CVQuery], prior: FusionWeights, mode: str, depth: int = 5,
-                          signals: Sequence[str] | None = None):
+                          signals: Sequence[str] | None = None, extra: Sequence[str] = ()):
     """Each fold's queries ranked with fusion weights fitted on the OTHER folds only (over
     `signals`, default all). Ranked with weights fitted on themselves, the CV queries look more
     certain (larger margins, higher top probabilities) than unseen queries will, and an
@@ -420,7 +430,7 @@ def cross_fitted_rankings(queries: Sequence[CVQuery], prior: FusionWeights, mode
     out: list = [None] * len(queries)
     for fold in np.unique(folds):
         others = [q for q, f in zip(queries, folds) if f != fold]
-        weights = FusionWeights(*(fit_weights(others, m, prior.for_mode(m), signals=signals) if m == mode
+        weights = FusionWeights(*(fit_weights(others, m, prior.for_mode(m), signals=signals, extra=extra) if m == mode
                                   else prior.for_mode(m) for m in MODES))
         mine = [i for i, f in enumerate(folds) if f == fold]
         for i, result in zip(mine, rankings([queries[i] for i in mine], weights, mode, depth)):
@@ -576,7 +586,9 @@ def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: 
 
 
 def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
-                   budget: float = DEFAULT_BUDGET, signals: Sequence[str] | None = None) -> AbstentionModel | None:
+                   budget: float = DEFAULT_BUDGET, signals: Sequence[str] | None = None,
+                   typing: Sequence[CVQuery] = (), typing_weights: FusionWeights | None = None
+                   ) -> AbstentionModel | None:
     """The abstention model of `mode` (search.confidence): a score, then a conformal threshold.
 
     Score: with at least MIN_NEGATIVES negatives (CV queries without gold: written out-of-scope
@@ -622,14 +634,28 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         negatives_answered={str(k): _rate(negative & (sources == k), answered) for k in np.unique(sources[negative])})
     if not np.isfinite(threshold):
         point["threshold"] = None
+    typing_threshold = None
+    if typing and typing_weights is not None:
+        typed = cross_fitted_rankings(typing, typing_weights, mode, signals=typing_signals(signals), extra=(TYPED,))
+        features = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in typed], dtype=np.float64)
+        typed_logits = features @ np.asarray(coef, dtype=np.float64) + intercept
+        typing_threshold = conformal_threshold(typed_logits, budget)
+        typed_hit5 = np.array([bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(typing, typed)])
+        point["typing"] = {"n": len(typing), "threshold": round(typing_threshold, 6) if np.isfinite(typing_threshold) else None,
+                           "in_scope_abstain": _rate(np.ones(len(typing), dtype=bool), ~(typed_logits >= typing_threshold)),
+                           "in_scope_abstain_whole_threshold": _rate(np.ones(len(typing), dtype=bool),
+                                                                     ~(typed_logits >= threshold)),
+                           "hit5_answer_all": round(float(np.mean(typed_hit5)), 4)}
+        typing_threshold = round(typing_threshold, 6) if np.isfinite(typing_threshold) else -1e9
     return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(float(intercept), 6),
-                           round(threshold, 6) if np.isfinite(threshold) else -1e9, point)
+                           round(threshold, 6) if np.isfinite(threshold) else -1e9, point, typing_threshold)
 
 
 def fit_abstentions(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                     queries: Sequence[CVQuery], modes: Sequence[str], prior: FusionWeights,
                     signals: dict[str, Sequence[str] | None], seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
-                    negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = ()
+                    negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = (),
+                    typing: Sequence[CVQuery] = (), typing_weights: FusionWeights | None = None
                     ) -> dict[str, AbstentionModel | None]:
     """{mode: abstention model} of a fit (fit_abstention), on the calibration queries
     (calibration_queries: the fit's CV `queries`, or the cases scored again with the runs they
@@ -638,9 +664,61 @@ def fit_abstentions(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequ
                                            learned)
     out: dict[str, AbstentionModel | None] = {"full": None}
     for mode in modes:
-        model = fit_abstention(calibration, prior, mode, settings.abstain_budget, signals.get(mode))
+        model = fit_abstention(calibration, prior, mode, settings.abstain_budget, signals.get(mode), typing,
+                               typing_weights)
         out[mode] = replace(model, cv={**model.cv, "calibration": how}) if model is not None else None
     return out
+
+
+# --- a query still being typed ----------------------------------------------------------------
+
+# The widget asks after every keystroke, so most queries the ranking meets are prefixes of what
+# the person will have typed. The typing fit scores prefixes of the catalog's own cases (cut
+# where people are seen mid-word: after 3, 5 and 8 characters, and halfway through the last
+# word) in each case's CV fold, keeps those the prefilter reads as unfinished (search.typed), and
+# fits the weights such a query is ranked with (TYPED among them: how much the dense signals
+# should count on a fragment is the fit's to say) and the abstention's typing threshold.
+TYPING_CUTS = (3, 5, 8)
+MAX_TYPING_CASES = 600   # in-scope cases whose prefixes are scored (a stable hash sample)
+
+
+def typing_cuts(query: str) -> list[str]:
+    """The prefixes of `query` a person has typed on the way to it: the first 3, 5 and 8
+    characters and the query cut halfway through its last word, each stripped, at least two
+    characters and shorter than the query, once each."""
+    text = query.strip()
+    last = text.split()[-1] if text.split() else ""
+    cuts = [text[:n] for n in TYPING_CUTS] + ([text[:len(text) - (len(last) + 1) // 2]] if len(last) > 1 else [])
+    return list(dict.fromkeys(c.strip() for c in cuts if 2 <= len(c.strip()) < len(text)))
+
+
+def typing_signals(signals: Sequence[str] | None) -> Sequence[str] | None:
+    return None if signals is None else (*signals, TYPED)
+
+
+def typing_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+                   seed: int = 42, max_cases: int = MAX_TYPING_CASES) -> list[CVQuery]:
+    """The CV-scored prefixes (typing_cuts) of up to `max_cases` in-scope cases, each in its
+    case's calibration fold (blocked where the suite was written in runs, calibration_blocks), so
+    that a prefix never has its own whole query in memory."""
+    _, length = calibration_blocks(cases)
+    assignment = written_together_folds(cases, FOLDS, seed, length) if length > 1 else None
+    return cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_cases, assignment=assignment,
+                      variants=typing_cuts)
+
+
+def fit_typing(queries: Sequence[CVQuery], weights: FusionWeights, defaults: FusionWeights, modes: Sequence[str],
+               signals: dict[str, Sequence[str] | None]) -> FusionWeights | None:
+    """The typing weights of each mode, fitted on the typed prefixes `queries`, starting from the
+    whole-query `weights` with the defaults' TYPED weight; None without enough prefixes."""
+    if sum(1 for q in queries if q.case.gold) < MIN_IN_SCOPE:
+        return None
+    fitted = {}
+    for mode in MODES:
+        prior = replace(weights.for_mode(mode), typed=defaults.for_mode(mode).typed)
+        fitted[mode] = (fit_weights(queries, mode, prior, signals=typing_signals(signals.get(mode)), extra=(TYPED,))
+                        if mode in modes else prior)
+    return FusionWeights(fitted["full"], fitted["sparse"])
 
 
 # --- the degraded mode never below plain BM25 ---------------------------------------------------
@@ -845,8 +923,15 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                                                              learned, defaults, queries, weights, report, primary,
                                                              negatives, signals)
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
+    typed = typing_queries(settings, tasks, cases, embedder, seed)
+    typing = fit_typing(typed, weights, defaults.weights, modes, signals) or FusionWeights(
+        *(replace(weights.for_mode(m), typed=defaults.weights.for_mode(m).typed) for m in MODES))
+    if typing is not None:
+        report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(typed, rankings(typed, weights, mode)),
+                                         "typing_weights": ranking_metrics(typed, rankings(typed, typing, mode))}
+                                  for mode in modes}
     abstention = fit_abstentions(settings, tasks, cases, embedder, calibration, modes, defaults.weights, signals,
-                                 seed, max_queries, negatives, learned)
+                                 seed, max_queries, negatives, learned, typed, typing)
     stored_prototypes = None
     if embedder is not None:
         index_cases = [*cases, *learned_cases(learned)] if as_cases else cases   # the exemplars serving will hold
@@ -861,7 +946,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                 stored_prototypes["written_matrix"] = encode(prototypes_of(written))
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
-                          learned=tuple(learned) if used else (), learned_as_cases=as_cases)
+                          learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing)
     if learned:
         report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
                              "weight": weights.full.learned if embedder is not None else None,

@@ -18,6 +18,7 @@ from lexicon.rationale import RationaleLexicon
 from lexicon.text import display_label, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedMemory
+from search.typed import TypedIndex, build_typed_index
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
 from settings import FieldWeights
 
@@ -89,6 +90,7 @@ class SearchIndex:
     # this one (search.learned.learned_cases): the counterfactual that contributions.learned is
     # measured against (search.prefilter.learned_attribution). None otherwise.
     written: "SearchIndex | None" = None
+    typed: TypedIndex | None = None         # the typed signal's index (search.typed): words as typed, prefixes
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
     _prefixes: dict = field(default_factory=dict, compare=False, repr=False)
@@ -238,7 +240,8 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks),
-                       term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical))
+                       term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical),
+                       typed=build_typed_index(tasks, cases))
 
 
 def term_support(*matrices: sparse.csc_matrix) -> np.ndarray:

@@ -36,6 +36,7 @@ from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
 from search.learned import learned_available, learned_signal, learned_values
+from search.typed import typed_signal, unfinished as typing_unfinished
 from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
 
@@ -45,7 +46,11 @@ SIGNALS = SPARSE_SIGNALS + DENSE_SIGNALS
 #: Evidence learned from use (search.learned): a signal only where the index has learned
 #: exemplars and vectors, so that without traffic nothing (not even the response) changes.
 LEARNED = "learned"
-FUSED = SIGNALS + (LEARNED,)
+#: Prefix evidence of a query still being typed (search.typed): a signal only where the query is
+#: read as unfinished (AnalysedQuery.unfinished), weighed by the typing weights alone
+#: (RankerParams.weights_for), so a whole query ranks as if it did not exist.
+TYPED = "typed"
+FUSED = SIGNALS + (TYPED, LEARNED)
 
 # Evidence about the query that is no ranking signal (never fused, never in contributions), kept
 # beside the signal values for the abstention model (search.confidence): per task arrays, read at
@@ -232,6 +237,7 @@ class AnalysedQuery:
     corrections: dict[str, list[tuple[str, float]]]
     embedding_text: str   # the query as the embedder should see it
     prefix: dict[int, float] = field(default_factory=dict)   # the last word's completions (type-ahead)
+    unfinished: bool = False   # read as still being typed (search.typed.unfinished): the typing weights rank it
 
 
 # A word unknown to the catalog and the lexicon is replaced by its correction in the text the
@@ -260,7 +266,8 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
         embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
                                            " ".join(normalise(query).split()))
     prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search else {}
-    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix)
+    typing = prefix_search and index.typed is not None and typing_unfinished(index.typed, query)
+    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing)
 
 
 _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
@@ -336,6 +343,8 @@ def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
     plan = plan_query(index, analysed.words, analysed.corrections, analysed.prefix)
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
     values["coverage"] = np.full(rows.size, query_coverage(index, analysed), dtype=np.float32)
+    if analysed.unfinished and index.typed is not None:
+        values[TYPED] = typed_signal(index.typed, analysed.text)[rows]
     if query_vector is not None and index.has_vectors:
         values.update(dense_signals(index, rows, query_vector))
         learned = learned_signal(index.learned, rows, query_vector) if LEARNED not in defer else None
@@ -378,7 +387,8 @@ def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, d
     for name, weight in used.items():
         if weight:
             fused += weight * values[name]
-    return fused, {name: used.get(name, 0.0) for name in SIGNALS} | ({LEARNED: used[LEARNED]} if LEARNED in used else {})
+    return fused, {name: used.get(name, 0.0) for name in SIGNALS} | {
+        name: used[name] for name in (TYPED, LEARNED) if name in used}
 
 
 def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
@@ -423,7 +433,7 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     order = rank_order(tasks, fused, pinned, k)
     names = [name for name in FUSED if name in values or name in deferred]
     width = len(names)
-    shown = FUSED if LEARNED in names else SIGNALS
+    shown = SIGNALS + tuple(name for name in (TYPED, LEARNED) if name in names)
     column = {name: i for i, name in enumerate(names)}
     positions = np.asarray(order, dtype=np.int64)
     at = np.array([values[name][positions] if name in values else deferred[name](positions) for name in names],

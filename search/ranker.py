@@ -52,6 +52,13 @@ class RankerParams:
     prototypes: dict | None = None   # {"task_ids": [...], "matrix": float16 base64} (search.prototypes)
     learned: tuple[LearnedExemplar, ...] = ()   # exemplars learned from use the fit weighed (search.learned)
     learned_as_cases: bool = False              # they also join the exemplar memory (search.learned.learned_cases)
+    # Weights of a query still being typed (search.typed), fitted on prefixes of the cases
+    # (search.fitting.fit_typing); None: the whole-query weights, with their `typed` weight.
+    typing: FusionWeights | None = None
+
+    def weights_for(self, unfinished: bool) -> FusionWeights:
+        """The fusion weights a query is ranked with: the typing weights while it is being typed."""
+        return self.typing if unfinished and self.typing is not None else self.weights
 
     def prototype_matrix(self, index: SearchIndex, written: bool = False) -> np.ndarray | None:
         """The fitted prototypes in `index`'s task order; a task the fit did not know (added
@@ -81,6 +88,8 @@ class RankerParams:
             row["learned"] = [[e.query, e.task_id, e.relevance, e.sessions] for e in self.learned]
         if self.learned_as_cases:
             row["learned_as_cases"] = True
+        if self.typing is not None:
+            row["typing"] = self.typing.as_dict()
         return row
 
     @classmethod
@@ -88,8 +97,9 @@ class RankerParams:
         abstention = {mode: (AbstentionModel.from_dict(model) if model else None)
                       for mode, model in (row.get("abstention") or {}).items()}
         learned = tuple(LearnedExemplar(str(q), str(t), float(r), int(s)) for q, t, r, s in row.get("learned") or ())
+        typing = FusionWeights.from_dict(row["typing"]) if row.get("typing") else None
         return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,
-                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")))
+                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")), typing)
 
     def summary(self) -> dict:
         """What a response or /readyz says about the ranker in use."""

@@ -414,11 +414,12 @@ class SearchService:
         shortlist_size = max(k, params.shortlist_size)
         # TaskRecord.visible_to takes a set of roles as well as one role; a frozenset is hashable,
         # so the index's visibility cache keys on it unchanged.
-        result = prefilter(live.index, analysed, params.weights, shortlist_size, role=visible or None,
-                           restrict_roles=restrict_roles, query_vector=query_vector)
+        result = prefilter(live.index, analysed, params.weights_for(analysed.unfinished), shortlist_size,
+                           role=visible or None, restrict_roles=restrict_roles, query_vector=query_vector)
         timings["prefilter"] = _ms(stage)
 
-        confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None)
+        confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None,
+                            analysed.unfinished)
         confident = confidence.answer
         hidden = self._hidden_by_role(live, analysed, query_vector, k, visible) if restrict_roles else 0
         nearest = result.ranked
@@ -467,10 +468,10 @@ class SearchService:
         from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
         if not (live.roles - visible):
             return 0
-        everyone = prefilter(live.index, analysed, live.params.weights, k, restrict_roles=False,
-                             query_vector=query_vector)
+        everyone = prefilter(live.index, analysed, live.params.weights_for(analysed.unfinished), k,
+                             restrict_roles=False, query_vector=query_vector)
         model = live.params.abstention_for(everyone.mode) if self.settings.abstain else None
-        if not assess(everyone, model).answer:
+        if not assess(everyone, model, analysed.unfinished).answer:
             return 0
         return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None))
 

@@ -9,7 +9,8 @@
  * Type-ahead shows the instant prefilter ranking (rerank=0) 120 ms after the last keystroke and
  * the re-ranked list (rerank=1) on Enter or after a 700 ms pause, unless the API says re-ranking is
  * unavailable (`rerank_available: false`: the instant list is final). The input is a WAI-ARIA 1.2
- * combobox with a listbox popup. Every string from the API is inserted with textContent (never
+ * combobox with a listbox popup: first the whole queries the same answer suggests (`completions`:
+ * choosing one puts it in the box and searches it), then the tasks; the arrow keys walk both. Every string from the API is inserted with textContent (never
  * innerHTML), task URLs must be http(s), and nothing is inline, so the widget runs under a
  * Content-Security-Policy of script-src 'self'. Searches, clicks, dwell and returns are posted
  * to <endpoint>/events with an opaque per-tab session id (sessionStorage).
@@ -21,6 +22,7 @@
     endpoint: null,          // API base URL, e.g. "https://taskfinder.example/api" (default: /api beside widget.js)
     target: "#taskfinder",   // CSS selector (or element) of the container the widget fills
     k: 8,                    // results shown
+    completions: 5,          // suggested whole queries shown above the results (0: none)
     label: "Search tasks",   // the input's accessible name (a visible label)
     placeholder: "Describe what you need to do",
     roleToken: null,         // signed role token of the host (string, or a function returning one or a Promise)
@@ -60,6 +62,7 @@
     quickOnly: "Showing quick results: refining them is unavailable right now.",
     reduced: "Search is running in a reduced mode right now; results may be less accurate.",
     noLink: "This task has no link.",
+    completion: "suggested search",
     hidden: function (n) {
       return (n === 1 ? "1 result" : n + " results") + " hidden — sign in as a role to see them";
     }
@@ -288,7 +291,7 @@
     this.seq = 0;
     this.controller = null;
     this.timers = {};
-    this.list = null;         // {query, searchId, results, final, stage}
+    this.list = null;         // {query, searchId, results, completions, final, stage}
     this.active = -1;
     this.settledQuery = null;
     this.impressed = {};
@@ -428,7 +431,7 @@
       event.preventDefault();
     } else if (key === "Enter") {
       event.preventDefault();   // never submits a host form around the widget
-      if (this.isOpen() && this.active >= 0) this.select(this.active);
+      if (this.isOpen() && this.active >= 0) this.choose(this.active);
       else this.submit();
     } else if (key === "Escape" || key === "Esc") {
       if (this.isOpen()) {
@@ -449,7 +452,16 @@
 
   Widget.prototype.onOptionClick = function (event) {
     var option = event.target.closest ? event.target.closest("[role=option]") : null;
-    if (option && this.listbox.contains(option)) this.select(Number(option.getAttribute("data-index")));
+    if (!option || !this.listbox.contains(option)) return;
+    if (option.hasAttribute("data-completion")) this.complete(option.getAttribute("data-completion"));
+    else this.select(Number(option.getAttribute("data-index")));
+  };
+
+  /** A completion chosen (click, or Enter on it): it becomes the query and is searched. */
+  Widget.prototype.complete = function (text) {
+    this.input.value = String(text);
+    this.input.focus();
+    this.submit();
   };
 
   Widget.prototype.onSuggestionClick = function (event) {
@@ -460,9 +472,16 @@
     this.submit();
   };
 
+  /** The option at `index` of the listbox: a completion (searched) or a task (opened). */
+  Widget.prototype.choose = function (index) {
+    var completions = this.list ? this.list.completions : [];
+    if (index < completions.length) this.complete(completions[index].text);
+    else this.select(index - completions.length);
+  };
+
   // -- popup state -----------------------------------------------------------------------------
   Widget.prototype.optionCount = function () {
-    return this.list ? this.list.results.length : 0;
+    return this.list ? this.list.completions.length + this.list.results.length : 0;
   };
 
   Widget.prototype.isOpen = function () {
@@ -514,7 +533,7 @@
     this.list = null;
     this.settledQuery = null;
     this.setBusy(false);
-    this.renderResults([]);
+    this.renderResults([], []);
     this.showEmpty(null);
     this.showHidden(0);
     this.setNotice(null);
@@ -637,7 +656,7 @@
       this.finalise();
     } else {
       this.list = null;
-      this.renderResults([]);
+      this.renderResults([], []);
       this.showEmpty(null);
       this.showHidden(0);
       this.setNotice(message, "error");
@@ -648,31 +667,49 @@
 
   // -- rendering -------------------------------------------------------------------------------
   Widget.prototype.show = function (query, rerank, body) {
-    var previous = this.list && this.active >= 0 ? this.list.results[this.active] : null;
+    var previous = this.activeKey();
     if (typeof body.rerank_available === "boolean") this.rerankAvailable = body.rerank_available;
     var final = rerank || (!this.wantsRerank() && this.settledQuery === query);
     this.list = {
       query: query,
       searchId: body.search_id || ("local-" + randomId()),
       results: body.results.slice(0, this.opts.k),
+      completions: (Array.isArray(body.completions) ? body.completions : [])
+        .filter(function (c) { return c && c.text; }).slice(0, this.opts.completions),
       final: false,
       stage: rerank ? "reranked" : "instant"
     };
-    this.renderResults(this.list.results);
+    this.renderResults(this.list.results, this.list.completions);
     this.showEmpty(this.list.results.length ? null : body);
     this.showHidden(body.hidden_by_role);
     this.setNotice(this.degradedMessage(body), "degraded");
     this.reveal();
-    if (previous) this.setActive(this.indexOf(previous.id));
+    if (previous) this.setActive(this.indexOfKey(previous));
     this.root.setAttribute("data-stage", this.list.stage);
     this.listbox.setAttribute("data-search-id", this.list.searchId);
     if (final) this.finalise();
     this.root.dispatchEvent(new CustomEvent("taskfinder:results", { detail: {
-      query: query, stage: this.list.stage, final: final, searchId: this.list.searchId, response: body } }));
+      query: query, stage: this.list.stage, final: final, searchId: this.list.searchId,
+      completions: this.list.completions, response: body } }));
   };
 
-  Widget.prototype.indexOf = function (taskId) {
-    for (var i = 0; i < this.list.results.length; i++) if (this.list.results[i].id === taskId) return i;
+  /** What the active option stands for ("task:<id>" or "completion:<text>"), to find it again
+   *  in the next answer; null when none is active. */
+  Widget.prototype.activeKey = function () {
+    var option = this.active >= 0 ? this.listbox.children[this.active] : null;
+    if (!option) return null;
+    return option.hasAttribute("data-completion") ? "completion:" + option.getAttribute("data-completion")
+                                                  : "task:" + option.getAttribute("data-task-id");
+  };
+
+  Widget.prototype.indexOfKey = function (key) {
+    var options = this.listbox.children;
+    for (var i = 0; i < options.length; i++) {
+      var option = options[i];
+      var own = option.hasAttribute("data-completion") ? "completion:" + option.getAttribute("data-completion")
+                                                       : "task:" + option.getAttribute("data-task-id");
+      if (own === key) return i;
+    }
     return -1;
   };
 
@@ -689,9 +726,12 @@
     if (!list || list.final) return;
     list.final = true;
     this.root.setAttribute("data-final", "true");
-    var n = list.results.length;
-    this.announce(n ? n + (n === 1 ? " task" : " tasks") + " found. Use the up and down arrow keys to choose."
-                    : this.empty.getAttribute("data-title") || MESSAGES.noResults);
+    var n = list.results.length, c = list.completions.length;
+    var offered = c ? c + (c === 1 ? " suggested search." : " suggested searches.") : "";
+    var title = this.empty.getAttribute("data-title") || MESSAGES.noResults;
+    this.announce(n ? n + (n === 1 ? " task" : " tasks") + " found. " + (offered ? offered + " " : "") +
+                      "Use the up and down arrow keys to choose."
+                    : title + (offered ? ". " + offered : ""));
     this.impression(list);
   };
 
@@ -703,17 +743,34 @@
       task_ids: list.results.map(function (row) { return row.id; }) });
   };
 
-  Widget.prototype.renderResults = function (results) {
+  /** The listbox: the completions first (each a whole query to search), then the tasks. */
+  Widget.prototype.renderResults = function (results, completions) {
     var listbox = this.listbox, id = this.id;
     this.active = -1;
     this.input.removeAttribute("aria-activedescendant");
     this.root.removeAttribute("data-final");
     while (listbox.firstChild) listbox.removeChild(listbox.firstChild);
+    (completions || []).forEach(function (completion, index) {
+      var option = el("li", "tf-option tf-completion");
+      option.id = id + "-completion-" + index;
+      option.setAttribute("role", "option");
+      option.setAttribute("aria-selected", "false");
+      option.tabIndex = -1;   // as a task's option, below
+      option.setAttribute("data-completion", String(completion.text));
+      option.setAttribute("data-source", String(completion.source || ""));
+      option.appendChild(el("span", "tf-completion-text", completion.text));
+      option.appendChild(el("span", "tf-sr", ", " + MESSAGES.completion));
+      listbox.appendChild(option);
+    });
     results.forEach(function (row, index) {
       var option = el("li", "tf-option");
       option.id = id + "-option-" + index;
       option.setAttribute("role", "option");
       option.setAttribute("aria-selected", "false");
+      // Focusable, never tabbable: focus stays in the input (aria-activedescendant; the listbox's
+      // mousedown keeps it there), but a popup tall enough to scroll has content a keyboard can
+      // reach (axe: scrollable-region-focusable; the active option is scrolled into view).
+      option.tabIndex = -1;
       option.setAttribute("data-index", String(index));
       option.setAttribute("data-task-id", String(row.id));
       var name = el("span", "tf-name");
@@ -728,7 +785,7 @@
       option.appendChild(el("span", "tf-why", whyLine(row)));
       listbox.appendChild(option);
     });
-    listbox.hidden = results.length === 0;
+    listbox.hidden = listbox.children.length === 0;
   };
 
   /** The empty state: "No confident match" (or "No tasks found") and the response's suggestions
@@ -841,6 +898,8 @@
       endpoint: data.endpoint || undefined,
       target: data.target || undefined,
       k: data.k ? Math.max(1, Math.min(50, Math.round(numberOr(data.k, DEFAULTS.k)))) : undefined,
+      completions: data.completions ? (/^(off|false|no)$/i.test(data.completions) ? 0
+        : Math.min(10, Math.round(numberOr(data.completions, DEFAULTS.completions)))) : undefined,
       label: data.label || undefined,
       placeholder: data.placeholder != null ? data.placeholder : undefined,
       roleToken: data.roleToken || undefined,

@@ -1,0 +1,117 @@
+"""A query still being typed (issue 31): the `typed` signal (search.typed), the typing weights and
+threshold a fit calibrates on prefixes of its own cases (search.fitting.typing_queries), and the
+type-ahead evaluation that counts "no confident match" as a miss beside a plain prefix engine
+(evaluation.prefixes, evaluation.prefix_engine). Figures: docs/prefix-search.md."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import holdout_split
+from evaluation.prefix_engine import build_prefix_engine
+from evaluation.prefixes import run as run_prefixes
+from lexicon.rationale import build_lexicon
+from search.confidence import AbstentionModel
+from search.fitting import typing_cuts
+from search.index import build_index
+from search.prefilter import TYPED, analyse_query, prefilter
+from search.ranker import FusionWeights, RankerParams, default_params
+from search.typed import build_typed_index, typed_signal, unfinished
+from settings import Settings
+
+SETTINGS = Settings.from_env({})
+
+TASKS = [TaskRecord(id="renew", name="Renew license", help="renew a driving license"),
+         TaskRecord(id="balance", name="Account balance", help="see the money in an account"),
+         TaskRecord(id="weather", name="Weather", help="the forecast")]
+CASES = [CaseRecord(query="how do i renew my license", gold=("renew",)),
+         CaseRecord(query="what is my balance", gold=("balance",)),
+         CaseRecord(query="what is the weather like", gold=("weather",))]
+
+
+@pytest.fixture(scope="module")
+def typed():
+    return build_typed_index(TASKS, CASES)
+
+
+def test_words_as_typed_keep_the_function_words_the_other_signals_drop(typed):
+    scores = typed_signal(typed, "how do")
+    assert scores.argmax() == 0 and scores[0] > 0 and scores[1] == 0
+
+
+def test_the_last_word_is_read_as_the_start_of_a_word(typed):
+    assert typed_signal(typed, "ren").argmax() == 0
+    assert typed_signal(typed, "bal").argmax() == 1
+    assert typed_signal(typed, "what is my bal").argmax() == 1
+
+
+def test_a_prefix_of_four_letters_may_carry_one_typo(typed):
+    assert typed.completions("balz") and typed_signal(typed, "balz").argmax() == 1
+    assert not typed.completions("bxz")   # under four letters: no typo tolerance
+
+
+def test_the_signal_is_coverage_normalised(typed):
+    scores = typed_signal(typed, "renew license")
+    assert 0 < scores.max() <= 1.0 + 1e-6
+    assert typed_signal(typed, "zzzz qqqq").max() == 0
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("asq", True), ("how m", True),                      # short: read as being typed, whatever the word
+    ("what is the weath", False),                        # longer: ranked as a whole query
+    ("what is the weather like", False), ("renew my license please", False)])
+def test_which_queries_are_read_as_still_being_typed(typed, query, expected):
+    assert unfinished(typed, query) is expected
+
+
+@pytest.fixture(scope="module")
+def demo_index(demo_tasks, demo_cases):
+    return build_index(demo_tasks, build_lexicon(demo_cases), SETTINGS.field_weights, cases=demo_cases)
+
+
+def test_a_whole_query_never_meets_the_typed_signal(demo_index):
+    analysed = analyse_query(demo_index, "developmental screening for toddlers")
+    assert not analysed.unfinished
+    result = prefilter(demo_index, analysed, SETTINGS.degraded_weights, 5)
+    assert all(TYPED not in item.signals and TYPED not in item.contributions for item in result.ranked)
+    typing = prefilter(demo_index, "develop", SETTINGS.degraded_weights, 5)
+    assert all(TYPED in item.signals for item in typing.ranked)
+    assert typing.ranked[0].contributions[TYPED] > 0
+
+
+def test_typing_cuts_are_the_prefixes_typed_on_the_way():
+    assert typing_cuts("developmental screening") == ["dev", "devel", "developm", "developmental scre"]
+    assert typing_cuts("asq") == []
+
+
+def test_typing_weights_and_threshold_survive_the_store_round_trip():
+    params = default_params(SETTINGS)
+    typing = FusionWeights(SETTINGS.weights, SETTINGS.degraded_weights)
+    model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {}, typing_threshold=-1.5)
+    again = RankerParams.from_dict(RankerParams(params.weights, 15, {"full": model, "sparse": None},
+                                                typing=typing).as_dict())
+    assert again.typing.as_dict() == typing.as_dict() and again.weights_for(True) is again.typing
+    assert again.weights_for(False).as_dict() == params.weights.as_dict()
+    assert again.abstention["full"].threshold_for(True) == -1.5 and again.abstention["full"].threshold_for(False) == 0.5
+
+
+def test_the_prefix_engine_reads_a_trailing_space_as_a_finished_word():
+    engine = build_prefix_engine(TASKS, CASES)
+    assert engine.rank("ren", 3)[0] == "renew"
+    assert engine.rank("ren ", 3) == []          # "ren" finished: no indexed word is "ren"
+    assert engine.rank("what is my bal", 1) == ["balance"]
+
+
+def test_on_the_demo_typed_prefixes_are_found_more_often_than_by_a_prefix_engine(demo_tasks, demo_cases):
+    """Sparse mode (no embedder): the fit on the training split, the held-out split's queries cut
+    after 3, 5 and 8 characters. A refused cut counts as a miss; at most 10% of 5-character cuts
+    are refused; whole queries keep their figures (docs/prefix-search.md has both modes)."""
+    train, test = holdout_split(demo_cases, 0.2, 42)
+    out = run_prefixes(SETTINGS, demo_tasks, train, test, None)
+    for cut in ("3", "5", "8"):
+        assert out[cut]["sparse"]["found@5"] > out[cut]["engine"]["hit@5"], (cut, out[cut])
+        assert out[cut]["sparse"]["unfinished"] == 1.0
+    assert out["5"]["sparse"]["refused"] <= 0.10
+    assert out["whole"]["sparse"]["hit@5"] >= 0.80
+    assert np.isclose(sum(1 for c in test if c.gold), out["whole"]["sparse"]["n"])
