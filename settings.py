@@ -105,6 +105,7 @@ class Weights:
     # for a query read as unfinished; a per-catalog fit replaces it with typing weights fitted on
     # prefixes of its own cases (search.fitting.fit_typing)
     typed: float = 3.0
+    begins: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class DegradedWeights(Weights):
     prototype: float = 0.0
     learned: float = 0.0
     typed: float = 11.0
+    begins: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -571,6 +573,7 @@ DESCRIPTIONS = {
     "prototype": "logit of the per-catalog softmax regression over the exemplars (exists only with a fit)",
     "learned": "cosine to the task's nearest learned exemplar (queries staff found it with; exists only with a fit that has learned evidence, full mode only; see docs/learning-from-use.md)",
     "typed": "BM25 over the task's words as typed (stopwords kept), the last word read as a prefix: only for a query still being typed (docs/prefix-search.md)",
+    "begins": "the share of the task's known queries (cases, name, aliases) that begin as typed: only for a query still being typed (docs/prefix-search.md)",
     "name": "the task's name",
     "aliases": "its aliases",
     "category": "its category",

@@ -331,7 +331,8 @@ class _Workbench:
         values = signal_values(index, analysed, rows, vector)
         mode = mode_of(values)
         pins = index.lexicon.pinned_for(query) if as_user else ()
-        fused, _ = fuse(values, self.params.weights.for_mode(mode))
+        weights = self.params.weights_for(analysed.unfinished)   # as SearchService ranks it
+        fused, _ = fuse(values, weights.for_mode(mode))
         order = rank_order(visible, fused, pins, CV_DEPTH)
         ids = [visible[i].id for i in order]
         mean = float(fused.mean())
@@ -341,7 +342,7 @@ class _Workbench:
         if as_user:   # search.confidence decides, as for SearchService.search
             model = self.params.abstention_for(mode) if self.abstain else None
             oos = index.exemplars.nearest_out_of_scope(vector) if mode == "full" else None
-            abstained = not assess(rank_values(visible, values, self.params.weights, 2, pins, oos), model).answer
+            abstained = not assess(rank_values(visible, values, weights, 2, pins, oos), model, analysed.unfinished).answer
         return Ranking(top, gold_rank(ids, set(gold)) if gold else None, abstained)
 
     def _query_vector(self, index: SearchIndex, analysed: AnalysedQuery) -> np.ndarray | None:

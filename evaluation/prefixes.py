@@ -12,11 +12,12 @@ threshold where the cut is read as unfinished, pins, the abstention), in both mo
 ("full") and off ("sparse", the degraded mode). In-scope held-out cases only (a prefix of an
 out-of-scope query has no gold).
 
-`found@5`: the gold task is among the 5 shown AND the answer is not "no confident match" (the
+`found@5`: the gold task is among the top 5 AND the answer is not "no confident match" (the
 widget then shows suggestions, not results): a refused cut is a miss. `hit@5` answers every cut
 (the ranking alone). `refused`: the share of cuts answered "no confident match". `engine@5`: the
-plain prefix search engine (evaluation.prefix_engine) on the same cuts, with the cut's trailing
-space kept (a typed space finishes the last word there). Results: docs/prefix-search.md.
+plain prefix search engine (evaluation.prefix_engine) on the same cuts. Both read a cut's
+trailing space as a finished last word (the widget sends one trailing space; the API passes it
+on as AnalysedQuery.finished). Results: docs/prefix-search.md.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from evaluation.evaluate import fit_on_training
 from evaluation.metrics import hit_at, reciprocal_rank
 from evaluation.prefix_engine import build_prefix_engine
 from evaluation.replay import heldout_index, heldout_queries
-from search.confidence import assess
+from search.confidence import assess, deserves_showing
 from search.prefilter import rank_values
 from search.ranker import default_params
 
@@ -43,6 +44,8 @@ def prefix_cases(test, cut: int | None):
 def score(queries, params, mode: str) -> dict:
     """found@5, hit@5, MRR and the refused share of the product's answers to `queries`."""
     hits, found, refused, reciprocal = [], [], [], []
+    shown = {"uncut": [0, 0], "cut": [0, 0]}   # [results shown, of which wrong], answered queries, top 5
+    found_cut = []                              # found@5 with the tail cut: the gold among what is shown
     for query in queries:
         result = rank_values(query.tasks, query.values_for(mode), params.weights_for(query.unfinished), DEPTH,
                              query.pinned, query.out_of_scope_similarity)
@@ -53,12 +56,26 @@ def score(queries, params, mode: str) -> dict:
         found.append(hit and answered)
         refused.append(not answered)
         reciprocal.append(reciprocal_rank(ranking, gold))
+        if answered and result.ranked:
+            top, tail = result.ranked[0].probability, params.tail_for(query.unfinished)
+            for name, ratio in (("uncut", 0.0), ("cut", tail)):
+                kept = [i.task.id for i in result.ranked[:5] if i.pinned or deserves_showing(i.probability, top, ratio)]
+                shown[name][0] += len(kept)
+                shown[name][1] += sum(task_id not in gold for task_id in kept)
+            found_cut.append(bool(gold & set(kept)))
+        else:
+            found_cut.append(False)
     n = len(hits)
 
     def mean(values):
         return round(sum(values) / n, 4) if n else None
-    return {"n": n, "found@5": mean(found), "hit@5": mean(hits), "refused": mean(refused), "mrr": mean(reciprocal),
-            "unfinished": mean([q.unfinished for q in queries])}
+    answered = n - sum(refused)
+    return {"n": n, "found@5": mean(found), "found@5_cut": mean(found_cut), "hit@5": mean(hits), "refused": mean(refused), "mrr": mean(reciprocal),
+            "unfinished": mean([q.unfinished for q in queries]),
+            # the score-tail cut (RankerParams.tail_for): results shown per answered query of the top 5,
+            # and the share of them that are wrong, without and with the cut
+            **{f"shown_{name}": round(count / answered, 3) if answered else None for name, (count, _) in shown.items()},
+            **{f"wrong_share_{name}": round(bad / count, 4) if count else None for name, (count, bad) in shown.items()}}
 
 
 def engine_score(engine, cases) -> dict:
@@ -81,8 +98,8 @@ def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_ma
     out = {}
     for cut in (*cuts, None):
         cases = prefix_cases(test, cut)
-        # the API strips the query: the product sees the cut without its trailing space
-        queries, _ = heldout_queries(settings, index, [replace(c, query=c.query.strip()) for c in cases], embedder)
+        # as the widget sends it: a space typed after the last word finishes it (AnalysedQuery.finished)
+        queries, _ = heldout_queries(settings, index, cases, embedder)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {**{mode: score(queries, params, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}

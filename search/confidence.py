@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
 
 SPARSE_EVIDENCE = ("lexical", "rationale", "typo", "exemplar")
-TYPING_EVIDENCE = ("typed",)   # present only for a query still being typed (search.prefilter.TYPED)
+TYPING_EVIDENCE = ("typed", "begins")   # only for a query still being typed (search.prefilter.TYPING_SIGNALS)
 FULL_FEATURES = ("neighbour", "neighbour_gap", "embedding", "centroid", "sparse_evidence", "coverage", "probability",
                  "margin", "oos_gap")
 SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "coverage", "probability", "margin")
@@ -119,7 +119,7 @@ class Confidence:
 def assess(result: "PrefilterResult", model: AbstentionModel | None, unfinished: bool = False) -> Confidence:
     """Whether to answer at all (see the module docstring). `unfinished`: the query is read as
     still being typed (AnalysedQuery.unfinished): the typing threshold applies, and its prefix
-    evidence (the `typed` signal) counts as a word pointing at a task."""
+    evidence (TYPING_EVIDENCE, present only then) counts as a word pointing at a task."""
     if not result.ranked:
         return Confidence(False, None, 0.0)
     top = result.ranked[0]
@@ -139,3 +139,14 @@ def skip_rerank(result: "PrefilterResult", min_probability: float) -> bool:
     if len(result.ranked) < 2:
         return True
     return result.ranked[0].probability >= min_probability
+
+
+def deserves_showing(probability: float, top_probability: float, tail_ratio: float) -> bool:
+    """Whether a result is shown at all: its probability (softmax of the fused scores over the
+    visible tasks) is at least `tail_ratio` times the best result's,
+
+        shown(t)  <=>  p(t) >= r * max_t' p(t')
+
+    a cut on the score tail instead of always k ("potty training log" need not list Governance
+    Training Log fifth). r is fitted per catalog (search.fitting.choose_tail_ratio); 0 shows k."""
+    return probability >= tail_ratio * top_probability

@@ -41,14 +41,14 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon, pin_key
 from lexicon.text import terms
-from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, features_for_mode
+from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, deserves_showing, features_for_mode
 from search.index import SearchIndex, build_index, embedding_text
 from search.learned import (LearnedExemplar, build_learned_memory, learned_cases, learned_digest, normalised_query,
                             unclicked_digest,
                             unrelated_cosine)
 from search.offtopic import load_offtopic
-from search.prefilter import (LEARNED, TYPED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, analyse_query, fuse, rank_values,
-                              signal_values)
+from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, TYPING_SIGNALS, AnalysedQuery,
+                              analyse_query, fuse, rank_values, signal_values)
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
 from settings import Settings, Weights
@@ -101,7 +101,7 @@ class CVQuery:
     def values_for(self, mode: str) -> dict[str, np.ndarray]:
         if mode == "full":
             return self.values
-        return {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS or k == TYPED or k in QUERY_EVIDENCE}
+        return {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS or k in TYPING_SIGNALS or k in QUERY_EVIDENCE}
 
 
 def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
@@ -151,7 +151,8 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                progress: Callable | None = None, negatives: Sequence[tuple[str, str]] = (),
                learned: Sequence[LearnedExemplar] = (), learned_as_cases: bool = False,
                assignment: Sequence[int] | None = None,
-               variants: Callable[[str], Sequence[str]] | None = None) -> list[CVQuery]:
+               variants: Callable[[str], Sequence[str]] | None = None,
+               keep: Callable[[AnalysedQuery], bool] | None = None) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
     `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
     one is scored (each fold's index still learns from all the other folds' cases).
@@ -164,8 +165,8 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     `assignment`: each case's fold, when not the hash of its query (catalog.splits.k_folds): the
     abstention's calibration keeps cases written together in one fold (written_together_folds).
     `variants`: each held-out in-scope case is scored as these texts of its query instead (the
-    prefixes a person types on the way to it: typing_cuts), gold unchanged, and only those read as
-    still being typed (AnalysedQuery.unfinished) are kept: the typing fit's queries."""
+    prefixes a person types on the way to it: typing_cuts), gold unchanged; `keep`: which of the
+    analysed queries are kept (typing_queries: those read as still being typed)."""
     tasks = [t for t in tasks if t.active]
     negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
     sampled = None
@@ -204,7 +205,7 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
             vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
         rows, visible = index.visible(None, restrict=False)
         for case, query, vector, source in zip(held, analysed, vectors, sources):
-            if variants is not None and not query.unfinished:
+            if keep is not None and not keep(query):
                 continue
             values = signal_values(index, query, rows, vector)
             oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
@@ -275,7 +276,7 @@ def fit_weights(queries: Sequence[CVQuery], mode: str, prior: Weights, strength:
                 signals: Sequence[str] | None = None, extra: Sequence[str] = ()) -> Weights:
     """The mode's fusion weights (see the module docstring); `prior` where there is no evidence.
     `signals` restricts the model to those signals (the evaluation's ablations); the others get 0.
-    `extra`: signals fitted beside the mode's own (the typing fit's TYPED)."""
+    `extra`: signals fitted beside the mode's own (the typing fit's TYPING_SIGNALS)."""
     wanted = (*((*SIGNALS, LEARNED) if mode == "full" else SPARSE_SIGNALS), *extra)
     if signals is not None:
         wanted = [n for n in wanted if n in signals]
@@ -324,6 +325,46 @@ def ranking_metrics(queries: Sequence[CVQuery], results) -> dict:
         return {"n": 0}
     return {"n": len(rr), "mrr": round(float(np.mean(rr)), 4),
             **{f"hit@{k}": round(float(np.mean(v)), 4) for k, v in sorted(hit.items())}}
+
+
+# The score-tail cut (search.confidence.deserves_showing): the largest ratio in TAIL_GRID whose
+# CV Hit@5 of what is shown stays within TAIL_MAX_LOSS of showing all five.
+TAIL_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+TAIL_MAX_LOSS = 0.005
+
+
+def shown_metrics(queries: Sequence[CVQuery], results, ratio: float, k: int = 5) -> dict:
+    """Of the top `k` of each in-scope query's ranking, what the tail cut at `ratio` shows: Hit@k
+    of the shown list, results shown per query, and the share of shown results that are wrong
+    (not gold)."""
+    hit, shown, wrong = [], [], []
+    for q, result in zip(queries, results):
+        gold = set(q.case.gold)
+        if not gold or not result.ranked:
+            continue
+        top = result.ranked[0].probability
+        kept = [item.task.id for item in result.ranked[:k] if deserves_showing(item.probability, top, ratio)]
+        hit.append(bool(gold & set(kept)))
+        shown.append(len(kept))
+        wrong.append(sum(task_id not in gold for task_id in kept))
+    n = len(hit)
+    return {"n": n, "ratio": ratio, "hit@5": round(float(np.mean(hit)), 4) if n else None,
+            "shown": round(float(np.mean(shown)), 3) if n else None,
+            "wrong_share": round(sum(wrong) / sum(shown), 4) if n and sum(shown) else None}
+
+
+def choose_tail_ratio(queries: Sequence[CVQuery], results) -> tuple[float, dict]:
+    """(ratio, report): the largest TAIL_GRID ratio whose CV Hit@5 of what is shown is within
+    TAIL_MAX_LOSS of the uncut list's; the report holds the uncut and the chosen operating point."""
+    uncut = shown_metrics(queries, results, 0.0)
+    if not uncut["n"]:
+        return 0.0, {"uncut": uncut}
+    best = uncut
+    for ratio in TAIL_GRID[1:]:
+        point = shown_metrics(queries, results, ratio)
+        if point["hit@5"] >= uncut["hit@5"] - TAIL_MAX_LOSS:
+            best = point
+    return best["ratio"], {"uncut": uncut, "chosen": best}
 
 
 def choose_shortlist(metrics: dict, default: int) -> int:
@@ -636,16 +677,18 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         point["threshold"] = None
     typing_threshold = None
     if typing and typing_weights is not None:
-        typed = cross_fitted_rankings(typing, typing_weights, mode, signals=typing_signals(signals), extra=(TYPED,))
+        # the prefixes' scores under the model fitted above on whole queries (their rankings are
+        # cross-fitted; the model is not, but no prefix is among what it was fitted on)
+        typed = cross_fitted_rankings(typing, typing_weights, mode, signals=typing_signals(signals), extra=TYPING_SIGNALS)
         features = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in typed], dtype=np.float64)
         typed_logits = features @ np.asarray(coef, dtype=np.float64) + intercept
         typing_threshold = conformal_threshold(typed_logits, budget)
-        typed_hit5 = np.array([bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(typing, typed)])
-        point["typing"] = {"n": len(typing), "threshold": round(typing_threshold, 6) if np.isfinite(typing_threshold) else None,
-                           "in_scope_abstain": _rate(np.ones(len(typing), dtype=bool), ~(typed_logits >= typing_threshold)),
-                           "in_scope_abstain_whole_threshold": _rate(np.ones(len(typing), dtype=bool),
-                                                                     ~(typed_logits >= threshold)),
-                           "hit5_answer_all": round(float(np.mean(typed_hit5)), 4)}
+        typed_hit5 = [bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(typing, typed)]
+        point["typing"] = {
+            "n": len(typing), "threshold": round(typing_threshold, 6) if np.isfinite(typing_threshold) else None,
+            "in_scope_abstain": round(float(np.mean(typed_logits < typing_threshold)), 4),
+            "in_scope_abstain_whole_threshold": round(float(np.mean(typed_logits < threshold)), 4),
+            "hit5_answer_all": round(float(np.mean(typed_hit5)), 4)}
         typing_threshold = round(typing_threshold, 6) if np.isfinite(typing_threshold) else -1e9
     return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(float(intercept), 6),
                            round(threshold, 6) if np.isfinite(threshold) else -1e9, point, typing_threshold)
@@ -676,7 +719,7 @@ def fit_abstentions(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequ
 # the person will have typed. The typing fit scores prefixes of the catalog's own cases (cut
 # where people are seen mid-word: after 3, 5 and 8 characters, and halfway through the last
 # word) in each case's CV fold, keeps those the prefilter reads as unfinished (search.typed), and
-# fits the weights such a query is ranked with (TYPED among them: how much the dense signals
+# fits the weights such a query is ranked with (TYPING_SIGNALS among them: how much the dense signals
 # should count on a fragment is the fit's to say) and the abstention's typing threshold.
 TYPING_CUTS = (3, 5, 8)
 MAX_TYPING_CASES = 600   # in-scope cases whose prefixes are scored (a stable hash sample)
@@ -684,16 +727,17 @@ MAX_TYPING_CASES = 600   # in-scope cases whose prefixes are scored (a stable ha
 
 def typing_cuts(query: str) -> list[str]:
     """The prefixes of `query` a person has typed on the way to it: the first 3, 5 and 8
-    characters and the query cut halfway through its last word, each stripped, at least two
-    characters and shorter than the query, once each."""
+    characters and the query cut halfway through its last word, at least two characters and
+    shorter than the query, once each. A cut keeps the space typed after its last word (a
+    finished word: AnalysedQuery.finished), as the widget sends it."""
     text = query.strip()
     last = text.split()[-1] if text.split() else ""
     cuts = [text[:n] for n in TYPING_CUTS] + ([text[:len(text) - (len(last) + 1) // 2]] if len(last) > 1 else [])
-    return list(dict.fromkeys(c.strip() for c in cuts if 2 <= len(c.strip()) < len(text)))
+    return list(dict.fromkeys(c for c in cuts if 2 <= len(c.strip()) and c.strip() != text))
 
 
 def typing_signals(signals: Sequence[str] | None) -> Sequence[str] | None:
-    return None if signals is None else (*signals, TYPED)
+    return None if signals is None else (*signals, *TYPING_SIGNALS)
 
 
 def typing_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
@@ -704,19 +748,19 @@ def typing_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Seque
     _, length = calibration_blocks(cases)
     assignment = written_together_folds(cases, FOLDS, seed, length) if length > 1 else None
     return cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_cases, assignment=assignment,
-                      variants=typing_cuts)
+                      variants=typing_cuts, keep=lambda analysed: analysed.unfinished)
 
 
 def fit_typing(queries: Sequence[CVQuery], weights: FusionWeights, defaults: FusionWeights, modes: Sequence[str],
                signals: dict[str, Sequence[str] | None]) -> FusionWeights | None:
     """The typing weights of each mode, fitted on the typed prefixes `queries`, starting from the
-    whole-query `weights` with the defaults' TYPED weight; None without enough prefixes."""
+    whole-query `weights` with the defaults' TYPING_SIGNALS weights; None without enough prefixes."""
     if sum(1 for q in queries if q.case.gold) < MIN_IN_SCOPE:
         return None
     fitted = {}
     for mode in MODES:
-        prior = replace(weights.for_mode(mode), typed=defaults.for_mode(mode).typed)
-        fitted[mode] = (fit_weights(queries, mode, prior, signals=typing_signals(signals.get(mode)), extra=(TYPED,))
+        prior = replace(weights.for_mode(mode), **{name: getattr(defaults.for_mode(mode), name) for name in TYPING_SIGNALS})
+        fitted[mode] = (fit_weights(queries, mode, prior, signals=typing_signals(signals.get(mode)), extra=TYPING_SIGNALS)
                         if mode in modes else prior)
     return FusionWeights(fitted["full"], fitted["sparse"])
 
@@ -925,13 +969,17 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     typed = typing_queries(settings, tasks, cases, embedder, seed)
     typing = fit_typing(typed, weights, defaults.weights, modes, signals) or FusionWeights(
-        *(replace(weights.for_mode(m), typed=defaults.weights.for_mode(m).typed) for m in MODES))
+        *(replace(weights.for_mode(m), **{name: getattr(defaults.weights.for_mode(m), name) for name in TYPING_SIGNALS})
+          for m in MODES))
     if typing is not None:
         report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(typed, rankings(typed, weights, mode)),
                                          "typing_weights": ranking_metrics(typed, rankings(typed, typing, mode))}
                                   for mode in modes}
     abstention = fit_abstentions(settings, tasks, cases, embedder, calibration, modes, defaults.weights, signals,
                                  seed, max_queries, negatives, learned, typed, typing)
+    # the score-tail cut, on the rankings the fit's own weights give the CV queries
+    tail_ratio, report["cv"]["tail"] = choose_tail_ratio(in_scope_queries, rankings(in_scope_queries, weights, primary))
+    typing_tail_ratio, report["cv"]["typing_tail"] = choose_tail_ratio(typed, rankings(typed, typing, primary))
     stored_prototypes = None
     if embedder is not None:
         index_cases = [*cases, *learned_cases(learned)] if as_cases else cases   # the exemplars serving will hold
@@ -946,7 +994,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                 stored_prototypes["written_matrix"] = encode(prototypes_of(written))
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
-                          learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing)
+                          learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing,
+                          tail_ratio=tail_ratio, typing_tail_ratio=typing_tail_ratio)
     if learned:
         report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
                              "weight": weights.full.learned if embedder is not None else None,

@@ -36,7 +36,7 @@ from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
 from search.learned import learned_available, learned_signal, learned_values
-from search.typed import typed_signal, unfinished as typing_unfinished
+from search.typed import begins_signal, typed_signal, unfinished as typing_unfinished
 from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
 
@@ -50,7 +50,9 @@ LEARNED = "learned"
 #: read as unfinished (AnalysedQuery.unfinished), weighed by the typing weights alone
 #: (RankerParams.weights_for), so a whole query ranks as if it did not exist.
 TYPED = "typed"
-FUSED = SIGNALS + (TYPED, LEARNED)
+BEGINS = "begins"            # the share of the task's known queries that begin as typed (search.typed)
+TYPING_SIGNALS = (TYPED, BEGINS)
+FUSED = SIGNALS + TYPING_SIGNALS + (LEARNED,)
 
 # Evidence about the query that is no ranking signal (never fused, never in contributions), kept
 # beside the signal values for the abstention model (search.confidence): per task arrays, read at
@@ -105,17 +107,19 @@ def in_catalog_text(index: SearchIndex, column: int | None) -> bool:
     return column is not None and index.lexical_ideal.per_term[column] > 0
 
 
-def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity: float) -> dict[str, list[tuple[str, float]]]:
+def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity: float,
+                     finished: bool = False) -> dict[str, list[tuple[str, float]]]:
     """Query words that no task's text contains -> nearby vocabulary words (rapidfuzz); the last
-    word also by prefix. A word known only to the rationale lexicon is still corrected: test-case
-    queries deliberately contain misspellings, and those must not shield a word from correction.
+    word also by prefix, unless a space typed after it finished it (`finished`). A word known
+    only to the rationale lexicon is still corrected: test-case queries deliberately contain
+    misspellings, and those must not shield a word from correction.
     Each (word, is-last) answer is memoised on the index (type-ahead repeats words keystroke
     after keystroke); the memo is bounded and dies with the index."""
     corrections = {}
     for position, word in enumerate(query_words):
         if in_catalog_text(index, index.vocabulary.get(stem(word))):
             continue
-        last = position == len(query_words) - 1
+        last = position == len(query_words) - 1 and not finished
         found = index.memo_corrections(word, last, min_similarity, lambda: [
             (candidate, similarity)
             for candidate, similarity in fuzzy_corrections(word, index.surface_words, min_similarity, allow_prefix=last)
@@ -238,6 +242,7 @@ class AnalysedQuery:
     embedding_text: str   # the query as the embedder should see it
     prefix: dict[int, float] = field(default_factory=dict)   # the last word's completions (type-ahead)
     unfinished: bool = False   # read as still being typed (search.typed.unfinished): the typing weights rank it
+    finished: bool = False     # a space was typed after the last word: it is a whole word, not a prefix
 
 
 # A word unknown to the catalog and the lexicon is replaced by its correction in the text the
@@ -248,7 +253,7 @@ EMBED_CORRECTION_MIN = 0.9
 
 
 def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0,
-                  prefix_search: bool = True) -> AnalysedQuery:
+                  prefix_search: bool = True, finished: bool | None = None) -> AnalysedQuery:
     """Normalise, split and typo-correct a query once, for every signal.
 
     The embedder gets the user's own text (stopwords, order and all: e5 reads sentences), with
@@ -256,18 +261,26 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     Rewriting every out-of-vocabulary word, as before, turned 227 of 2,997 CLINC150 val queries
     into nonsense ("give me harry potter trivia" -> "give carry otters trivia") and cost the
     centroid signal 1.4 points of Hit@1.
+
+    `finished`: a space was typed after the last word (default: `query` ends in white space), so
+    it is read as a whole word, not as the start of one: no prefix expansion, no prefix
+    correction, and the typed signal matches it exactly, as a prefix search engine does. The
+    widget keeps that one trailing space; the API strips the query but passes this on.
     """
+    if finished is None:
+        finished = query[-1:].isspace()
+    query = query.rstrip()   # the trailing space said all it says: the same text as the API's stripped one
     query_words = unique(words(query))
-    corrections = typo_corrections(index, query_words, typo_min_similarity)
+    corrections = typo_corrections(index, query_words, typo_min_similarity, finished)
     replace_with = {w: found[0][0] for w, found in corrections.items()
                     if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
     embedding_text = printable(query)  # never control or format characters (lexicon.text.printable)
     if replace_with:
         embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
                                            " ".join(normalise(query).split()))
-    prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search else {}
+    prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search and not finished else {}
     typing = prefix_search and index.typed is not None and typing_unfinished(index.typed, query)
-    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing)
+    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing, finished)
 
 
 _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
@@ -344,7 +357,8 @@ def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
     values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
     values["coverage"] = np.full(rows.size, query_coverage(index, analysed), dtype=np.float32)
     if analysed.unfinished and index.typed is not None:
-        values[TYPED] = typed_signal(index.typed, analysed.text)[rows]
+        values[TYPED] = typed_signal(index.typed, analysed.text, analysed.finished)[rows]
+        values[BEGINS] = begins_signal(index.typed, analysed.text, analysed.finished)[rows]
     if query_vector is not None and index.has_vectors:
         values.update(dense_signals(index, rows, query_vector))
         learned = learned_signal(index.learned, rows, query_vector) if LEARNED not in defer else None
@@ -388,7 +402,7 @@ def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, d
         if weight:
             fused += weight * values[name]
     return fused, {name: used.get(name, 0.0) for name in SIGNALS} | {
-        name: used[name] for name in (TYPED, LEARNED) if name in used}
+        name: used[name] for name in (*TYPING_SIGNALS, LEARNED) if name in used}
 
 
 def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
@@ -433,7 +447,7 @@ def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, cor
     order = rank_order(tasks, fused, pinned, k)
     names = [name for name in FUSED if name in values or name in deferred]
     width = len(names)
-    shown = SIGNALS + tuple(name for name in (TYPED, LEARNED) if name in names)
+    shown = SIGNALS + tuple(name for name in (*TYPING_SIGNALS, LEARNED) if name in names)
     column = {name: i for i, name in enumerate(names)}
     positions = np.asarray(order, dtype=np.int64)
     at = np.array([values[name][positions] if name in values else deferred[name](positions) for name in names],

@@ -25,7 +25,7 @@ from web.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from search.answer import Answer
 from search.answer_cache import AnswerCache
-from search.confidence import assess, skip_rerank
+from search.confidence import assess, deserves_showing, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
 from search.learned import (LearnedInputs, build_learned_memory, learned_cases, learned_digest,
@@ -354,18 +354,20 @@ class SearchService:
         query (same k, visible roles and role) was answered before on that index."""
         started = time.perf_counter()
         live = self.live()
+        # a space typed after the last word finishes it (AnalysedQuery.finished); the rest strips
+        finished = isinstance(query, str) and query[-1:].isspace()
         query = self.check_request(query, k)
         visible = self.visible_roles(roles, role, live)
         role = role if role is not None and visible == {role} else None
         rerank = self.settings.rerank_default if rerank is None else rerank
         answers = self._answers if self._answers is not None and self._answers.owner is live else None
-        key = (query, k, visible, role, restrict_roles)
+        key = (query, finished, k, visible, role, restrict_roles)
         if answers is not None and not rerank:
             cached = answers.get(key)
             self.metrics.bound(self.metrics.answer_cache, "hit" if cached is not None else "miss").inc()
             if cached is not None:
                 return self._replay(cached, started)
-        answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started)
+        answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started, finished)
         if answers is not None and not rerank and not answer.body["degraded"]:
             answer = answer.with_encoding()  # encoded once, here, and replayed as bytes
             answers.put(key, answer)
@@ -388,14 +390,14 @@ class SearchService:
         return Answer(cached.body, timings, cached.encoded)
 
     def _answer(self, live: LiveIndex, query: str, k: int, visible: frozenset[str], role: str | None,
-                rerank: bool, restrict_roles: bool, started: float) -> Answer:
+                rerank: bool, restrict_roles: bool, started: float, finished: bool = False) -> Answer:
         """The pipeline proper, on validated arguments: analyse, embed, prefilter, abstain or
         answer, re-rank; the answer with its per-stage timings."""
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
         stage = time.perf_counter()
-        analysed = analyse_query(live.index, query, self.settings.typo_min_similarity)
+        analysed = analyse_query(live.index, query, self.settings.typo_min_similarity, finished=finished)
         timings["analyse"] = _ms(stage)
 
         stage = time.perf_counter()
@@ -435,8 +437,11 @@ class SearchService:
         self.metrics.bound(self.metrics.search_seconds, "rerank" if rerank else "typeahead").observe(timings["total"] / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
+        top = max((item.probability for _, item in ranked[:k]), default=0.0)
+        tail = params.tail_for(analysed.unfinished)
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
-                   for position, item in ranked[:k]]
+                   for position, item in ranked[:k]
+                   if item.pinned or deserves_showing(item.probability, top, tail)]
         if not results:
             self.metrics.zero_results.inc()
         if not confident:
@@ -473,7 +478,10 @@ class SearchService:
         model = live.params.abstention_for(everyone.mode) if self.settings.abstain else None
         if not assess(everyone, model, analysed.unfinished).answer:
             return 0
-        return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None))
+        top = everyone.ranked[0].probability if everyone.ranked else 0.0
+        tail = live.params.tail_for(analysed.unfinished)   # what would be shown, as _answer shows it
+        return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None)
+                   and (item.pinned or deserves_showing(item.probability, top, tail)))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:

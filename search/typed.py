@@ -25,7 +25,19 @@ Index time: the BM25 matrix (tasks x words), its column maxima, the sorted vocab
 completions are one contiguous slice found by binary search) and each word's document frequency.
 Query time: a slice, a few sparse columns, one max. A word's completions are memoised.
 
-The signal is computed only for a query the prefilter reads as unfinished (`unfinished`): a
+Beside it, the `begins` signal: how many of the task's exemplar texts (its cases' queries, its
+name and aliases), as typed, begin with what has been typed so far,
+
+    begins(q, t) = n_t(q) / (n(q) + 1)
+
+n(q) counting every task's: an estimate of P(t | a known query that begins like this one), the
+popularity that query auto-completion ranks by (Bar-Yossef & Kraus, WWW 2011), with one unseen
+query in the denominator so that a lone match is not certainty. "how m" meets "how much" and
+"how many" whole, where the word-level evidence sees only "how" and some word in "m". The
+exemplar texts are kept sorted at index time: the ones beginning with q are one slice, and a
+query costs a bincount over it.
+
+The signals are computed only for a query the prefilter reads as unfinished (`unfinished`): a
 whole query ranks exactly as it did before this signal existed, and the per-catalog fit weighs
 `typed` in the typing weights alone (search.fitting.fit_typing), fitted on prefixes of the
 catalog's own cases.
@@ -48,8 +60,8 @@ from lexicon.text import normalise
 
 PREFIX_MAX_COMPLETIONS = 64   # completions of the last word read, the most frequent first
 TYPO_MIN_CHARS = 4            # a prefix this long may carry one typo
-# A query this short (characters, spaces folded) is read as still being typed whatever its last
-# word: "asq", "cacfp", "how m" are what people have typed after a few keystrokes.
+# A query this short (characters, spaces folded) is read as still being typed whatever it holds
+# (`unfinished`): "asq", "how m", "lead " are what people type first.
 TYPING_MAX_CHARS = 8
 BM25_K1, BM25_B = 1.2, 0.75
 MEMO_SIZE = 50_000
@@ -69,6 +81,8 @@ class TypedIndex:
     ideal: np.ndarray                      # per column: the best task's weight
     default_ideal: float                   # an unknown word's ideal: the median column's
     frequency: np.ndarray                  # per column: document frequency
+    openings: tuple[str, ...] = ()         # every exemplar text as typed (tokens joined by one space), sorted
+    opening_rows: np.ndarray | None = None # the task row of each, in the same order
     _completions: dict = field(default_factory=dict, compare=False, repr=False)
     _prefixes: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -110,14 +124,18 @@ class TypedIndex:
 
 
 def build_typed_index(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> TypedIndex:
-    """One BM25 document per task: name, aliases, category, help and its in-scope case queries."""
+    """One BM25 document per task (name, aliases, category, help and its in-scope case queries),
+    and the sorted exemplar texts (name, aliases, case queries) of the `begins` signal."""
     row_of = {task.id: row for row, task in enumerate(tasks)}
-    texts = [[t.name, *t.aliases, (t.category or "").replace("_", " "), t.help] for t in tasks]
+    exemplar_texts = [[t.name, *t.aliases] for t in tasks]          # what people's queries may begin like
     for case in cases:
         for task_id in case.gold:
             if task_id in row_of:
-                texts[row_of[task_id]].append(case.query)
+                exemplar_texts[row_of[task_id]].append(case.query)
+    texts = [[*known, (t.category or "").replace("_", " "), t.help] for t, known in zip(tasks, exemplar_texts)]
     documents = [Counter(typed_tokens(" ".join(text))) for text in texts]
+    exemplars = sorted((" ".join(tokens), row) for row, known in enumerate(exemplar_texts)
+                       for tokens in map(typed_tokens, known) if tokens)
     words = tuple(sorted({w for d in documents for w in d}))
     column = {w: i for i, w in enumerate(words)}
     lengths = np.array([sum(d.values()) for d in documents], dtype=np.float64)
@@ -139,25 +157,33 @@ def build_typed_index(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) 
     matrix = sparse.csc_matrix((data.astype(np.float32), (rows, cols)), shape=(n, len(words)))
     ideal = matrix.max(axis=0).toarray().ravel() if len(words) else np.zeros(0, dtype=np.float32)
     positive = ideal[ideal > 0]
-    return TypedIndex(words, column, matrix, ideal, float(np.median(positive)) if positive.size else 1.0, df)
+    return TypedIndex(words, column, matrix, ideal, float(np.median(positive)) if positive.size else 1.0, df,
+                      tuple(text for text, _ in exemplars), np.array([row for _, row in exemplars], dtype=np.int64))
 
 
 def unfinished(typed: TypedIndex, query: str) -> bool:
-    """The prefilter reads `query` as still being typed: at most TYPING_MAX_CHARS characters.
+    """The prefilter reads `query` as still being typed: at most TYPING_MAX_CHARS characters, or
+    one word that is no indexed word but begins one ("developme", "immunizati").
 
-    A longer query whose last word is no indexed word but begins one ("developmental scr") was
-    read as unfinished too at first. With that clause CLINC150 val without written negatives
-    answered 13 of its 100 whole off-topic queries (9 before; 5 were read as unfinished, 4 of them
-    long) and Hit@1 moved 0.965 -> 0.963 (52 whole in-scope queries read as unfinished), so a
-    longer query now ranks and abstains as a whole one (its last word still reaches its
-    completions through search.index.prefix_expansion). `typed` is kept for the rule's next
-    refinement."""
-    return len(" ".join(normalise(query).split())) <= TYPING_MAX_CHARS
+    Measured alternatives (docs/prefix-search.md):
+    - several words whose last begins an indexed word ("developmental scr") read as unfinished
+      too: CLINC150 val without written negatives answered 13 of its 100 off-topic queries, not 9;
+      such a query is a whole one here (its last word still reaches its completions through
+      search.index.prefix_expansion);
+    - a short query ending in a whole indexed word ("where", "how do i", "Single") read as a whole
+      query: HINT3's short real off-topic queries are refused again (answered 0.543 -> 0.406),
+      but CLINC150's 5- and 8-character cuts are refused 46% and 50% of the time."""
+    folded = " ".join(normalise(query).split())
+    if len(folded) <= TYPING_MAX_CHARS:
+        return True
+    tokens = typed_tokens(folded)
+    return len(tokens) == 1 and typed.is_unfinished_word(tokens[0])
 
 
-def typed_signal(typed: TypedIndex, query: str) -> np.ndarray:
-    """typed(q, t) of every task (module docstring), in [0, 1]; zeros without any word."""
-    tokens = typed_tokens(query)
+def typed_signal(typed: TypedIndex, query: str, finished: bool = False) -> np.ndarray:
+    """typed(q, t) of every task (module docstring), in [0, 1]; zeros without any word.
+    `finished`: a space followed the last word, which then counts as a whole word, not a prefix."""
+    tokens = typed_tokens(query) + ([""] if finished else [])
     n = typed.matrix.shape[0]
     if not tokens:
         return np.zeros(n, dtype=np.float32)
@@ -170,11 +196,24 @@ def typed_signal(typed: TypedIndex, query: str) -> np.ndarray:
             continue
         scores += typed.matrix.getcol(col).toarray().ravel()
         ideal += float(typed.ideal[col])
-    completions = typed.completions(tokens[-1])
+    completions = typed.completions(tokens[-1]) if tokens[-1] else ()
     if completions:
         block = typed.matrix[:, list(completions)]
         scores += block.max(axis=1).toarray().ravel()
         ideal += float(typed.ideal[list(completions)].max())
-    else:
+    elif tokens[-1]:
         ideal += typed.default_ideal
     return (scores / ideal).astype(np.float32) if ideal > 0 else np.zeros(n, dtype=np.float32)
+
+
+def begins_signal(typed: TypedIndex, query: str, finished: bool = False) -> np.ndarray:
+    """begins(q, t) of every task (module docstring); zeros without any word."""
+    n = typed.matrix.shape[0]
+    key = " ".join(typed_tokens(query))
+    if not key or typed.opening_rows is None:
+        return np.zeros(n, dtype=np.float32)
+    key += " " if finished else ""
+    lo = bisect.bisect_left(typed.openings, key)
+    hi = bisect.bisect_left(typed.openings, key + "\uffff", lo)
+    counts = np.bincount(typed.opening_rows[lo:hi], minlength=n).astype(np.float64)
+    return (counts / (hi - lo + 1)).astype(np.float32)

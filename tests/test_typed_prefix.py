@@ -58,8 +58,8 @@ def test_the_signal_is_coverage_normalised(typed):
 
 
 @pytest.mark.parametrize("query, expected", [
-    ("asq", True), ("how m", True),                      # short: read as being typed, whatever the word
-    ("what is the weath", False),                        # longer: ranked as a whole query
+    ("asq", True), ("how m", True), ("balance", True),   # short: read as being typed, whatever the word
+    ("what is the weath", False),                        # several words: ranked as a whole query
     ("what is the weather like", False), ("renew my license please", False)])
 def test_which_queries_are_read_as_still_being_typed(typed, query, expected):
     assert unfinished(typed, query) is expected
@@ -75,9 +75,15 @@ def test_a_whole_query_never_meets_the_typed_signal(demo_index):
     assert not analysed.unfinished
     result = prefilter(demo_index, analysed, SETTINGS.degraded_weights, 5)
     assert all(TYPED not in item.signals and TYPED not in item.contributions for item in result.ranked)
-    typing = prefilter(demo_index, "develop", SETTINGS.degraded_weights, 5)
+    typing = prefilter(demo_index, "devel", SETTINGS.degraded_weights, 5)
     assert all(TYPED in item.signals for item in typing.ranked)
     assert typing.ranked[0].contributions[TYPED] > 0
+
+
+def test_one_long_word_is_being_typed_when_it_begins_an_indexed_word(demo_index):
+    assert unfinished(demo_index.typed, "immunizati") and unfinished(demo_index.typed, "developme")
+    assert not unfinished(demo_index.typed, "immunization")            # an indexed word: finished
+    assert not unfinished(demo_index.typed, "developmental scr")       # several words: a whole query
 
 
 def test_typing_cuts_are_the_prefixes_typed_on_the_way():
@@ -103,15 +109,59 @@ def test_the_prefix_engine_reads_a_trailing_space_as_a_finished_word():
     assert engine.rank("what is my bal", 1) == ["balance"]
 
 
-def test_on_the_demo_typed_prefixes_are_found_more_often_than_by_a_prefix_engine(demo_tasks, demo_cases):
-    """Sparse mode (no embedder): the fit on the training split, the held-out split's queries cut
-    after 3, 5 and 8 characters. A refused cut counts as a miss; at most 10% of 5-character cuts
-    are refused; whole queries keep their figures (docs/prefix-search.md has both modes)."""
+def test_on_the_demo_typed_prefixes_are_found_more_often_than_by_a_prefix_engine(demo_app, demo_tasks, demo_cases):
+    """Both modes (the real embedder, and without it): the fit on the training split, the
+    held-out split's queries cut after 3, 5 and 8 characters. A refused cut counts as a miss; as
+    served (embeddings on) at most 10% of 5-character cuts are refused; whole queries keep their
+    Hit@5 (docs/prefix-search.md)."""
+    embedder = demo_app.extensions["taskfinder"].search.embedder
     train, test = holdout_split(demo_cases, 0.2, 42)
-    out = run_prefixes(SETTINGS, demo_tasks, train, test, None)
+    out = run_prefixes(demo_app.extensions["taskfinder"].settings, demo_tasks, train, test, embedder)
     for cut in ("3", "5", "8"):
-        assert out[cut]["sparse"]["found@5"] > out[cut]["engine"]["hit@5"], (cut, out[cut])
-        assert out[cut]["sparse"]["unfinished"] == 1.0
-    assert out["5"]["sparse"]["refused"] <= 0.10
-    assert out["whole"]["sparse"]["hit@5"] >= 0.80
-    assert np.isclose(sum(1 for c in test if c.gold), out["whole"]["sparse"]["n"])
+        for mode in ("full", "sparse"):
+            assert out[cut][mode]["found@5"] > out[cut]["engine"]["hit@5"], (cut, mode, out[cut])
+    assert out["5"]["full"]["refused"] <= 0.10
+    # the fitted score-tail cut shows fewer results, fewer of them wrong, and loses no found query
+    whole = out["whole"]["full"]
+    assert whole["shown_cut"] < whole["shown_uncut"] == 5.0
+    assert whole["wrong_share_cut"] < whole["wrong_share_uncut"] and whole["found@5_cut"] == whole["found@5"]
+    assert out["whole"]["full"]["hit@5"] >= 0.90 and out["whole"]["sparse"]["hit@5"] >= 0.80
+    assert np.isclose(sum(1 for c in test if c.gold), out["whole"]["full"]["n"])
+
+
+def test_a_typed_space_finishes_the_last_word(typed, demo_index):
+    assert typed_signal(typed, "ren ", finished=True).max() == 0        # no indexed word is "ren"
+    assert typed_signal(typed, "ren").argmax() == 0
+    assert typed_signal(typed, "how do ", finished=True).argmax() == 0
+    open_word = analyse_query(demo_index, "develop")
+    closed = analyse_query(demo_index, "develop ")
+    assert closed.finished and not open_word.finished and closed.text == "develop"
+    assert closed.prefix == {} and closed.words == open_word.words
+
+
+def test_the_api_passes_a_trailing_space_on(client):
+    """The widget keeps one typed trailing space; the answer cache keeps the two apart."""
+    open_word = client.get("/api/search", query_string={"q": "immun", "k": 5}).get_json()
+    closed = client.get("/api/search", query_string={"q": "immun ", "k": 5}).get_json()
+    assert open_word["query"] == closed["query"] == "immun"
+    assert open_word["results"] and "Immunization" in open_word["results"][0]["name"]
+    assert [r["id"] for r in open_word["results"]] != [r["id"] for r in closed["results"]]
+
+
+def test_the_tail_cut_keeps_the_largest_ratio_that_loses_no_more_than_its_allowance():
+    from types import SimpleNamespace as NS
+
+    from search.fitting import TAIL_MAX_LOSS, choose_tail_ratio
+
+    def item(task_id, probability):
+        return NS(task=NS(id=task_id), probability=probability, pinned=False)
+    # 100 queries: the gold first with p=0.5, four runners-up at 0.004 (a long weak tail) ...
+    queries = [NS(case=NS(gold=("g",))) for _ in range(100)]
+    results = [NS(ranked=[item("g", 0.5)] + [item(f"x{j}", 0.004) for j in range(4)]) for _ in range(100)]
+    # ... except one query whose gold is second, at 0.03 of the top
+    results[0] = NS(ranked=[item("x", 0.5), item("g", 0.015), *[item(f"x{j}", 0.001) for j in range(3)]])
+    ratio, report = choose_tail_ratio(queries, results)
+    assert report["uncut"]["hit@5"] == 1.0 and report["uncut"]["shown"] == 5.0
+    assert ratio == 0.02 and report["chosen"]["hit@5"] == 1.0    # 0.05 would cut query 0's gold
+    assert report["chosen"]["shown"] < 1.1 and report["chosen"]["wrong_share"] < report["uncut"]["wrong_share"]
+    assert TAIL_MAX_LOSS < 0.01

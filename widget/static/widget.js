@@ -363,8 +363,11 @@
   };
 
   // -- input and keyboard ----------------------------------------------------------------------
+  /** What was typed, with one trailing space kept where the person typed one: it tells the API
+   *  that the last word is finished, not the start of a longer one (docs/prefix-search.md). */
   Widget.prototype.query = function () {
-    return this.input.value.trim();
+    var typed = this.input.value.replace(/^\s+/, "");
+    return typed.trim() ? typed.replace(/\s+$/, " ") : "";
   };
 
   Widget.prototype.clearTimers = function () {
