@@ -57,7 +57,7 @@ def score(queries, params, mode: str) -> dict:
         refused.append(not answered)
         reciprocal.append(reciprocal_rank(ranking, gold))
         if answered and result.ranked:
-            top, tail = result.ranked[0].probability, params.tail_for(query.unfinished)
+            top, tail = result.ranked[0].probability, params.tail_for(mode, query.unfinished)
             for name, ratio in (("uncut", 0.0), ("cut", tail)):
                 kept = [i.task.id for i in result.ranked[:5] if i.pinned or deserves_showing(i.probability, top, ratio)]
                 shown[name][0] += len(kept)

@@ -977,9 +977,15 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                                   for mode in modes}
     abstention = fit_abstentions(settings, tasks, cases, embedder, calibration, modes, defaults.weights, signals,
                                  seed, max_queries, negatives, learned, typed, typing)
-    # the score-tail cut, on the rankings the fit's own weights give the CV queries
-    tail_ratio, report["cv"]["tail"] = choose_tail_ratio(in_scope_queries, rankings(in_scope_queries, weights, primary))
-    typing_tail_ratio, report["cv"]["typing_tail"] = choose_tail_ratio(typed, rankings(typed, typing, primary))
+    # the score-tail cut of each mode, on the rankings the fit's own weights give the CV queries
+    # (each mode's probabilities have their own spread: one ratio for both cut the degraded mode's
+    # CLINC150 val found@5 0.929 -> 0.909)
+    tail = {}
+    for mode in modes:
+        whole_ratio, whole_report = choose_tail_ratio(in_scope_queries, rankings(in_scope_queries, weights, mode))
+        typing_ratio, typing_report = choose_tail_ratio(typed, rankings(typed, typing, mode))
+        tail[mode] = (whole_ratio, typing_ratio)
+        report["cv"][mode]["tail"] = {"whole": whole_report, "typing": typing_report}
     stored_prototypes = None
     if embedder is not None:
         index_cases = [*cases, *learned_cases(learned)] if as_cases else cases   # the exemplars serving will hold
@@ -995,7 +1001,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing,
-                          tail_ratio=tail_ratio, typing_tail_ratio=typing_tail_ratio)
+                          tail=tail)
     if learned:
         report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
                              "weight": weights.full.learned if embedder is not None else None,

@@ -55,13 +55,13 @@ class RankerParams:
     # Weights of a query still being typed (search.typed), fitted on prefixes of the cases
     # (search.fitting.fit_typing); None: the whole-query weights, with their `typed` weight.
     typing: FusionWeights | None = None
-    # The score-tail cut of what is shown (search.confidence.deserves_showing), whole queries and
-    # queries still being typed (search.fitting.choose_tail_ratio); 0: always k results.
-    tail_ratio: float = 0.0
-    typing_tail_ratio: float = 0.0
+    # The score-tail cut of what is shown (search.confidence.deserves_showing), per mode: (whole
+    # queries, queries still being typed), fitted by search.fitting.choose_tail_ratio; none (or a
+    # mode not fitted): always k results.
+    tail: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def tail_for(self, unfinished: bool) -> float:
-        return self.typing_tail_ratio if unfinished else self.tail_ratio
+    def tail_for(self, mode: str, unfinished: bool) -> float:
+        return self.tail.get(mode, (0.0, 0.0))[1 if unfinished else 0]
 
     def weights_for(self, unfinished: bool) -> FusionWeights:
         """The fusion weights a query is ranked with: the typing weights while it is being typed."""
@@ -97,8 +97,8 @@ class RankerParams:
             row["learned_as_cases"] = True
         if self.typing is not None:
             row["typing"] = self.typing.as_dict()
-        if self.tail_ratio or self.typing_tail_ratio:
-            row["tail_ratio"] = [self.tail_ratio, self.typing_tail_ratio]
+        if self.tail:
+            row["tail"] = {mode: list(ratios) for mode, ratios in self.tail.items()}
         return row
 
     @classmethod
@@ -107,9 +107,9 @@ class RankerParams:
                       for mode, model in (row.get("abstention") or {}).items()}
         learned = tuple(LearnedExemplar(str(q), str(t), float(r), int(s)) for q, t, r, s in row.get("learned") or ())
         typing = FusionWeights.from_dict(row["typing"]) if row.get("typing") else None
-        tail, typing_tail = (float(r) for r in row.get("tail_ratio") or (0.0, 0.0))
+        tail = {str(mode): (float(whole), float(typed)) for mode, (whole, typed) in (row.get("tail") or {}).items()}
         return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,
-                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")), typing, tail, typing_tail)
+                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")), typing, tail)
 
     def summary(self) -> dict:
         """What a response or /readyz says about the ranker in use."""

@@ -438,7 +438,7 @@ class SearchService:
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
         top = max((item.probability for _, item in ranked[:k]), default=0.0)
-        tail = params.tail_for(analysed.unfinished)
+        tail = params.tail_for(result.mode, analysed.unfinished)
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
                    for position, item in ranked[:k]
                    if item.pinned or deserves_showing(item.probability, top, tail)]
@@ -479,7 +479,7 @@ class SearchService:
         if not assess(everyone, model, analysed.unfinished).answer:
             return 0
         top = everyone.ranked[0].probability if everyone.ranked else 0.0
-        tail = live.params.tail_for(analysed.unfinished)   # what would be shown, as _answer shows it
+        tail = live.params.tail_for(everyone.mode, analysed.unfinished)   # what would be shown, as _answer shows it
         return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None)
                    and (item.pinned or deserves_showing(item.probability, top, tail)))
 

@@ -185,7 +185,7 @@ def test_config_names():
     with pytest.raises(ValueError):
         configs.resolve(["nope"])
     specs = configs.config_specs(Weights())
-    assert specs["lexical"].weights == Weights(1, 0, 0, 0, 0, 0, 0, 0, learned=0, typed=0) and not specs["lexical"].pins
+    assert specs["lexical"].weights == Weights(1, 0, 0, 0, 0, 0, 0, 0, learned=0, typed=0, begins=0) and not specs["lexical"].pins
     assert specs["prefilter_defaults"].weights == Weights() and specs["prefilter"].kind == "product"
     assert specs["prefilter_sparse"].mode == "sparse" and not specs["prefilter_sparse"].needs_embedding
     assert specs["exemplar"].needs_embedding and not specs["bm25"].needs_embedding

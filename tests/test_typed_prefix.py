@@ -96,7 +96,9 @@ def test_typing_weights_and_threshold_survive_the_store_round_trip():
     typing = FusionWeights(SETTINGS.weights, SETTINGS.degraded_weights)
     model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {}, typing_threshold=-1.5)
     again = RankerParams.from_dict(RankerParams(params.weights, 15, {"full": model, "sparse": None},
-                                                typing=typing).as_dict())
+                                                typing=typing, tail={"full": (0.02, 0.005)}).as_dict())
+    assert again.tail_for("full", False) == 0.02 and again.tail_for("full", True) == 0.005
+    assert again.tail_for("sparse", False) == 0.0
     assert again.typing.as_dict() == typing.as_dict() and again.weights_for(True) is again.typing
     assert again.weights_for(False).as_dict() == params.weights.as_dict()
     assert again.abstention["full"].threshold_for(True) == -1.5 and again.abstention["full"].threshold_for(False) == 0.5

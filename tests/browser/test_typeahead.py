@@ -72,4 +72,8 @@ def test_a_fragment_shows_completions_and_tasks(fitted_demo, live_server, page):
     assert body["results"][0]["id"] == "health.immunizations"
     assert any(c["text"] == "Immunization Records" for c in body["completions"])
     assert page.locator("[role=option][data-completion]").count() == len(body["completions"])
+    # the "why" line names the typing evidence only where it contributed
+    why = page.locator("[role=option][data-task-id] .tf-why").first.text_content()
+    typing = {name: body["results"][0]["contributions"].get(name, 0) for name in ("typed", "begins")}
+    assert ("begin" in why) <= any(value > 0 for value in typing.values()), (why, typing)
     screenshot(page, "typeahead.png")

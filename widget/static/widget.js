@@ -49,7 +49,9 @@
     embedding: "close in meaning to its description",
     centroid: "close in meaning to earlier searches for this task",
     neighbour: "close in meaning to earlier searches for this task",
-    prototype: "learned from earlier searches for this task"
+    prototype: "learned from earlier searches for this task",
+    typed: "has words that begin as you typed",             // search/typed.py: only while typing
+    begins: "its name or example searches begin like this"  // names, aliases and written cases
   };
   var MESSAGES = {
     noConfident: "No confident match",
