@@ -159,7 +159,7 @@ def api_search():
     try:
         session_id = parse_session(args)
         answer = svc.search.answer(args.get("q"), k=parse_k(args), roles=access.roles, role=requested_role,
-                                   rerank=parse_flag(args, "rerank"))
+                                   rerank=parse_flag(args, "rerank"), typing=parse_flag(args, "typing"))
     except BadQuery as exc:
         return bad_request(str(exc))
     record = search_record(answer.body, session_id, utcnow(), person_of(access.subject))

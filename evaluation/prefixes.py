@@ -71,7 +71,7 @@ def score(queries, params, mode: str) -> dict:
         return round(sum(values) / n, 4) if n else None
     answered = n - sum(refused)
     return {"n": n, "found@5": mean(found), "found@5_cut": mean(found_cut), "hit@5": mean(hits), "refused": mean(refused), "mrr": mean(reciprocal),
-            "unfinished": mean([q.unfinished for q in queries]),
+            "unfinished": mean([bool(q.unfinished) for q in queries]),
             # the score-tail cut (RankerParams.tail_for): results shown per answered query of the top 5,
             # and the share of them that are wrong, without and with the cut
             **{f"shown_{name}": round(count / answered, 3) if answered else None for name, (count, _) in shown.items()},
@@ -98,8 +98,9 @@ def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_ma
     out = {}
     for cut in (*cuts, None):
         cases = prefix_cases(test, cut)
-        # as the widget sends it: a space typed after the last word finishes it (AnalysedQuery.finished)
-        queries, _ = heldout_queries(settings, index, cases, embedder)
+        # as the widget sends a keystroke (no `typing` parameter: the service reads it), a space typed
+        # after the last word finishing it (AnalysedQuery.finished); the whole row likewise
+        queries, _ = heldout_queries(settings, index, cases, embedder, typing=None)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {**{mode: score(queries, params, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}

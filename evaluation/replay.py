@@ -42,9 +42,12 @@ def heldout_index(settings: Settings, tasks: Sequence[TaskRecord], train: Sequen
 
 
 def heldout_queries(settings: Settings, index: SearchIndex, test: Sequence[CaseRecord], embedder,
-                    show: bool = False) -> tuple[list[CVQuery], list[float]]:
-    """Each test case's signal values over every active task, and the time that took (ms)."""
-    analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in test]
+                    show: bool = False, typing: bool | None = False) -> tuple[list[CVQuery], list[float]]:
+    """Each test case's signal values over every active task, and the time that took (ms).
+    `typing`: as /api/search's parameter; False (the default): the test queries are whole ones,
+    submitted (the widget's Enter, a host that says so); None: as a bare API request reads them;
+    evaluation.prefixes ranks its cuts so."""
+    analysed = [analyse_query(index, c.query, settings.typo_min_similarity, typing=typing) for c in test]
     vectors: list = [None] * len(test)
     if embedder is not None and index.has_vectors and analysed:
         vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))

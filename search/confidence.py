@@ -82,12 +82,16 @@ class AbstentionModel:
     intercept: float
     threshold: float
     cv: dict                     # the operating point chosen on cross-validation
-    # The threshold of a query still being typed (search.typed.unfinished), calibrated the same
-    # way on prefixes of the in-scope cases (search.fitting.fit_abstention); None: `threshold`.
-    typing_threshold: float | None = None
+    # The thresholds of a query still being typed, one per typing class (search.typed.unfinished),
+    # calibrated the same way on prefixes of the in-scope cases (search.fitting.fit_abstention);
+    # None: `threshold`.
+    typing_threshold: tuple[float, ...] | None = None
 
-    def threshold_for(self, unfinished: bool) -> float:
-        return self.typing_threshold if unfinished and self.typing_threshold is not None else self.threshold
+    def threshold_for(self, unfinished: int) -> float:
+        """The threshold of a whole query (0) or of a query of that typing class (1, 2, ...)."""
+        if not unfinished or not self.typing_threshold:
+            return self.threshold
+        return self.typing_threshold[min(unfinished, len(self.typing_threshold)) - 1]
 
     def logit(self, features: dict[str, float]) -> float:
         return self.intercept + float(np.dot(self.coef, [features.get(name, 0.0) for name in self.features]))
@@ -99,14 +103,21 @@ class AbstentionModel:
         row = {"features": list(self.features), "coef": list(self.coef), "intercept": self.intercept,
                "threshold": self.threshold, "cv": self.cv}
         if self.typing_threshold is not None:
-            row["typing_threshold"] = self.typing_threshold
+            row["typing_threshold"] = list(self.typing_threshold)
         return row
 
     @classmethod
     def from_dict(cls, row: dict) -> "AbstentionModel":
         return cls(tuple(row["features"]), tuple(float(c) for c in row["coef"]), float(row["intercept"]),
                    float(row["threshold"]), dict(row.get("cv") or {}),
-                   float(row["typing_threshold"]) if row.get("typing_threshold") is not None else None)
+                   _thresholds(row.get("typing_threshold")))
+
+
+def _thresholds(stored) -> tuple[float, ...] | None:
+    """A stored typing threshold: one per class, or a single one (written before the classes)."""
+    if stored is None:
+        return None
+    return tuple(float(t) for t in stored) if isinstance(stored, (list, tuple)) else (float(stored),)
 
 
 @dataclass(frozen=True)
@@ -116,9 +127,9 @@ class Confidence:
     top_probability: float
 
 
-def assess(result: "PrefilterResult", model: AbstentionModel | None, unfinished: bool = False) -> Confidence:
-    """Whether to answer at all (see the module docstring). `unfinished`: the query is read as
-    still being typed (AnalysedQuery.unfinished): the typing threshold applies, and its prefix
+def assess(result: "PrefilterResult", model: AbstentionModel | None, unfinished: int = 0) -> Confidence:
+    """Whether to answer at all (see the module docstring). `unfinished`: the query's typing
+    class (AnalysedQuery.unfinished; 0: a whole query): its threshold applies, and its prefix
     evidence (TYPING_EVIDENCE, present only then) counts as a word pointing at a task."""
     if not result.ranked:
         return Confidence(False, None, 0.0)

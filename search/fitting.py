@@ -51,6 +51,7 @@ from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, 
                               analyse_query, fuse, rank_values, signal_values)
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
+from search.typed import TYPING_CLASSES
 from settings import Settings, Weights
 
 FOLDS = 5
@@ -92,7 +93,7 @@ class CVQuery:
     out_of_scope_similarity: float | None
     pinned: tuple[str, ...] = ()       # gold of a training case with this very query (held-out replay only)
     source: str = "case"               # "case" (a test case) or a kind of negative (fit_abstention)
-    unfinished: bool = False           # read as still being typed (AnalysedQuery.unfinished)
+    unfinished: int = 0                # the typing class (AnalysedQuery.unfinished), 0: a whole query
 
     def gold_rows(self) -> list[int]:
         gold = set(self.case.gold)
@@ -682,14 +683,22 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         typed = cross_fitted_rankings(typing, typing_weights, mode, signals=typing_signals(signals), extra=TYPING_SIGNALS)
         features = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in typed], dtype=np.float64)
         typed_logits = features @ np.asarray(coef, dtype=np.float64) + intercept
-        typing_threshold = conformal_threshold(typed_logits, budget)
+        pooled = conformal_threshold(typed_logits, budget)
+        classes = np.array([q.unfinished for q in typing])
+        # one threshold per typing class (search.typed.TYPING_CLASSES), the pooled one where a
+        # class has too few prefixes to set its own (fewer than 1 / budget)
+        thresholds = tuple(conformal_threshold(typed_logits[classes == c], budget)
+                           if (classes == c).sum() >= np.ceil(1.0 / max(budget, 1e-9)) else pooled
+                           for c in range(1, len(TYPING_CLASSES) + 2))
         typed_hit5 = [bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(typing, typed)]
+        refused = typed_logits < np.array([thresholds[c - 1] for c in classes])
         point["typing"] = {
-            "n": len(typing), "threshold": round(typing_threshold, 6) if np.isfinite(typing_threshold) else None,
-            "in_scope_abstain": round(float(np.mean(typed_logits < typing_threshold)), 4),
+            "n": len(typing), "thresholds": [round(t, 6) if np.isfinite(t) else None for t in thresholds],
+            "n_per_class": [int((classes == c).sum()) for c in range(1, len(thresholds) + 1)],
+            "in_scope_abstain": round(float(np.mean(refused)), 4),
             "in_scope_abstain_whole_threshold": round(float(np.mean(typed_logits < threshold)), 4),
             "hit5_answer_all": round(float(np.mean(typed_hit5)), 4)}
-        typing_threshold = round(typing_threshold, 6) if np.isfinite(typing_threshold) else -1e9
+        typing_threshold = tuple(round(t, 6) if np.isfinite(t) else -1e9 for t in thresholds)
     return AbstentionModel(tuple(names), tuple(round(float(c), 6) for c in coef), round(float(intercept), 6),
                            round(threshold, 6) if np.isfinite(threshold) else -1e9, point, typing_threshold)
 

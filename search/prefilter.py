@@ -36,7 +36,7 @@ from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
 from search.learned import learned_available, learned_signal, learned_values
-from search.typed import begins_signal, typed_signal, unfinished as typing_unfinished
+from search.typed import begins_signal, typed_signal, typing_class_of, unfinished as typing_unfinished
 from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
 from settings import Weights
 
@@ -241,7 +241,9 @@ class AnalysedQuery:
     corrections: dict[str, list[tuple[str, float]]]
     embedding_text: str   # the query as the embedder should see it
     prefix: dict[int, float] = field(default_factory=dict)   # the last word's completions (type-ahead)
-    unfinished: bool = False   # read as still being typed (search.typed.unfinished): the typing weights rank it
+    # read as still being typed: its typing class (search.typed.unfinished: 1-3 by length), else 0;
+    # the typing weights rank it and its class's threshold judges it
+    unfinished: int = 0
     finished: bool = False     # a space was typed after the last word: it is a whole word, not a prefix
 
 
@@ -253,7 +255,8 @@ EMBED_CORRECTION_MIN = 0.9
 
 
 def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0,
-                  prefix_search: bool = True, finished: bool | None = None) -> AnalysedQuery:
+                  prefix_search: bool = True, finished: bool | None = None,
+                  typing: bool | None = None) -> AnalysedQuery:
     """Normalise, split and typo-correct a query once, for every signal.
 
     The embedder gets the user's own text (stopwords, order and all: e5 reads sentences), with
@@ -266,6 +269,11 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     it is read as a whole word, not as the start of one: no prefix expansion, no prefix
     correction, and the typed signal matches it exactly, as a prefix search engine does. The
     widget keeps that one trailing space; the API strips the query but passes this on.
+
+    `typing`: whether the query is still being typed, where the caller knows (the widget says
+    `typing=0` when the person submits, pressing Enter); None: the prefilter's reading
+    (search.typed.unfinished). A submitted query is always a whole one; a typed one always gets a
+    typing class.
     """
     if finished is None:
         finished = query[-1:].isspace()
@@ -279,8 +287,10 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
         embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
                                            " ".join(normalise(query).split()))
     prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search and not finished else {}
-    typing = prefix_search and index.typed is not None and typing_unfinished(index.typed, query)
-    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing, finished)
+    typing_class = 0
+    if prefix_search and index.typed is not None and typing is not False:
+        typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
+    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing_class, finished)
 
 
 _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")

@@ -60,10 +60,10 @@ class RankerParams:
     # mode not fitted): always k results.
     tail: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def tail_for(self, mode: str, unfinished: bool) -> float:
+    def tail_for(self, mode: str, unfinished: int) -> float:
         return self.tail.get(mode, (0.0, 0.0))[1 if unfinished else 0]
 
-    def weights_for(self, unfinished: bool) -> FusionWeights:
+    def weights_for(self, unfinished: int) -> FusionWeights:
         """The fusion weights a query is ranked with: the typing weights while it is being typed."""
         return self.typing if unfinished and self.typing is not None else self.weights
 

@@ -340,15 +340,18 @@ class SearchService:
 
     # -- the pipeline --------------------------------------------------------------------
     def search(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
-               role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> dict:
+               role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True,
+               typing: bool | None = None) -> dict:
         """The response of `answer(...)` as one dict (CLI, admin, tests)."""
-        return self.answer(query, k, roles, role, rerank, restrict_roles).as_dict()
+        return self.answer(query, k, roles, role, rerank, restrict_roles, typing).as_dict()
 
     def answer(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
-               role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True) -> Answer:
+               role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True,
+               typing: bool | None = None) -> Answer:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
-        to narrow to; any other value is ignored, never trusted.
+        to narrow to; any other value is ignored, never trusted. `typing`: whether the query is
+        still being typed, where the caller knows (search.prefilter.analyse_query); None: inferred.
 
         An answer without re-ranking is served from the live index's AnswerCache when the same
         query (same k, visible roles and role) was answered before on that index."""
@@ -361,13 +364,13 @@ class SearchService:
         role = role if role is not None and visible == {role} else None
         rerank = self.settings.rerank_default if rerank is None else rerank
         answers = self._answers if self._answers is not None and self._answers.owner is live else None
-        key = (query, finished, k, visible, role, restrict_roles)
+        key = (query, finished, typing, k, visible, role, restrict_roles)
         if answers is not None and not rerank:
             cached = answers.get(key)
             self.metrics.bound(self.metrics.answer_cache, "hit" if cached is not None else "miss").inc()
             if cached is not None:
                 return self._replay(cached, started)
-        answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started, finished)
+        answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started, finished, typing)
         if answers is not None and not rerank and not answer.body["degraded"]:
             answer = answer.with_encoding()  # encoded once, here, and replayed as bytes
             answers.put(key, answer)
@@ -390,14 +393,15 @@ class SearchService:
         return Answer(cached.body, timings, cached.encoded)
 
     def _answer(self, live: LiveIndex, query: str, k: int, visible: frozenset[str], role: str | None,
-                rerank: bool, restrict_roles: bool, started: float, finished: bool = False) -> Answer:
+                rerank: bool, restrict_roles: bool, started: float, finished: bool = False,
+                typing: bool | None = None) -> Answer:
         """The pipeline proper, on validated arguments: analyse, embed, prefilter, abstain or
         answer, re-rank; the answer with its per-stage timings."""
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
         stage = time.perf_counter()
-        analysed = analyse_query(live.index, query, self.settings.typo_min_similarity, finished=finished)
+        analysed = analyse_query(live.index, query, self.settings.typo_min_similarity, finished=finished, typing=typing)
         timings["analyse"] = _ms(stage)
 
         stage = time.perf_counter()

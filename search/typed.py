@@ -63,6 +63,11 @@ TYPO_MIN_CHARS = 4            # a prefix this long may carry one typo
 # A query this short (characters, spaces folded) is read as still being typed whatever it holds
 # (`unfinished`): "asq", "how m", "lead " are what people type first.
 TYPING_MAX_CHARS = 8
+# Typing classes by length (characters, spaces folded): 1 up to 3, 2 up to 5, 3 beyond. Each has
+# its own abstention threshold (search.fitting.fit_abstention): what 3 characters say of being in
+# scope is far less than what 8 say, and one threshold for both let HINT3's short real off-topic
+# queries ("Single", "Queen", "Shipment": 5-8 characters) through at the 3-character bar.
+TYPING_CLASSES = (3, 5)
 BM25_K1, BM25_B = 1.2, 0.75
 MEMO_SIZE = 50_000
 _TOKEN = re.compile(r"[0-9a-z]+")
@@ -161,9 +166,10 @@ def build_typed_index(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) 
                       tuple(text for text, _ in exemplars), np.array([row for _, row in exemplars], dtype=np.int64))
 
 
-def unfinished(typed: TypedIndex, query: str) -> bool:
-    """The prefilter reads `query` as still being typed: at most TYPING_MAX_CHARS characters, or
-    one word that is no indexed word but begins one ("developme", "immunizati").
+def unfinished(typed: TypedIndex, query: str) -> int:
+    """The typing class of `query` (TYPING_CLASSES: 1, 2 or 3 by length), or 0 for a whole query.
+    The prefilter reads a query as still being typed at most TYPING_MAX_CHARS characters long, or
+    when it is one word that is no indexed word but begins one ("developme", "immunizati").
 
     Measured alternatives (docs/prefix-search.md):
     - several words whose last begins an indexed word ("developmental scr") read as unfinished
@@ -174,10 +180,16 @@ def unfinished(typed: TypedIndex, query: str) -> bool:
       query: HINT3's short real off-topic queries are refused again (answered 0.543 -> 0.406),
       but CLINC150's 5- and 8-character cuts are refused 46% and 50% of the time."""
     folded = " ".join(normalise(query).split())
-    if len(folded) <= TYPING_MAX_CHARS:
-        return True
-    tokens = typed_tokens(folded)
-    return len(tokens) == 1 and typed.is_unfinished_word(tokens[0])
+    if len(folded) > TYPING_MAX_CHARS:
+        tokens = typed_tokens(folded)
+        if not (len(tokens) == 1 and typed.is_unfinished_word(tokens[0])):
+            return 0
+    return typing_class_of(folded)
+
+
+def typing_class_of(query: str) -> int:
+    """The typing class of a query known to be still typed (TYPING_CLASSES): 1, 2 or 3 by length."""
+    return 1 + bisect.bisect_left(TYPING_CLASSES, len(" ".join(normalise(query).split())))
 
 
 def typed_signal(typed: TypedIndex, query: str, finished: bool = False) -> np.ndarray:

@@ -102,7 +102,8 @@ class HashEmbedder:
 
 def test_replayed_ranking_equals_prefilter(demo_tasks, demo_cases, settings):
     """The evaluation's replay (signals once, re-fused per configuration) ranks exactly as the
-    live prefilter does, for fixed, fitted-subset and product weights, with and without pins."""
+    live prefilter does, for fixed, fitted-subset and product weights, with and without pins
+    (held-out queries as submitted ones: typing=0)."""
     train, test = holdout_split(demo_cases, 0.2, 42)
     embedder = HashEmbedder()
     params = default_params(settings)
@@ -116,7 +117,8 @@ def test_replayed_ranking_equals_prefilter(demo_tasks, demo_cases, settings):
             vector = None if spec.mode == "sparse" else embedder.embed(
                 [analyse_query(index, query.case.query).embedding_text], "query")[0]
             weights = spec.weights if spec.kind == "fixed" else params.weights
-            expected = prefilter(index, query.case.query, weights, 10, restrict_roles=False, query_vector=vector,
+            submitted = analyse_query(index, query.case.query, typing=False)   # held-out queries are whole ones
+            expected = prefilter(index, submitted, weights, 10, restrict_roles=False, query_vector=vector,
                                  use_pins=spec.pins)
             assert row.ranking == [s.task.id for s in expected.ranked], name
 

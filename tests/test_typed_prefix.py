@@ -62,7 +62,13 @@ def test_the_signal_is_coverage_normalised(typed):
     ("what is the weath", False),                        # several words: ranked as a whole query
     ("what is the weather like", False), ("renew my license please", False)])
 def test_which_queries_are_read_as_still_being_typed(typed, query, expected):
-    assert unfinished(typed, query) is expected
+    assert bool(unfinished(typed, query)) is expected
+
+
+@pytest.mark.parametrize("query, typing_class", [("as", 1), ("asq", 1), ("asq-", 2), ("how m", 2), ("how mu", 3),
+                                                 ("balance", 3), ("how much", 3), ("how much is", 0)])
+def test_a_query_being_typed_has_a_class_by_its_length(typed, query, typing_class):
+    assert unfinished(typed, query) == typing_class
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +87,7 @@ def test_a_whole_query_never_meets_the_typed_signal(demo_index):
 
 
 def test_one_long_word_is_being_typed_when_it_begins_an_indexed_word(demo_index):
-    assert unfinished(demo_index.typed, "immunizati") and unfinished(demo_index.typed, "developme")
+    assert unfinished(demo_index.typed, "immunizati") == unfinished(demo_index.typed, "developme") == 3
     assert not unfinished(demo_index.typed, "immunization")            # an indexed word: finished
     assert not unfinished(demo_index.typed, "developmental scr")       # several words: a whole query
 
@@ -94,14 +100,17 @@ def test_typing_cuts_are_the_prefixes_typed_on_the_way():
 def test_typing_weights_and_threshold_survive_the_store_round_trip():
     params = default_params(SETTINGS)
     typing = FusionWeights(SETTINGS.weights, SETTINGS.degraded_weights)
-    model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {}, typing_threshold=-1.5)
+    model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {}, typing_threshold=(-3.0, -2.0, -1.5))
     again = RankerParams.from_dict(RankerParams(params.weights, 15, {"full": model, "sparse": None},
                                                 typing=typing, tail={"full": (0.02, 0.005)}).as_dict())
     assert again.tail_for("full", False) == 0.02 and again.tail_for("full", True) == 0.005
     assert again.tail_for("sparse", False) == 0.0
     assert again.typing.as_dict() == typing.as_dict() and again.weights_for(True) is again.typing
     assert again.weights_for(False).as_dict() == params.weights.as_dict()
-    assert again.abstention["full"].threshold_for(True) == -1.5 and again.abstention["full"].threshold_for(False) == 0.5
+    assert [again.abstention["full"].threshold_for(c) for c in (0, 1, 2, 3)] == [0.5, -3.0, -2.0, -1.5]
+    # a fit stored before the typing classes held one typing threshold: it serves every class
+    old = AbstentionModel.from_dict({**model.as_dict(), "typing_threshold": -1.0})
+    assert old.threshold_for(1) == old.threshold_for(3) == -1.0
 
 
 def test_the_prefix_engine_reads_a_trailing_space_as_a_finished_word():
@@ -167,3 +176,16 @@ def test_the_tail_cut_keeps_the_largest_ratio_that_loses_no_more_than_its_allowa
     assert ratio == 0.02 and report["chosen"]["hit@5"] == 1.0    # 0.05 would cut query 0's gold
     assert report["chosen"]["shown"] < 1.1 and report["chosen"]["wrong_share"] < report["uncut"]["wrong_share"]
     assert TAIL_MAX_LOSS < 0.01
+
+
+def test_the_caller_may_say_whether_the_query_is_still_being_typed(client):
+    """`typing=0` (the widget's Enter): a whole query, without the typing signals; `typing=1`: a
+    fragment whatever its length; absent: the service reads it (at most 8 characters: typing)."""
+    def signals(**params):
+        body = client.get("/api/search", query_string={"q": "immun", "k": 3, **params}).get_json()
+        return [set(row["signals"]) for row in body["results"]]
+    assert all("typed" in names and "begins" in names for names in signals())
+    assert all("typed" not in names for names in signals(typing="0"))
+    long = client.get("/api/search", query_string={"q": "immunization records for", "k": 3, "typing": "1"}).get_json()
+    assert all("typed" in row["signals"] for row in long["results"])
+    assert client.get("/api/search", query_string={"q": "immun", "typing": "maybe"}).status_code == 400

@@ -400,7 +400,7 @@
     this.dismissed = false;
     if (!query) return;
     this.settledQuery = query;
-    this.request(query, this.wantsRerank());
+    this.request(query, this.wantsRerank(), true);
   };
 
   /** Whether to ask for the re-ranked list: the host wants it and the API has not said that
@@ -579,7 +579,7 @@
 
   /** One search request; a newer one aborts it, and a response whose sequence number is no longer
    *  the latest is dropped (a stale answer never overwrites a newer one). */
-  Widget.prototype.request = function (query, rerank) {
+  Widget.prototype.request = function (query, rerank, submitted) {
     var self = this;
     this.abort();
     var seq = this.seq, controller = window.AbortController ? new AbortController() : null;
@@ -602,6 +602,7 @@
       url.searchParams.set("q", query);
       url.searchParams.set("k", String(self.opts.k));
       url.searchParams.set("rerank", rerank ? "1" : "0");
+      if (submitted) url.searchParams.set("typing", "0");   // Enter: a whole query, judged as one
       url.searchParams.set("session", sessionId());
       var headers = { Accept: "application/json" };
       if (token) {
