@@ -189,18 +189,21 @@ def summary_table(report: dict) -> str:
 @click.option("--max-test-per-intent", type=click.IntRange(1), default=None, help="CLINC150: at most N val requests per intent")
 @click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
               help="fit on at most this many CV queries")
+@click.option("--test-cases", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="held-out queries from this file (e.g. real traffic) instead of a holdout of --cases")
 @click.option("--cold-start", is_flag=True, help="rank with no case at all (the shipped defaults; the engine too)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @with_appcontext
-def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, cold_start,
-                              json_path):
+def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, test_cases,
+                              cold_start, json_path):
     """Type-ahead: Hit@K/MRR on prefixes (3, 5, 8 characters) of the held-out queries
     (evaluation.prefixes)."""
     from evaluation.prefixes import run as run_prefixes
 
     services = current_app.extensions["taskfinder"]
     try:
-        tasks, train, test, source = _load(catalog, cases, None, holdout, seed, clinc_dir, None, max_test_per_intent)
+        tasks, train, test, source = _load(catalog, cases, test_cases, holdout, seed, clinc_dir, None,
+                                           max_test_per_intent)
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
     result = {"source": source, "cuts": run_prefixes(services.settings, tasks, train, test, services.search.embedder,
