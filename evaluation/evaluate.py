@@ -107,6 +107,7 @@ def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequ
     """The product's own per-catalog fit, on the training split only: (params, report, CV queries).
     `learned`: exemplars learned from use (search.learned), weighed by the fit as in production."""
     cv = []
+    folds: dict = {}   # the fold indexes, built once for the fit's every CV pass (search.fitting.cv_queries)
     cross_validating = stage_progress(on_progress, "cross-validating the fit")
     cross_validating(0.0)
     if sum(1 for c in train if c.gold) >= settings.fit_min_cases:
@@ -117,11 +118,11 @@ def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequ
             cross_validating(done / total)
 
         cv = cv_queries(settings, tasks, train, embedder, FOLDS, seed, cv_max_queries, progress=fold_done,
-                        negatives=abstention_negatives(settings, train), learned=learned)
+                        negatives=abstention_negatives(settings, train), learned=learned, fold_indexes=folds)
         bar.close()
     stage_progress(on_progress, "fitting the ranker")(0.0)
     params, report = fit_ranker(settings, tasks, train, embedder, default_params(settings), seed, cv_max_queries,
-                                queries=cv or None, learned=learned)
+                                queries=cv or None, learned=learned, fold_indexes=folds)
     return params, report, cv
 
 

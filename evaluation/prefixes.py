@@ -27,7 +27,7 @@ from evaluation.evaluate import fit_on_training
 from evaluation.metrics import hit_at, reciprocal_rank
 from evaluation.prefix_engine import build_prefix_engine
 from evaluation.replay import heldout_index, heldout_queries
-from search.confidence import assess, deserves_showing
+from search.confidence import assess, shown
 from search.prefilter import rank_values
 from search.ranker import default_params
 
@@ -44,7 +44,7 @@ def prefix_cases(test, cut: int | None):
 def score(queries, params, mode: str) -> dict:
     """found@5, hit@5, MRR and the refused share of the product's answers to `queries`."""
     hits, found, refused, reciprocal = [], [], [], []
-    shown = {"uncut": [0, 0], "cut": [0, 0]}   # [results shown, of which wrong], answered queries, top 5
+    shown_counts = {"uncut": [0, 0], "cut": [0, 0]}   # [results shown, of which wrong], answered queries
     found_cut = []                              # found@5 with the tail cut: the gold among what is shown
     for query in queries:
         result = rank_values(query.tasks, query.values_for(mode), params.weights_for(query.unfinished), DEPTH,
@@ -56,26 +56,27 @@ def score(queries, params, mode: str) -> dict:
         found.append(hit and answered)
         refused.append(not answered)
         reciprocal.append(reciprocal_rank(ranking, gold))
-        if answered and result.ranked:
-            top, tail = result.ranked[0].probability, params.tail_for(mode, query.unfinished)
-            for name, ratio in (("uncut", 0.0), ("cut", tail)):
-                kept = [i.task.id for i in result.ranked[:5] if i.pinned or deserves_showing(i.probability, top, ratio)]
-                shown[name][0] += len(kept)
-                shown[name][1] += sum(task_id not in gold for task_id in kept)
-            found_cut.append(bool(gold & set(kept)))
-        else:
-            found_cut.append(False)
+        kept = {name: [] for name in ("uncut", "cut")}   # what is shown: every top 5, and after the tail cut
+        if answered:
+            kept = {name: [item.task.id for item in shown(result.ranked[:5], ratio)] for name, ratio in
+                    (("uncut", 0.0), ("cut", params.tail_for(mode, query.unfinished)))}
+        for name, ids in kept.items():
+            shown_counts[name][0] += len(ids)
+            shown_counts[name][1] += sum(task_id not in gold for task_id in ids)
+        found_cut.append(bool(gold & set(kept["cut"])))
     n = len(hits)
 
     def mean(values):
         return round(sum(values) / n, 4) if n else None
     answered = n - sum(refused)
-    return {"n": n, "found@5": mean(found), "found@5_cut": mean(found_cut), "hit@5": mean(hits), "refused": mean(refused), "mrr": mean(reciprocal),
-            "unfinished": mean([bool(q.unfinished) for q in queries]),
+    return {"n": n, "found@5": mean(found), "found@5_cut": mean(found_cut), "hit@5": mean(hits),
+            "refused": mean(refused), "mrr": mean(reciprocal), "unfinished": mean([bool(q.unfinished) for q in queries]),
             # the score-tail cut (RankerParams.tail_for): results shown per answered query of the top 5,
             # and the share of them that are wrong, without and with the cut
-            **{f"shown_{name}": round(count / answered, 3) if answered else None for name, (count, _) in shown.items()},
-            **{f"wrong_share_{name}": round(bad / count, 4) if count else None for name, (count, bad) in shown.items()}}
+            **{f"shown_{name}": round(count / answered, 3) if answered else None
+               for name, (count, _) in shown_counts.items()},
+            **{f"wrong_share_{name}": round(bad / count, 4) if count else None
+               for name, (count, bad) in shown_counts.items()}}
 
 
 def engine_score(engine, cases) -> dict:

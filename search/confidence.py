@@ -27,7 +27,7 @@ Two questions, one set of evidence (the features of the prefilter's top answer):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -152,12 +152,14 @@ def skip_rerank(result: "PrefilterResult", min_probability: float) -> bool:
     return result.ranked[0].probability >= min_probability
 
 
-def deserves_showing(probability: float, top_probability: float, tail_ratio: float) -> bool:
-    """Whether a result is shown at all: its probability (softmax of the fused scores over the
-    visible tasks) is at least `tail_ratio` times the best result's,
+def shown(items: Sequence, tail_ratio: float) -> list:
+    """The `items` (ranked results: .probability, .pinned; in any order, a re-ranked list too)
+    that are shown: a pinned one always, any other whose probability (softmax of the fused scores
+    over the visible tasks) is at least `tail_ratio` times the best one's,
 
-        shown(t)  <=>  p(t) >= r * max_t' p(t')
+        shown(t)  <=>  pinned(t)  or  p(t) >= r * max_t' p(t')
 
     a cut on the score tail instead of always k ("potty training log" need not list Governance
-    Training Log fifth). r is fitted per catalog (search.fitting.choose_tail_ratio); 0 shows k."""
-    return probability >= tail_ratio * top_probability
+    Training Log fifth). r is fitted per catalog (search.fitting.choose_tail_ratio); 0 shows all."""
+    top = max((item.probability for item in items), default=0.0)
+    return [item for item in items if item.pinned or item.probability >= tail_ratio * top]

@@ -41,7 +41,7 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon, pin_key
 from lexicon.text import terms
-from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, deserves_showing, features_for_mode
+from search.confidence import ONE_CLASS_FEATURE, AbstentionModel, answer_features, features_for_mode, shown
 from search.index import SearchIndex, build_index, embedding_text
 from search.learned import (LearnedExemplar, build_learned_memory, learned_cases, learned_digest, normalised_query,
                             unclicked_digest,
@@ -147,13 +147,29 @@ def negative_evidence(cases: Sequence[CaseRecord], offtopic: Sequence[str] = (),
     return out
 
 
+def _fold_index(settings: Settings, tasks, fit: Sequence[CaseRecord], embedder, task_vectors,
+                learned: Sequence[LearnedExemplar], learned_as_cases: bool, held_queries: frozenset[str]) -> SearchIndex:
+    """The index of one CV fold: its training cases (plus the learned exemplars of queries it does
+    not hold out), with vectors and prototypes where there is an embedder."""
+    if learned and learned_as_cases:
+        fit = [*fit, *learned_cases(learned, held_queries)]
+    index = build_index(tasks, build_lexicon(fit), settings.field_weights, cases=fit)
+    if learned:
+        index = index.with_learned(build_learned_memory([t.id for t in tasks], learned, held_queries))
+    if embedder is not None:
+        index = attach_vectors(index, embedder, task_vectors)
+        index = index.with_prototypes(prototypes_of(index))
+    return index
+
+
 def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                folds: int = FOLDS, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, negatives: Sequence[tuple[str, str]] = (),
                learned: Sequence[LearnedExemplar] = (), learned_as_cases: bool = False,
                assignment: Sequence[int] | None = None,
                variants: Callable[[str], Sequence[str]] | None = None,
-               keep: Callable[[AnalysedQuery], bool] | None = None) -> list[CVQuery]:
+               keep: Callable[[AnalysedQuery], bool] | None = None,
+               fold_indexes: dict | None = None) -> list[CVQuery]:
     """Signal values of the cases, each scored by an index built without its fold. With
     `max_queries`, a stable hash sample of the in-scope held-out queries plus every out-of-scope
     one is scored (each fold's index still learns from all the other folds' cases).
@@ -167,7 +183,12 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     abstention's calibration keeps cases written together in one fold (written_together_folds).
     `variants`: each held-out in-scope case is scored as these texts of its query instead (the
     prefixes a person types on the way to it: typing_cuts), gold unchanged; `keep`: which of the
-    analysed queries are kept (typing_queries: those read as still being typed)."""
+    analysed queries are kept (typing_queries: those read as still being typed). `fold_indexes`:
+    one fit's memo of the fold indexes it built (vectors and prototypes attached), keyed by their
+    training cases: the typing and calibration passes reuse the fit's own folds where they are
+    the same (the prototypes' regression is most of a fold's cost: 10 of the demo fit's 31 s went
+    to building the typing pass's folds again). Not used with learned exemplars, whose memory
+    depends on the held-out queries."""
     tasks = [t for t in tasks if t.active]
     negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
     sampled = None
@@ -193,16 +214,15 @@ def cv_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         if not held:
             continue
         held_queries = frozenset(normalised_query(c.query) for c in held)
-        if learned and learned_as_cases:
-            fit = [*fit, *learned_cases(learned, held_queries)]
-        index = build_index(tasks, build_lexicon(fit), settings.field_weights, cases=fit)
-        if learned:
-            index = index.with_learned(build_learned_memory([t.id for t in tasks], learned, held_queries))
+        key = (embedder is not None, tuple((c.query, c.gold) for c in fit)) if not learned else None
+        index = fold_indexes.get(key) if fold_indexes is not None and key is not None else None
+        if index is None:
+            index = _fold_index(settings, tasks, fit, embedder, task_vectors, learned, learned_as_cases, held_queries)
+            if fold_indexes is not None and key is not None:
+                fold_indexes[key] = index
         analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
         vectors = [None] * len(held)
         if embedder is not None:
-            index = attach_vectors(index, embedder, task_vectors)
-            index = index.with_prototypes(prototypes_of(index))
             vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
         rows, visible = index.visible(None, restrict=False)
         for case, query, vector, source in zip(held, analysed, vectors, sources):
@@ -328,7 +348,7 @@ def ranking_metrics(queries: Sequence[CVQuery], results) -> dict:
             **{f"hit@{k}": round(float(np.mean(v)), 4) for k, v in sorted(hit.items())}}
 
 
-# The score-tail cut (search.confidence.deserves_showing): the largest ratio in TAIL_GRID whose
+# The score-tail cut (search.confidence.shown): the largest ratio in TAIL_GRID whose
 # CV Hit@5 of what is shown stays within TAIL_MAX_LOSS of showing all five.
 TAIL_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 TAIL_MAX_LOSS = 0.005
@@ -338,20 +358,19 @@ def shown_metrics(queries: Sequence[CVQuery], results, ratio: float, k: int = 5)
     """Of the top `k` of each in-scope query's ranking, what the tail cut at `ratio` shows: Hit@k
     of the shown list, results shown per query, and the share of shown results that are wrong
     (not gold)."""
-    hit, shown, wrong = [], [], []
+    hit, sizes, wrong = [], [], []
     for q, result in zip(queries, results):
         gold = set(q.case.gold)
         if not gold or not result.ranked:
             continue
-        top = result.ranked[0].probability
-        kept = [item.task.id for item in result.ranked[:k] if deserves_showing(item.probability, top, ratio)]
+        kept = [item.task.id for item in shown(result.ranked[:k], ratio)]
         hit.append(bool(gold & set(kept)))
-        shown.append(len(kept))
+        sizes.append(len(kept))
         wrong.append(sum(task_id not in gold for task_id in kept))
     n = len(hit)
     return {"n": n, "ratio": ratio, "hit@5": round(float(np.mean(hit)), 4) if n else None,
-            "shown": round(float(np.mean(shown)), 3) if n else None,
-            "wrong_share": round(sum(wrong) / sum(shown), 4) if n and sum(shown) else None}
+            "shown": round(float(np.mean(sizes)), 3) if n else None,
+            "wrong_share": round(sum(wrong) / sum(sizes), 4) if n and sum(sizes) else None}
 
 
 def choose_tail_ratio(queries: Sequence[CVQuery], results) -> tuple[float, dict]:
@@ -602,7 +621,8 @@ def calibration_blocks(cases: Sequence[CaseRecord]) -> tuple[int, int]:
 def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
                         queries: Sequence[CVQuery], seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                         negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = (),
-                        max_calibration: int | None = MAX_CALIBRATION_QUERIES) -> tuple[Sequence[CVQuery], dict]:
+                        max_calibration: int | None = MAX_CALIBRATION_QUERIES,
+                        fold_indexes: dict | None = None) -> tuple[Sequence[CVQuery], dict]:
     """(CV queries, report): those the abstention is fitted and calibrated on. Where the suite's
     cases were written in runs (written_together_range > 1), the cases scored again with each run
     in one fold (written_together_folds), so that no held-out case has its run-mates in memory;
@@ -610,7 +630,7 @@ def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: 
     task's cases / FOLDS long, as long as the folds allow (hash folds where that is under 2).
     Either way up to `max_calibration` in-scope cases are scored (MAX_CALIBRATION_QUERIES): where
     the fit's CV sampled fewer, the hash folds are scored again for more. `negatives` and
-    `learned`: as given to cv_queries for `queries`."""
+    `learned`: as given to cv_queries for `queries`; `fold_indexes`: see cv_queries."""
     written, length = calibration_blocks(cases)
     # more than the fit's CV scored: it sampled, and the calibration may take more
     more = (max_queries is not None and len(cases) > max_queries
@@ -620,10 +640,11 @@ def calibration_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: 
         how = {"folds": "hash", "written_together": written}
         if not more:
             return queries, how
-        return cv_queries(settings, tasks, cases, embedder, FOLDS, seed, wider, None, negatives, learned), how
+        return cv_queries(settings, tasks, cases, embedder, FOLDS, seed, wider, None, negatives, learned,
+                          fold_indexes=fold_indexes), how
     assignment = written_together_folds(cases, FOLDS, seed, length)
     calibration = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, wider, None, negatives, learned,
-                             assignment=assignment)
+                             assignment=assignment, fold_indexes=fold_indexes)
     return calibration, {"folds": "blocked", "written_together": written, "block": length}
 
 
@@ -707,13 +728,13 @@ def fit_abstentions(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequ
                     queries: Sequence[CVQuery], modes: Sequence[str], prior: FusionWeights,
                     signals: dict[str, Sequence[str] | None], seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                     negatives: Sequence[tuple[str, str]] = (), learned: Sequence[LearnedExemplar] = (),
-                    typing: Sequence[CVQuery] = (), typing_weights: FusionWeights | None = None
-                    ) -> dict[str, AbstentionModel | None]:
+                    typing: Sequence[CVQuery] = (), typing_weights: FusionWeights | None = None,
+                    fold_indexes: dict | None = None) -> dict[str, AbstentionModel | None]:
     """{mode: abstention model} of a fit (fit_abstention), on the calibration queries
     (calibration_queries: the fit's CV `queries`, or the cases scored again with the runs they
     were written in kept in one fold); each model's `cv` says which (`calibration`)."""
     calibration, how = calibration_queries(settings, tasks, cases, embedder, queries, seed, max_queries, negatives,
-                                           learned)
+                                           learned, fold_indexes=fold_indexes)
     out: dict[str, AbstentionModel | None] = {"full": None}
     for mode in modes:
         model = fit_abstention(calibration, prior, mode, settings.abstain_budget, signals.get(mode), typing,
@@ -750,14 +771,15 @@ def typing_signals(signals: Sequence[str] | None) -> Sequence[str] | None:
 
 
 def typing_queries(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
-                   seed: int = 42, max_cases: int = MAX_TYPING_CASES) -> list[CVQuery]:
+                   seed: int = 42, max_cases: int = MAX_TYPING_CASES, fold_indexes: dict | None = None
+                   ) -> list[CVQuery]:
     """The CV-scored prefixes (typing_cuts) of up to `max_cases` in-scope cases, each in its
     case's calibration fold (blocked where the suite was written in runs, calibration_blocks), so
     that a prefix never has its own whole query in memory."""
     _, length = calibration_blocks(cases)
     assignment = written_together_folds(cases, FOLDS, seed, length) if length > 1 else None
     return cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_cases, assignment=assignment,
-                      variants=typing_cuts, keep=lambda analysed: analysed.unfinished)
+                      variants=typing_cuts, keep=lambda analysed: analysed.unfinished, fold_indexes=fold_indexes)
 
 
 def fit_typing(queries: Sequence[CVQuery], weights: FusionWeights, defaults: FusionWeights, modes: Sequence[str],
@@ -923,15 +945,18 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                defaults: RankerParams, seed: int = 42, max_queries: int | None = MAX_CV_QUERIES,
                progress: Callable | None = None, queries: Sequence[CVQuery] | None = None,
                unclicked: Sequence[str] = (), learned: Sequence[LearnedExemplar] = (),
-               blocked: frozenset[tuple[str, str]] = frozenset()) -> tuple[RankerParams, dict]:
+               blocked: frozenset[tuple[str, str]] = frozenset(),
+               fold_indexes: dict | None = None) -> tuple[RankerParams, dict]:
     """Fit every parameter on CV inside `cases`; returns (params, report). With fewer than
     settings.fit_min_cases in-scope cases the defaults are returned (and the report says so).
     `queries`: the CV queries of these cases (with their negatives, `abstention_negatives`),
     when the caller has them already; `unclicked`: see abstention_negatives.
     `learned`: exemplars learned from use (search.learned.eligible), minus the `blocked`
     (query, task) pairs; the CV decides whether they feed the `learned` signal (dense: with
-    embeddings only) and whether they join the exemplar memory (choose_learned_as_cases)."""
+    embeddings only) and whether they join the exemplar memory (choose_learned_as_cases).
+    `fold_indexes`: the memo of fold indexes the caller's CV `queries` filled (cv_queries)."""
     started = time.perf_counter()
+    fold_indexes = {} if fold_indexes is None else fold_indexes
     tasks = [t for t in tasks if t.active]
     learned = usable_learned(learned, blocked, tasks)   # without embeddings: only as cases (the signal is dense)
     in_scope = [c for c in cases if c.gold]
@@ -942,7 +967,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         return defaults, report
     negatives = abstention_negatives(settings, cases, unclicked)
     if queries is None:
-        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, negatives, learned)
+        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, negatives, learned,
+                             fold_indexes=fold_indexes)
     modes = [m for m in MODES if m == "sparse" or embedder is not None]
     sparse_signals, sparse_choice = choose_sparse_signals(queries, defaults.weights)
     signals = {"full": None, "sparse": sparse_signals}
@@ -976,7 +1002,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                                                              learned, defaults, queries, weights, report, primary,
                                                              negatives, signals)
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
-    typed = typing_queries(settings, tasks, cases, embedder, seed)
+    typed = typing_queries(settings, tasks, cases, embedder, seed, fold_indexes=fold_indexes)
     typing = fit_typing(typed, weights, defaults.weights, modes, signals) or FusionWeights(
         *(replace(weights.for_mode(m), **{name: getattr(defaults.weights.for_mode(m), name) for name in TYPING_SIGNALS})
           for m in MODES))
@@ -985,7 +1011,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                                          "typing_weights": ranking_metrics(typed, rankings(typed, typing, mode))}
                                   for mode in modes}
     abstention = fit_abstentions(settings, tasks, cases, embedder, calibration, modes, defaults.weights, signals,
-                                 seed, max_queries, negatives, learned, typed, typing)
+                                 seed, max_queries, negatives, learned, typed, typing, fold_indexes)
     # the score-tail cut of each mode, on the rankings the fit's own weights give the CV queries
     # (each mode's probabilities have their own spread: one ratio for both cut the degraded mode's
     # CLINC150 val found@5 0.929 -> 0.909)

@@ -55,7 +55,7 @@ class RankerParams:
     # Weights of a query still being typed (search.typed), fitted on prefixes of the cases
     # (search.fitting.fit_typing); None: the whole-query weights, with their `typed` weight.
     typing: FusionWeights | None = None
-    # The score-tail cut of what is shown (search.confidence.deserves_showing), per mode: (whole
+    # The score-tail cut of what is shown (search.confidence.shown), per mode: (whole
     # queries, queries still being typed), fitted by search.fitting.choose_tail_ratio; none (or a
     # mode not fitted): always k results.
     tail: dict[str, tuple[float, float]] = field(default_factory=dict)

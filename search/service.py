@@ -25,7 +25,7 @@ from web.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from search.answer import Answer
 from search.answer_cache import AnswerCache
-from search.confidence import assess, deserves_showing, skip_rerank
+from search.confidence import assess, shown, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
 from search.learned import (LearnedInputs, build_learned_memory, learned_cases, learned_digest,
@@ -441,11 +441,11 @@ class SearchService:
         self.metrics.bound(self.metrics.search_seconds, "rerank" if rerank else "typeahead").observe(timings["total"] / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
-        top = max((item.probability for _, item in ranked[:k]), default=0.0)
-        tail = params.tail_for(result.mode, analysed.unfinished)
+        # the score-tail cut (search.confidence.shown), kept by identity: results keep their position
+        kept = {id(item) for item in shown([item for _, item in ranked[:k]],
+                                           params.tail_for(result.mode, analysed.unfinished))}
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
-                   for position, item in ranked[:k]
-                   if item.pinned or deserves_showing(item.probability, top, tail)]
+                   for position, item in ranked[:k] if id(item) in kept]
         if not results:
             self.metrics.zero_results.inc()
         if not confident:
@@ -482,10 +482,8 @@ class SearchService:
         model = live.params.abstention_for(everyone.mode) if self.settings.abstain else None
         if not assess(everyone, model, analysed.unfinished).answer:
             return 0
-        top = everyone.ranked[0].probability if everyone.ranked else 0.0
         tail = live.params.tail_for(everyone.mode, analysed.unfinished)   # what would be shown, as _answer shows it
-        return sum(1 for item in everyone.ranked[:k] if not item.task.visible_to(visible or None)
-                   and (item.pinned or deserves_showing(item.probability, top, tail)))
+        return sum(1 for item in shown(everyone.ranked[:k], tail) if not item.task.visible_to(visible or None))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:
