@@ -1,6 +1,6 @@
 # Taskfinder: the two commands of the README.
 #   make run    set up, migrate the embedded SQLite database, load the demo catalog, serve on localhost
-#   make test   set up (with the local LLM) and run the whole test suite
+#   make test   set up (with the local LLM) and run the whole test suite (2 worker processes)
 #   make serve-prod   production serving: migrate, then gunicorn with WEB_CONCURRENCY workers
 #                     (ops/gunicorn.conf.py) and Prometheus metrics aggregated over the workers.
 #                     Admin sessions: SECRET_KEY, or else ONE key for every worker, generated once
@@ -24,8 +24,11 @@ serve-prod: setup
 	$(PY) app.py db upgrade
 	PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(VENV)/bin/gunicorn -c ops/gunicorn.conf.py
 
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist; 1: in this process, e.g. for pdb).
+PYTEST_WORKERS ?= 2
+
 test: setup-dev llm browser axe
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS)) $(PYTEST_ARGS)
 
 setup: $(VENV)/.runtime
 
@@ -44,9 +47,8 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(PIP) install -r requirements-dev.txt
 	touch $@
 
-$(VENV)/.llm: requirements-llm.txt ops/install_llm.sh $(VENV)/.runtime
+$(VENV)/.llm: requirements-llm.txt $(VENV)/.runtime
 	$(PIP) install -r requirements-llm.txt
-	bash ops/install_llm.sh $(VENV)
 	touch $@
 
 # Browser tests drive Debian's Chromium (never a downloaded one); promtool (Debian's prometheus

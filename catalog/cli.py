@@ -10,8 +10,9 @@ from flask.cli import AppGroup, with_appcontext
 from admin.audit import cli_actor
 from catalog import db
 from catalog.formats import ImportRejected, load_cases_file, load_tasks_file, write_catalog, write_jsonl
-from catalog.demo import DEMO_CASES, DEMO_CATALOG
+from catalog.demo import DEMO_CASES, DEMO_CATALOG, DEMO_FIT, DEMO_VECTORS
 from catalog.store import StoreConflict
+from search.shipped import ShippedFit, install
 
 
 
@@ -108,7 +109,16 @@ def load_demo(force: bool, no_fit: bool):
         click.echo(f"test cases: {store.import_cases(cases, actor=cli_actor(), message='demo test cases')}")
     services = current_app.extensions["taskfinder"]
     if not no_fit and services.settings.ranker_fit:
-        # the same fit `python app.py fit` makes (search.cli); "up to date" when one exists for these cases
+        # The demo's fit ships with it (search.shipped): installed in a second where it applies
+        # (these very tasks and cases, the settings it was made with), else the same fit
+        # `python app.py fit` makes (search.cli); "up to date" when one exists for these cases.
+        report = install(ShippedFit.load(DEMO_FIT, DEMO_VECTORS), store, services.settings, services.search.embedder)
+        if report["status"] == "installed":
+            click.echo(f"ranker fit: installed the demo's shipped fit (fit {report['fit_id']}; "
+                       f"{report['vectors']} vectors cached)")
+            return
+        if report["status"] != "up to date":
+            click.echo(f"shipped demo fit not used: {report['status']}; fitting now")
         report = services.search.refit_now()
         click.echo(f"ranker fit: {report.get('status')}" + (f" (fit {report['fit_id']})" if report.get("fit_id") else ""))
 

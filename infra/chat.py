@@ -3,9 +3,10 @@
 Servers differ in how they take a JSON contract, so the request climbs down a ladder:
 
     json_schema         {"type": "json_schema", "json_schema": {..., "strict": true}}
-                        OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's own server
+                        OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's own server (the local
+                        default, infra.local_llm)
     json_object+schema  {"type": "json_object", "schema": {...}} and the schema in the prompt
-                        llama-cpp-python (the local default), which turns `schema` into a grammar
+                        llama-cpp-python, which turns `schema` into a grammar
     json_object         {"type": "json_object"} and the schema in the prompt; anything else
 
 With LLM_RESPONSE_FORMAT=auto the first call tries json_schema; when the server rejects the
@@ -20,9 +21,10 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,8 @@ def json_schema_format(schema: dict[str, Any], name: str) -> dict[str, Any]:
 def json_object_format(schema: dict[str, Any] | None) -> dict[str, Any]:
     """`response_format` JSON mode; with `schema`, the llama.cpp extension that constrains decoding.
 
-    llama.cpp (and llama-cpp-python, the local default) reject the `json_schema` type but turn
-    a `schema` key inside `json_object` into a grammar.
+    llama-cpp-python rejects the `json_schema` type but turns a `schema` key inside `json_object`
+    into a grammar (llama.cpp's own server takes both).
     """
     return {"type": "json_object"} if schema is None else {"type": "json_object", "schema": schema}
 
@@ -101,6 +103,8 @@ class ChatClient:
         `schema`) is what the json_object+schema rung hands the server to turn into a grammar.
         Raises LLMUnavailable for every failure that is not a rejected response_format.
         """
+        import openai  # already loaded by whoever built the client; lazy for the CLI's start-up
+
         while True:
             rung = self.response_format()
             # Where the server enforces the schema (json_schema, or a llama.cpp grammar) the prompt

@@ -1,32 +1,39 @@
-"""The local default LLM: llama-cpp-python's OpenAI-compatible server running Gemma 3 270M.
+"""The local default LLM: llama.cpp's own OpenAI-compatible server running Gemma 3 270M.
 
-`serve()` starts `python -m infra.local_llm <llama_cpp.server arguments>` as a subprocess.
-Running through this module instead of `python -m llama_cpp.server` directly is needed for
-one reason: the bundled GGUF carries no chat template, and llama-cpp-python's built-in "gemma"
-format silently drops system messages, i.e. every re-ranking rule. This module registers
-CHAT_FORMAT, which folds the system message into the first user turn exactly as Gemma 3's
-official chat template does, and then hands over to llama_cpp.server unchanged.
+The runtime is xllamacpp (PyPI: prebuilt, portable CPU wheels of llama.cpp's C++ server, no
+compiler needed). It replaced llama-cpp-python, which PyPI ships as source only: every fresh
+machine compiled llama.cpp for ~15 minutes on 2 cores (issue 34), and a native build died
+with SIGILL on some of our hosts. xllamacpp's Linux CPU wheel is built without -march=native
+for exactly that reason; the server is the same llama.cpp server `llama-server` runs.
 
-The server accepts `response_format={"type": "json_object", "schema": ...}` and compiles the
-schema into a grammar (constrained decoding); `infra.chat` negotiates that automatically.
-llama-cpp-python is an optional dependency (ops/install_llm.sh), imported only when serving.
+`serve()` starts `python -m infra.local_llm ...` as a subprocess, which holds one
+`xllamacpp.Server` (its HTTP listener runs on the server's own threads) until SIGTERM. The
+bundled GGUF carries no chat template, so the server is told to use llama.cpp's built-in
+"gemma" template (not Jinja), which folds the system message into the first user turn exactly
+as Gemma 3's official template does: without it the re-ranking rules would be lost.
+
+The server takes `response_format={"type": "json_schema", ...}` (and the llama.cpp extension
+`{"type": "json_object", "schema": ...}`) and compiles the schema into a grammar (constrained
+decoding); `infra.chat` negotiates the format automatically.
+xllamacpp is an optional dependency (requirements-llm.txt), imported only when serving.
 """
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
-import runpy
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from settings import PROJECT_ROOT
 
-CHAT_FORMAT = "gemma3-system"
+CHAT_TEMPLATE = "gemma"          # llama.cpp's built-in template (use_jinja off)
 DEFAULT_MODEL_ALIAS = "gemma3-270m"
 
 
@@ -49,27 +56,24 @@ def serve(
 ) -> subprocess.Popen:
     """Start the server in the background and return its process (see `wait_ready`, `stop`).
 
-    threads=None keeps llama-cpp-python's defaults (half the CPUs generate, all of them process
-    the prompt). Do not raise it to every CPU on a shared box: llama.cpp threads spin-wait for
-    each other, so one core taken by another process can slow generation down tenfold.
-    `threads` sets both generation and prompt threads. Output goes to `log_path` when given,
-    otherwise to this process's stdout/stderr.
+    threads=None keeps llama.cpp's defaults. Do not raise it to every CPU on a shared box:
+    llama.cpp threads spin-wait for each other, so one core taken by another process can slow
+    generation down tenfold. `threads` sets both generation and prompt threads. Output goes to
+    `log_path` when given, otherwise to this process's stdout/stderr.
     """
-    if importlib.util.find_spec("llama_cpp") is None:
-        raise RuntimeError("llama-cpp-python is not installed; run ops/install_llm.sh")
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise RuntimeError("xllamacpp is not installed; run `make llm` (pip install -r requirements-llm.txt)")
     model = Path(model_path) if model_path is not None else default_model_path()
     command = [
         sys.executable, "-m", "infra.local_llm",
         "--model", str(model),
-        "--model_alias", model_alias,
+        "--alias", model_alias,
         "--host", host,
         "--port", str(port),
-        "--n_ctx", str(n_ctx),
-        "--chat_format", CHAT_FORMAT,
-        "--verbose", "False",
+        "--n-ctx", str(n_ctx),
     ]
     if threads is not None:
-        command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+        command += ["--threads", str(threads)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
     output = open(log_path, "ab") if log_path is not None else None
     try:
@@ -109,23 +113,40 @@ def stop(process: subprocess.Popen, timeout: float = 10.0) -> None:
             process.wait()
 
 
-def _gemma3_format(messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-    """Gemma 3's template rule: system text opens the first user turn (Gemma has no system role)."""
-    from llama_cpp.llama_chat_format import format_gemma
+def _main(argv: list[str] | None = None) -> None:
+    """`python -m infra.local_llm ...`: one llama.cpp server, in the foreground until SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m infra.local_llm")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--alias", default=DEFAULT_MODEL_ALIAS)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
 
-    system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
-    turns = [dict(m) for m in messages if m["role"] != "system"]
-    if system and turns and turns[0]["role"] == "user":
-        turns[0]["content"] = f"{system}\n\n{turns[0]['content']}"
-    return format_gemma(turns, **kwargs)
+    import xllamacpp
 
-
-def _main() -> None:
-    """`python -m infra.local_llm ARGS`: llama_cpp.server with CHAT_FORMAT registered."""
-    from llama_cpp.llama_chat_format import register_chat_format
-
-    register_chat_format(CHAT_FORMAT)(_gemma3_format)
-    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = args.alias
+    params.hostnames = [args.host]
+    params.port = args.port
+    params.n_ctx = args.n_ctx
+    params.n_parallel = 1
+    params.chat_template = CHAT_TEMPLATE
+    params.use_jinja = False
+    if args.threads is not None:
+        params.cpuparams.n_threads = args.threads
+        params.cpuparams_batch.n_threads = args.threads
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    server = xllamacpp.Server(params)   # loads the model and starts listening
+    try:
+        while not stopped.wait(1.0):
+            pass
+    finally:
+        del server                      # joins the server's threads
 
 
 if __name__ == "__main__":

@@ -29,8 +29,6 @@ TOOL_VARIABLES = (
      "tests only: the Redis of the rate-limit and throttle tests (each test uses its own key prefix)"),
     ("`CHROMIUM_PATH`, `AXE_CORE_JS`", "`/usr/bin/chromium`, `.axe/node_modules/axe-core/axe.min.js`",
      "tests only: Debian's Chromium for the browser tests, and axe-core (installed by `make test` from npm)"),
-    ("`TASKFINDER_WHEEL_CACHE`, `TASKFINDER_WHEEL_WAIT_S`", "`~/.cache/taskfinder/wheels`, `3600`",
-     "`ops/install_llm.sh`: where the llama.cpp wheel is cached, how long to wait for a build already running"),
 )
 
 _UNITS = {1: "second", 60: "minute", 3600: "hour", 86400: "day"}

@@ -21,12 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from functools import partial
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import diskcache
-import openai
 
 from settings import Settings
+
+if TYPE_CHECKING:
+    import openai
 
 from infra.breaker import OPEN, CircuitBreaker
 from .cache import AnswerCache, cache_key
@@ -65,6 +67,8 @@ class Reranker:
         """
         self._model = settings.llm_model
         if client is None and settings.llm_base_url:
+            import openai  # ~0.5 s of imports, paid only where an endpoint is configured (CLI start-up)
+
             client = openai.OpenAI(base_url=settings.llm_base_url, api_key=settings.llm_api_key or "unused")
         self._chat = None
         if client is not None:

@@ -179,6 +179,17 @@ class CachedEmbedder:
             self._cache_warned = True
             log.warning("embedding cache unusable (%s: %s); embedding without it", type(exc).__name__, exc)
 
+    def seed(self, texts: Sequence[str], kind: Kind, vectors: np.ndarray) -> int:
+        """Store vectors computed elsewhere by this very model (a catalog's shipped vectors,
+        search.shipped) for texts the cache does not hold yet; returns how many were stored."""
+        stored = 0
+        for text, vector in zip(texts, vectors):
+            key = ("emb", self.model, kind, text)
+            if self._cached(key) is None:
+                self._store(key, np.asarray(vector, dtype=np.float32))
+                stored += 1
+        return stored
+
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         keys = [("emb", self.model, kind, text) for text in texts]
         found = [self._lookup(key) for key in keys]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 
 import numpy as np
-from scipy.optimize import minimize
 
 L2 = 1e-6
 INIT_SCALE = 20.0
@@ -54,6 +53,8 @@ def fit_prototypes(vectors: np.ndarray, task_rows: np.ndarray, n_tasks: int, cen
         return loss, grad.astype(np.float64).ravel()
 
     start = (INIT_SCALE * centroids).astype(np.float64).ravel()
+    from scipy.optimize import minimize  # lazy: 0.3 s of imports a search never needs
+
     result = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
     return result.x.reshape(n_tasks, dim).astype(np.float32)
 

@@ -36,8 +36,36 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def shared_cache_dir(tmp_path_factory) -> Path:
-    """One embedding/LLM cache for the whole run: the 200 demo tasks are embedded once."""
-    return tmp_path_factory.mktemp("cache")
+    """One embedding/LLM cache for the whole run: the 200 demo tasks are embedded once. Under
+    pytest-xdist every worker opens the same one (diskcache is safe across processes), so a text
+    one worker embedded is not embedded again by the other."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        directory = tmp_path_factory.getbasetemp().parent / "shared-cache"
+        directory.mkdir(exist_ok=True)
+    else:
+        directory = tmp_path_factory.mktemp("cache")
+    seed_demo_vectors(directory)
+    return directory
+
+
+def seed_demo_vectors(directory: Path) -> None:
+    """The demo's shipped vectors (search.shipped; tests/test_shipped_fit.py proves them equal to
+    what the model embeds) go into the cache, as `load-demo` puts them into a new machine's."""
+    from catalog.demo import DEMO_FIT, DEMO_VECTORS
+    from infra.cache import HealingCache
+    from search.embeddings import CachedEmbedder, LocalE5Embedder
+    from search.shipped import ShippedFit
+
+    class Model:          # the key's model name, without loading the model
+        model = LocalE5Embedder.model
+
+    cache = HealingCache(directory)
+    try:
+        embedder = CachedEmbedder(Model(), cache)  # type: ignore[arg-type]
+        for kind, (texts, vectors) in ShippedFit.load(DEMO_FIT, DEMO_VECTORS).vectors.items():
+            embedder.seed(texts, kind, vectors)
+    finally:
+        cache.close()
 
 
 def make_settings(data_dir: Path, cache_dir: Path, **env) -> Settings:

@@ -1,0 +1,198 @@
+"""A fit that ships with a catalog: the demo's ranker fit and the vectors its index needs.
+
+Fitting the demo takes ~25 s on 2 cores and embedding its 200 tasks and 258 cases another ~8 s,
+so `load-demo` used to keep a newcomer waiting for a minute before the first search (issue 34).
+Both are deterministic functions of the demo data, the settings that shape a fit and the
+embedding model, so they are computed once, committed beside the demo data
+(catalog/data/headstart_fit.json, headstart_vectors.npz) and installed by `load-demo`:
+
+- `install` stores the shipped fit as the store's fit for exactly this data (the same row
+  `python app.py fit` would write), and seeds the embedding cache with the shipped vectors,
+  but only where everything the fit depends on matches what it was made with: the cases digest
+  (search.fitting.cases_digest), `fit_inputs` (the settings a fit reads, the embedding model),
+  and no fit stored for this data yet. Anything else is refused with the reason, and the caller
+  fits as before.
+- `tests/test_shipped_fit.py` fits the demo afresh and requires the result to equal the
+  shipped one, and embeds a sample of the shipped texts again: a change to the fitting code or
+  the demo data that is not followed by `python -m search.shipped write` fails the suite, so the
+  artefact cannot go stale.
+
+The vectors are float32 as the model produced them (not rounded): with them the first answers
+are the very answers a fresh machine computing its own would give.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from catalog.records import CaseRecord, TaskRecord
+from search.fitting import cases_digest
+from settings import Settings
+
+#: The settings a fit reads (search.fitting.fit_ranker, default_params): a shipped fit made with
+#: other values is not installed.
+FIT_SETTINGS = ("shortlist_size", "weights", "degraded_weights", "field_weights", "typo_min_similarity",
+                "ranker_fit", "fit_min_cases", "abstain", "abstain_budget", "abstain_offtopic",
+                "catalog_enrichment", "embeddings_enabled", "learning_enabled")
+
+
+class FitSource(Protocol):
+    def revision(self) -> int: ...
+    def tasks(self) -> list[TaskRecord]: ...
+    def cases(self) -> list[CaseRecord]: ...
+    def fit_for_digest(self, digest: str): ...
+    def save_fit(self, fitted_on_revision: int, digest: str, params: dict, report: dict) -> int: ...
+
+
+class VectorCache(Protocol):
+    model: str
+
+    def seed(self, texts: Sequence[str], kind: str, vectors: np.ndarray) -> int: ...
+
+
+def fit_inputs(settings: Settings, embedding_model: str | None) -> str:
+    """A digest of everything besides the data that a fit depends on."""
+    values = {name: getattr(settings, name) for name in FIT_SETTINGS}
+    payload = {name: (asdict(value) if hasattr(value, "__dataclass_fields__") else value)
+               for name, value in values.items()}
+    payload["embedding_model"] = embedding_model
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ShippedFit:
+    digest: str                 # search.fitting.cases_digest of the data it was made on
+    inputs: str                 # fit_inputs
+    params: dict                # RankerParams.as_dict()
+    report: dict
+    vectors: dict[str, tuple[tuple[str, ...], np.ndarray]]   # kind -> (texts, float32 vectors)
+
+    @classmethod
+    def load(cls, fit_path: Path, vectors_path: Path) -> "ShippedFit":
+        row = json.loads(fit_path.read_text(encoding="utf-8"))
+        vectors: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
+        if vectors_path.exists():
+            with np.load(vectors_path, allow_pickle=False) as stored:
+                texts = json.loads(str(stored["texts"]))
+                for kind in texts:
+                    vectors[kind] = (tuple(texts[kind]), np.asarray(stored[f"vectors_{kind}"], dtype=np.float32))
+        return cls(row["digest"], row["inputs"], row["params"], row["report"], vectors)
+
+    def save(self, fit_path: Path, vectors_path: Path) -> None:
+        row = {"digest": self.digest, "inputs": self.inputs, "params": self.params, "report": self.report}
+        fit_path.write_text(json.dumps(row, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        texts = {kind: list(pair[0]) for kind, pair in self.vectors.items()}
+        arrays = {f"vectors_{kind}": pair[1].astype(np.float32) for kind, pair in self.vectors.items()}
+        with open(vectors_path, "wb") as out:
+            np.savez_compressed(out, texts=np.array(json.dumps(texts, ensure_ascii=False)), **arrays)
+
+
+def refusal(shipped: ShippedFit, source: FitSource, settings: Settings, embedder: VectorCache | None) -> str | None:
+    """Why the shipped fit may not be installed on this store with these settings, or None."""
+    if not settings.ranker_fit:
+        return "RANKER_FIT is off"
+    digest = cases_digest(source.tasks(), source.cases())
+    if digest != shipped.digest:
+        return "the catalog or its test cases differ from the ones the shipped fit was made on"
+    if fit_inputs(settings, embedder.model if embedder is not None else None) != shipped.inputs:
+        return "settings that shape a fit (or the embedding model) differ from the shipped fit's"
+    if source.fit_for_digest(digest) is not None:
+        return "up to date"
+    return None
+
+
+def install(shipped: ShippedFit, source: FitSource, settings: Settings, embedder: VectorCache | None) -> dict:
+    """Install the shipped fit (and seed its vectors) where `refusal` allows; the report says
+    what happened: {"status": "installed", "fit_id", "vectors"} or {"status": <the reason>}."""
+    reason = refusal(shipped, source, settings, embedder)
+    if reason is not None:
+        return {"status": reason}
+    seeded = 0
+    if embedder is not None:
+        for kind, (texts, vectors) in shipped.vectors.items():
+            seeded += embedder.seed(texts, kind, vectors)
+    fit_id = source.save_fit(source.revision(), shipped.digest, shipped.params,
+                             {**shipped.report, "shipped": True})
+    return {"status": "installed", "fit_id": fit_id, "vectors": seeded}
+
+
+class _Recorder:
+    """An embedder in front of another that remembers every text it was asked for, by kind."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.model = inner, inner.model
+        self.seen: dict[str, dict[str, np.ndarray]] = {}
+
+    def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        vectors = self.inner.embed(texts, kind)
+        seen = self.seen.setdefault(kind, {})
+        for text, vector in zip(texts, vectors):
+            seen[text] = vector
+        return vectors
+
+
+def make(settings: Settings, source: FitSource, embedder) -> ShippedFit:
+    """Fit as `python app.py fit` does on a fresh store (no learned evidence yet) and record the
+    vectors the serving index of that store embeds. `source` is a store holding the catalog:
+    the fit must see tasks and cases exactly as the store hands them to the service (its order)."""
+    from lexicon.rationale import build_lexicon
+    from search.fitting import attach_vectors, fit_ranker
+    from search.index import build_index
+    from search.ranker import default_params
+
+    tasks, cases = source.tasks(), source.cases()
+    params, report = fit_ranker(settings, tasks, cases, embedder, default_params(settings))
+    if report.get("status") != "fitted":
+        raise RuntimeError(f"the fit did not fit: {report.get('status')}")
+    recorder = _Recorder(embedder)
+    attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, None, cases=cases), recorder)
+    vectors = {kind: (tuple(seen), np.stack(list(seen.values())).astype(np.float32))
+               for kind, seen in sorted(recorder.seen.items())}
+    return ShippedFit(cases_digest(tasks, cases), fit_inputs(settings, embedder.model), params.as_dict(),
+                      report, vectors)
+
+
+def demo_store(directory: Path):
+    """A migrated SQLite store in `directory` holding the demo catalog and its cases."""
+    from catalog import db
+    from catalog.demo import DEMO_CASES, DEMO_CATALOG
+    from catalog.formats import load_cases_file, load_tasks_file
+    from catalog.store import CatalogStore
+
+    engine = db.make_engine(f"sqlite:///{directory / 'demo.db'}")
+    db.upgrade(engine)
+    store = CatalogStore(engine)
+    tasks = load_tasks_file(DEMO_CATALOG)
+    store.import_tasks(tasks)
+    store.import_cases(load_cases_file(DEMO_CASES, {t.id for t in tasks}))
+    return store
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m search.shipped write`: refit the demo and rewrite its shipped fit and vectors."""
+    parser = argparse.ArgumentParser(prog="python -m search.shipped")
+    parser.add_argument("command", choices=["write"])
+    parser.parse_args(argv)
+    import tempfile
+
+    from catalog.demo import DEMO_FIT, DEMO_VECTORS
+    from infra.cache import HealingCache
+    from search.embeddings import build_embedder
+
+    settings = Settings.from_env()
+    with tempfile.TemporaryDirectory() as directory:
+        shipped = make(settings, demo_store(Path(directory)), build_embedder(settings, HealingCache(settings.cache_dir)))
+    shipped.save(DEMO_FIT, DEMO_VECTORS)
+    counts = {kind: len(pair[0]) for kind, pair in shipped.vectors.items()}
+    print(f"wrote {DEMO_FIT.name} (digest {shipped.digest[:12]}) and {DEMO_VECTORS.name} {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
