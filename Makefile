@@ -28,7 +28,7 @@ serve-prod: setup
 PYTEST_WORKERS ?= 2
 
 test: setup-dev llm browser axe
-	$(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS)) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 setup: $(VENV)/.runtime
 

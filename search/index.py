@@ -15,7 +15,7 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
-from lexicon.text import display_label, stem, words
+from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedMemory
 from search.typed import TypedIndex, build_typed_index
@@ -288,7 +288,7 @@ def category_labels(tasks: Sequence[TaskRecord]) -> dict[str, str]:
     """Each category's display label (lexicon.text.display_label over the tasks' names, aliases
     and help: an acronym stays in capitals)."""
     texts = [text for task in tasks for text in (task.name, *task.aliases, task.help)]
-    return {category: display_label(category, texts) for category in {t.category for t in tasks if t.category}}
+    return display_labels(sorted({t.category for t in tasks if t.category}), texts)
 
 
 def _with_columns(matrix: sparse.csc_matrix, columns: Sequence[int], shape: tuple[int, int]) -> sparse.csc_matrix:

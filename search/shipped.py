@@ -19,12 +19,21 @@ embedding model, so they are computed once, committed beside the demo data
 
 The vectors are float32 as the model produced them (not rounded): with them the first answers
 are the very answers a fresh machine computing its own would give.
+
+A fit is reproducible to the bit only with the same BLAS threading: OpenBLAS splits a product
+differently across threads, and the prototype fit (L-BFGS over 200 x 384 weights) carries the
+difference on (measured: the top score of "kids shots" 6.0324 with one thread, 6.0776 with two).
+So the artefact is made and checked with OpenBLAS on one thread (`BLAS_THREADS`): `write` and
+`check` run themselves again with OPENBLAS_NUM_THREADS=1 when the environment says otherwise.
+A server never refits the data it was installed for, so its answers stay the shipped ones.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -37,6 +46,7 @@ from settings import Settings
 
 #: The settings a fit reads (search.fitting.fit_ranker, default_params): a shipped fit made with
 #: other values is not installed.
+BLAS_THREADS = "1"
 FIT_SETTINGS = ("shortlist_size", "weights", "degraded_weights", "field_weights", "typo_min_similarity",
                 "ranker_fit", "fit_min_cases", "abstain", "abstain_budget", "abstain_offtopic",
                 "catalog_enrichment", "embeddings_enabled", "learning_enabled")
@@ -175,10 +185,14 @@ def demo_store(directory: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m search.shipped write`: refit the demo and rewrite its shipped fit and vectors."""
+    """`python -m search.shipped write|check`: refit the demo, then rewrite its shipped fit and
+    vectors (write), or exit 1 naming what differs from them (check; tests/test_shipped_fit.py)."""
     parser = argparse.ArgumentParser(prog="python -m search.shipped")
-    parser.add_argument("command", choices=["write"])
-    parser.parse_args(argv)
+    parser.add_argument("command", choices=["write", "check"])
+    args = parser.parse_args(argv)
+    if os.environ.get("OPENBLAS_NUM_THREADS") != BLAS_THREADS:   # see the module docstring
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": BLAS_THREADS}
+        os.execve(sys.executable, [sys.executable, "-m", "search.shipped", args.command], env)
     import tempfile
 
     from catalog.demo import DEMO_FIT, DEMO_VECTORS
@@ -187,10 +201,24 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = Settings.from_env()
     with tempfile.TemporaryDirectory() as directory:
-        shipped = make(settings, demo_store(Path(directory)), build_embedder(settings, HealingCache(settings.cache_dir)))
-    shipped.save(DEMO_FIT, DEMO_VECTORS)
-    counts = {kind: len(pair[0]) for kind, pair in shipped.vectors.items()}
-    print(f"wrote {DEMO_FIT.name} (digest {shipped.digest[:12]}) and {DEMO_VECTORS.name} {counts}")
+        fresh = make(settings, demo_store(Path(directory)), build_embedder(settings, HealingCache(settings.cache_dir)))
+    if args.command == "write":
+        fresh.save(DEMO_FIT, DEMO_VECTORS)
+        counts = {kind: len(pair[0]) for kind, pair in fresh.vectors.items()}
+        print(f"wrote {DEMO_FIT.name} (digest {fresh.digest[:12]}) and {DEMO_VECTORS.name} {counts}")
+        return 0
+    shipped = ShippedFit.load(DEMO_FIT, DEMO_VECTORS)
+    differences = [name for name, same in (
+        ("digest (the demo data)", fresh.digest == shipped.digest),
+        ("inputs (the settings of a fit, the embedding model)", fresh.inputs == shipped.inputs),
+        ("params (the fit itself)", fresh.params == shipped.params),
+        ("the texts the index embeds", {k: v[0] for k, v in fresh.vectors.items()}
+         == {k: v[0] for k, v in shipped.vectors.items()}),
+    ) if not same]
+    if differences:
+        print("the shipped demo fit is stale: " + "; ".join(differences) + ". Run `python -m search.shipped write`.")
+        return 1
+    print("the shipped demo fit is what a fresh fit makes")
     return 0
 
 

@@ -22,9 +22,24 @@ from catalog.formats import load_cases_file, load_tasks_file
 from catalog.store import CatalogStore
 from settings import Settings
 
+# One BLAS thread per test process. `make test` runs two xdist workers on two cores, and
+# OpenBLAS's threads spin-wait for each other: two workers each running a two-thread fit made
+# the pair of the demo's fitting tests take 99 s instead of 36 s (tests/test_api.py's fitted
+# abstention beside tests/test_typed_prefix.py's demo prefixes). Set here, before the workers
+# start, so that they inherit it; an explicit value in the environment wins.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 # argon2 at its cheapest: tests verify the logic of hashing, not its cost
 FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+# FIT_GROUPS: under pytest-xdist (`make test` runs 2 workers, --dist loadgroup) the tests that fit
+# the same cases share one worker: "demo-fit" fits the whole demo, "demo-train-fit" its
+# evaluation training split. A ranker fit memoises its prototype fits per process
+# (search.prototypes), so the second fit of a group costs seconds instead of a minute; the
+# groups change where a test runs, never what it asserts.
 
 
 def pytest_configure(config):
@@ -107,12 +122,33 @@ def postgres_schema():
         admin.dispose()
 
 
+_MIGRATED_SQLITE: dict[str, bytes] = {}
+
+
+def migrated_sqlite(path: Path) -> Path:
+    """An SQLite file at `path` migrated to head: a copy of one migrated once per test process
+    (Alembic's upgrade costs ~0.1-0.25 s, and hundreds of tests start from an empty store).
+    tests/test_store.py migrates from scratch, as every PostgreSQL fixture does."""
+    if "head" not in _MIGRATED_SQLITE:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as directory:
+            template = Path(directory) / "template.db"
+            engine = db.make_engine(f"sqlite:///{template}")
+            db.upgrade(engine)
+            engine.dispose()
+            _MIGRATED_SQLITE["head"] = template.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_MIGRATED_SQLITE["head"])
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def engine(request, tmp_path):
     """A migrated, empty database of each kind."""
     if request.param == "sqlite":
-        engine = db.make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-        db.upgrade(engine)
+        engine = db.make_engine(f"sqlite:///{migrated_sqlite(tmp_path / 'store.db')}")
+        db.upgrade(engine)   # at head already: a no-op, as on any restart
         yield engine
         engine.dispose()
         return
@@ -133,12 +169,27 @@ def store(engine) -> CatalogStore:
 def build_app(settings: Settings, tasks, cases):
     from app import create_app
 
+    if not settings.database_url:
+        migrated_sqlite(settings.data_dir / "taskfinder.db")
     app = create_app(settings)
     services = app.extensions["taskfinder"]
     db.upgrade(services.store.engine)
     services.store.import_tasks(list(tasks))
     services.store.import_cases(list(cases))
     return app
+
+
+def install_demo_fit(app) -> None:
+    """The demo's shipped fit, as `load-demo` installs it: tests/test_shipped_fit.py proves it
+    equal to a fresh fit of the demo, so a test that needs the fitted demo need not fit it again."""
+    from catalog.demo import DEMO_FIT, DEMO_VECTORS
+    from search.shipped import ShippedFit, install
+
+    services = app.extensions["taskfinder"]
+    report = install(ShippedFit.load(DEMO_FIT, DEMO_VECTORS), services.store, services.settings,
+                     services.search.embedder)
+    assert report["status"] == "installed", report
+    services.search.live(wait=True)
 
 
 @pytest.fixture(scope="session")

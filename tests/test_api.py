@@ -158,6 +158,7 @@ def test_cli_search_prints_the_same_ranking(demo_app):
     assert bad.exit_code != 0 and "required" in bad.output
 
 
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
 def test_fitted_abstention_refuses_out_of_scope_queries_but_never_a_pinned_one(tmp_path, shared_cache_dir,
                                                                                  demo_tasks, demo_cases):
     """A real per-catalog fit on the demo's cases plus some more out-of-scope ones produces an

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from search.learned import LearnedExemplar, build_learned_memory, normalised_query, unrelated_cosine
 from admin.preview import preview_change
 from search.ranker import FusionWeights
@@ -63,6 +65,7 @@ def test_the_cv_figures_include_learned_evidence_without_leaking_held_out_querie
     assert used.cv_before.mrr < 0.99
 
 
+@pytest.mark.xdist_group("demo-train-fit")   # tests/conftest.py: FIT_GROUPS
 def test_the_evaluation_fits_with_learned_evidence_but_never_with_a_test_query(service):
     """The admin evaluation page's figures (evaluation.evaluate, which the page runs) weigh the
     catalog's learned evidence as the live fit does, minus any pair whose query is a held-out

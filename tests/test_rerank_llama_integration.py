@@ -35,7 +35,8 @@ def llm_base_url(tmp_path_factory):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     log_path = tmp_path_factory.mktemp("llm") / "server.log"
-    process = serve("127.0.0.1", port, n_ctx=2048, log_path=log_path)
+    # one thread: llama.cpp's threads spin-wait for each other, and the suite's other worker holds a core
+    process = serve("127.0.0.1", port, n_ctx=2048, threads=1, log_path=log_path)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_ready(base_url, timeout=120, process=process)

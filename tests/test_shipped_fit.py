@@ -1,23 +1,33 @@
 """The demo's shipped fit and vectors (search.shipped): what `load-demo` installs instead of fitting.
 
 They must be exactly what a fresh machine would compute, or the first answers of `make run`
-would not be final: a fresh fit of the demo must equal the shipped one, a sample of the shipped
-vectors must equal what the model embeds now, and the answers of a store with the shipped fit
-must equal those of a store that fitted itself. When one of these fails after a change to the
-fitting code, the demo data or a default setting, rewrite the artefact:
+would not be final: a fresh fit of the demo must equal the shipped one (`python -m search.shipped
+check`, in a child process so that its BLAS threading is the artefact's), a sample of the
+shipped vectors must equal what the model embeds now, and a store with the shipped fit and
+vectors must answer as one that embedded everything itself. When one of these fails after a
+change to the fitting code, the demo data or a default setting, rewrite the artefact:
 
     python -m search.shipped write
 """
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from catalog.demo import DEMO_FIT, DEMO_VECTORS
-from search.shipped import ShippedFit, demo_store, fit_inputs, install, refusal
+from search.fitting import cases_digest
+from search.shipped import ShippedFit, demo_store, install, refusal
+from settings import PROJECT_ROOT
 from tests.conftest import build_app, make_settings
+
+pytestmark = pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+
+QUERIES = ("kids shots", "asq", "bus driver background check", "devel", "how do i enroll a child", "xyzzy")
 
 
 @pytest.fixture(scope="module")
@@ -25,50 +35,42 @@ def shipped() -> ShippedFit:
     return ShippedFit.load(DEMO_FIT, DEMO_VECTORS)
 
 
-@pytest.fixture(scope="module")
-def fresh_app(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    """An app over a fresh store holding the demo, which fits itself (the slow way, once)."""
-    app = build_app(make_settings(tmp_path_factory.mktemp("fresh"), shared_cache_dir), demo_tasks, demo_cases)
-    services = app.extensions["taskfinder"]
-    report = services.search.refit_now()
-    assert report["status"] == "fitted"
-    return app, services, services.store
+def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(shared_cache_dir):
+    env = {**os.environ, "CACHE_DIR": str(shared_cache_dir), "PYTHONPATH": str(PROJECT_ROOT)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-m", "search.shipped", "check"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "is what a fresh fit makes" in done.stdout
 
 
-def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(fresh_app, shipped):
-    from search.fitting import cases_digest
+def test_the_shipped_vectors_are_what_the_model_embeds(shipped):
+    from search.embeddings import LocalE5Embedder
 
-    _, services, source = fresh_app
-    stored = source.fit_for_digest(cases_digest(source.tasks(), source.cases()))
-    assert stored.params == shipped.params, "stale artefact: run `python -m search.shipped write`"
-    assert shipped.digest == cases_digest(source.tasks(), source.cases())
-    assert shipped.inputs == fit_inputs(services.settings, services.search.embedder.model)
-
-
-def test_the_shipped_vectors_are_what_the_model_embeds(shipped, fresh_app):
-    _, services, _ = fresh_app
-    embedder = services.search.embedder.inner          # the model itself, past the cache
+    model = LocalE5Embedder()
     for kind, (texts, vectors) in shipped.vectors.items():
         sample = list(range(0, len(texts), max(1, len(texts) // 12)))
-        again = embedder.embed([texts[i] for i in sample], kind)
-        np.testing.assert_allclose(again, vectors[sample], atol=1e-6)
+        np.testing.assert_allclose(model.embed([texts[i] for i in sample], kind), vectors[sample], atol=1e-6)
 
 
-def test_load_demo_installs_it_and_answers_as_a_store_that_fitted_itself(tmp_path, fresh_app, shipped):
-    from app import create_app
-
-    fitted_app, _, _ = fresh_app
-    app = create_app(make_settings(tmp_path / "data", tmp_path / "cache"))   # an empty embedding cache
+def test_load_demo_installs_it_and_answers_as_a_store_that_embedded_everything_itself(tmp_path, shipped,
+                                                                                        demo_tasks, demo_cases):
+    app = build_app(make_settings(tmp_path / "installed", tmp_path / "installed-cache"), (), ())  # empty caches
     result = app.test_cli_runner().invoke(args=["load-demo"])
     assert result.exit_code == 0, result.output
     assert "installed the demo's shipped fit" in result.output
     services = app.extensions["taskfinder"]
     assert services.store.latest_fit().report["shipped"] is True
-    for query in ("kids shots", "asq", "bus driver background check", "devel", "how do i enroll a child", "xyzzy"):
+
+    # the same fit, every vector computed by the model here (the fit itself: the test above)
+    other = build_app(make_settings(tmp_path / "own", tmp_path / "own-cache"), demo_tasks, demo_cases)
+    store = other.extensions["taskfinder"].store
+    store.save_fit(store.revision(), cases_digest(store.tasks(), store.cases()), shipped.params, shipped.report)
+    for query in QUERIES:
         mine = services.search.search(query, k=5)
-        theirs = fitted_app.extensions["taskfinder"].search.search(query, k=5)
+        theirs = other.extensions["taskfinder"].search.search(query, k=5)
         assert [(r["id"], r["score"]) for r in mine["results"]] == [(r["id"], r["score"]) for r in theirs["results"]]
-        assert mine.get("no_confident_match") == theirs.get("no_confident_match")
+        assert mine["no_confident_match"] == theirs["no_confident_match"]
     # a second load-demo neither installs nor fits again
     again = app.test_cli_runner().invoke(args=["load-demo"])
     assert "installed" not in again.output and "fitting now" not in again.output

@@ -120,6 +120,7 @@ def test_the_prefix_engine_reads_a_trailing_space_as_a_finished_word():
     assert engine.rank("what is my bal", 1) == ["balance"]
 
 
+@pytest.mark.xdist_group("demo-train-fit")   # tests/conftest.py: FIT_GROUPS
 def test_on_the_demo_typed_prefixes_are_found_more_often_than_by_a_prefix_engine(demo_app, demo_tasks, demo_cases):
     """Both modes (the real embedder, and without it): the fit on the training split, the
     held-out split's queries cut after 3, 5 and 8 characters. A refused cut counts as a miss; as

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.browser.conftest import screenshot
 from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, make_settings
 from tests.test_admin_evaluation import make_eval_app, CASES
@@ -44,6 +46,7 @@ def test_a_viewer_runs_the_evaluation_from_the_page(tmp_path, shared_cache_dir, 
     assert [p for p in problems if "status of 404" not in p] == []
 
 
+@pytest.mark.xdist_group("demo-train-fit")   # tests/conftest.py: FIT_GROUPS
 def test_the_demo_catalogs_evaluation_page(tmp_path, shared_cache_dir, live_server, page, demo_tasks, demo_cases):
     """The real demo catalog, evaluated from the page as its admin would: the figures shown are
     the run's own (the product's held-out Hit@1 and Hit@5), each failing query links to its fix."""
