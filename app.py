@@ -28,8 +28,9 @@ from analytics import init_analytics
 from analytics.cli import analytics_group
 from analytics.learning import fit_inputs
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
-from catalog.db import make_engine
+from catalog.db import make_engine, schema_problem
 from catalog.store import CatalogStore
+from catalog.validation import MAX_ID
 from evaluation.cli import evaluate_command, evaluate_prefixes_command
 from kb.api import kb_bp
 from kb.cli import corpus_group
@@ -66,7 +67,7 @@ class Services:
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     app = Flask(__name__)
-    app.url_map.converters["int"] = Int64Converter   # before any route: <int:...> past 64 bits is a 404
+    app.url_map.converters["int"] = Int32Converter   # before any route: <int:...> past 32 bits is a 404
     app.config["SETTINGS"] = settings
     app.json = OrjsonProvider(app)  # the standard library's encoder costs a third of a cached answer
     app.json.sort_keys = False
@@ -92,7 +93,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(search_bp)
     app.register_blueprint(kb_bp)
     app.register_blueprint(widget_bp)
-    init_analytics(app, settings, engine, metrics)
+    # the event caps' counts (analytics.budget): in Redis with REDIS_URL, behind their own breaker
+    events_breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis_events"))
+    init_analytics(app, settings, engine, metrics, build_storage(
+        settings, events_breaker, OutageReporter("redis (event caps)", metrics.ratelimit_backend_errors.inc)))
     install_cors(app, settings.cors_origins)
     init_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
     install_api_headers(app)                # WSGI middleware around the app...
@@ -105,19 +109,42 @@ def create_app(settings: Settings | None = None) -> Flask:
     return app
 
 
-class Int64Converter(IntegerConverter):
-    """Werkzeug's `<int:...>` for database ids: at most 18 digits (below 2**63, what an id column
-    holds), so a longer number matches no route (404) instead of reaching the database
-    (OverflowError, a 500). A regex bound rather than werkzeug's `max=`: a value refused by the
-    converter made the matcher answer 405 with another rule's methods."""
+def digits_at_most(limit: int) -> str:
+    """A regex of the decimal numbers from 0 to `limit` (leading zeros allowed within its
+    length): any shorter number, or one of its length below `limit` at its first smaller digit."""
+    top = str(limit)
+    branches = [rf"\d{{1,{len(top) - 1}}}"] if len(top) > 1 else []
+    for i, digit in enumerate(top):
+        rest = len(top) - i - 1
+        if digit != "0":
+            branches.append(f"{top[:i]}[0-{int(digit) - 1}]" + (rf"\d{{{rest}}}" if rest else ""))
+    branches.append(top)
+    return "(?:" + "|".join(branches) + ")"
 
-    regex = r"\d{1,18}"
+
+class Int32Converter(IntegerConverter):
+    """Werkzeug's `<int:...>` for database ids: at most MAX_ID (2**31 - 1; the id columns are
+    32-bit INTEGERs on PostgreSQL), so a larger number matches no route (404) instead of reaching
+    the database (`integer out of range`, a 500; issue 33). A regex bound rather than werkzeug's
+    `max=`: a value refused by the converter made the matcher answer 405 with another rule's
+    methods."""
+
+    regex = digits_at_most(MAX_ID)
 
 
 def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitBreaker:
     """A circuit breaker from settings whose state shows in /metrics under `breaker=name`."""
     return CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s,
                           on_change=metrics.breaker_listener(name))
+
+
+def require_migrated_store() -> None:
+    """Stop a CLI command that reads the store, with one line saying what to run, when its
+    database is not set up or not migrated (catalog.db.schema_problem): the alternative is a
+    40-line SQLAlchemy traceback ending in "no such table: store_revision"."""
+    problem = schema_problem(current_app.extensions["taskfinder"].store.engine)
+    if problem:
+        raise click.ClickException(problem)
 
 
 @click.command("search")
@@ -130,6 +157,7 @@ def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitB
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
 def search_command(query: str, k: int, roles: tuple[str, ...], rerank: bool | None, as_json: bool):
     """Search the catalog and print the ranking."""
+    require_migrated_store()
     try:
         body = current_app.extensions["taskfinder"].search.search(query, k=k, roles=roles, rerank=rerank)
     except BadQuery as exc:

@@ -243,9 +243,12 @@ class Settings:
     # query completions under the search box (search/completions.py): a logged query is offered
     # once results for it were clicked by this many distinct sessions (never fewer than 2)
     completion_min_sessions: int = 3
-    # flood caps of POST /api/events (analytics.budget), per process: events per minute from one
-    # session, and from everyone; over a cap: 429 with Retry-After, nothing stored
+    # flood caps of POST /api/events (analytics.budget): events per minute from one session, from
+    # one client address (with or without a session), and from everyone; shared by every worker
+    # through Redis (REDIS_URL; else per process); over a cap: 429 with Retry-After, nothing stored.
+    # Everyone's cap is a safety valve: keep it many address caps large (34 with these defaults)
     analytics_session_events_per_minute: int = 120
+    analytics_address_events_per_minute: int = 600
     analytics_events_per_minute: int = 20_000
     # CORS for the public API (api/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
@@ -457,6 +460,7 @@ ENVIRONMENT = (
     ("analytics_rollup_interval_s", "ANALYTICS_ROLLUP_INTERVAL_S", _float(1.0)),
     ("completion_min_sessions", "COMPLETION_MIN_SESSIONS", _int(2, 1_000_000)),
     ("analytics_session_events_per_minute", "ANALYTICS_SESSION_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
+    ("analytics_address_events_per_minute", "ANALYTICS_ADDRESS_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
     ("analytics_events_per_minute", "ANALYTICS_EVENTS_PER_MINUTE", _int(1, 100_000_000)),
     ("cors_origins", "CORS_ORIGINS", _origins),
     ("redis_url", "REDIS_URL", _text),
@@ -481,8 +485,9 @@ DESCRIPTIONS = {
     "ABSTAIN_OFFTOPIC": "score the shipped generic off-topic memory (search/data/offtopic_en.jsonl, ChatterBot corpus) as negatives in every fit",
     "DEMO_ROLE_SWITCHER": "the demo homepage's \"Search as\" role switcher, minting 5-minute demo-only role tokens (needs DEMO_HOMEPAGE; `make run` turns it on; never accepted outside demo mode)",
     "METRICS_TOKEN": "bearer token `/metrics` requires (at least 32 characters; Prometheus `authorization.credentials_file`); empty = only clients on this host may read it",
-    "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, per process (over it: 429, nothing stored)",
-    "ANALYTICS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from everyone per minute, per process",
+    "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, shared by every worker through Redis (over it: 429, nothing stored)",
+    "ANALYTICS_ADDRESS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one client address per minute, with or without a session id, shared by every worker",
+    "ANALYTICS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from everyone per minute, shared by every worker: a safety valve, keep it many address caps large",
     "ANALYTICS_ROLLUP_INTERVAL_S": "how often today's analytics roll-up is refreshed (the analytics page's lag)",
     "COMPLETION_MIN_SESSIONS": "distinct sessions that must have clicked a result of a logged query before it is offered as a completion under the search box (`completions` of `/api/search`; at least 2: one person's query is never offered); read from the search log every 5 minutes",
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
@@ -496,7 +501,7 @@ DESCRIPTIONS = {
                                    "verified people) shown a query's results, "
                                    "nearly none clicking, before it is a negative of the abstention (0: off)",
     "LEARNING_UNCLICKED_CLICK_SHARE": "the largest share of those sessions that may have clicked anything",
-    "LEARNING_CHAINS": "a search that got no click and that its session rephrased until a click (each next search within 5 minutes) votes for the clicked task under its own query too (query chains; analytics.learning.chain_votes); the same distinct-session and network rules apply",
+    "LEARNING_CHAINS": "a search that got no click and that its session rephrased until a click (each next search within 5 minutes and related to it: a shared word or a typo of one, analytics.formulas.related) votes for the clicked task under its own query too (query chains; analytics.learning.chain_votes); the same distinct-session and network rules apply",
     "LEARNING_MAX_POSITION": "clicks and impressions beyond this rank are not evidence",
     "LEARNING_MAX_VOTES_PER_SESSION": "votes of one session per aggregation run beyond which each of its votes weighs less",
     "LEARNING_SETTLE_S": "events younger than this wait for the next aggregation",

@@ -42,7 +42,7 @@ from flask_login import LoginManager, current_user
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from admin.accounts import Account, AccountStore
-from admin.secret_key import shared_secret_key
+from infra.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
 from api.roles import bearer_token
 from settings import Settings

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from catalog.formats import ImportRejected, validate_cases, validate_tasks
 from catalog.records import CaseRecord, TaskRecord
-from catalog.validation import bounded_int
+from catalog.validation import MAX_ID, bounded_id
 
 CASE, TASK = "case", "task"
 CASE_ACTIONS = ("save", "delete")
@@ -79,12 +79,13 @@ def _errors_of(exc: ImportRejected) -> list[str]:
 
 
 def _number(raw: object, field: str, required: bool) -> tuple[int | None, list[str]]:
-    """A whole number from a form field or a JSON value (None when absent and not required)."""
+    """A record id or version from a form field or a JSON value (None when absent and not
+    required), within what its 32-bit column holds (catalog.validation.bounded_id)."""
     if raw in (None, ""):
         return None, [f"field '{field}': required (the version your edit is based on)"] if required else []
-    value = bounded_int(raw)
+    value = bounded_id(raw)
     if value is None:
-        return None, [f"field '{field}': must be a whole number below 2**63, not {str(raw)[:40]!r}"]
+        return None, [f"field '{field}': must be a whole number from 0 to {MAX_ID}, not {str(raw)[:40]!r}"]
     return value, []
 
 

@@ -25,7 +25,8 @@ from admin.views import case_json, store, task_json
 from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import NotFound, StaleEdit, StaleRollback, StoreConflict
-from catalog.validation import bounded_int, json_problem, text_problem
+from catalog.validation import (MAX_ID, JSONRefused, bounded_id, bounded_int, decode_json, json_problem,
+                                task_id_problem, text_problem)
 from admin.preview import ANONYMOUS, EVERY_ROLE, preview_change
 from search.service import SearchService
 
@@ -64,11 +65,7 @@ def refuse_malformed_text():
         return None
     found = None
     if request.is_json:
-        body = request.get_json(silent=True)
-        if body is None and request.get_data(cache=True):
-            found = ("", "is not valid JSON (or is nested too deeply)")
-        else:
-            found = json_problem(body, MULTILINE_FIELDS) if body is not None else None
+        found = json_body_problem()
     else:
         for name, value in request.form.items(multi=True):
             problem = text_problem(value, multiline=name in MULTILINE_FIELDS)
@@ -82,6 +79,35 @@ def refuse_malformed_text():
     if request.blueprint == "admin.api":
         return api_error(400, message)
     return refuse(400, message)
+
+
+def json_body_problem() -> tuple[str, str] | None:
+    """(field, problem) of the request's JSON body, or None when it is fine (or empty): decoded
+    by catalog.validation's one JSON decoding step (which refuses a lone surrogate anywhere, a
+    key included, and names where without echoing it), then checked field by field."""
+    data = request.get_data(cache=True)
+    if not data:
+        return None
+    try:
+        body = decode_json(data)
+    except JSONRefused as exc:
+        return exc.field, exc.problem
+    except ValueError:
+        return "", "is not valid JSON (or is nested too deeply)"
+    return json_problem(body, MULTILINE_FIELDS)
+
+
+@admin_bp.before_request
+def refuse_impossible_task_id():
+    """A task id in the address that no task can have (catalog.validation.task_id_problem: NUL,
+    which PostgreSQL refuses in a query, a lone surrogate, '.' or '..') is a 404 naming why, on
+    every admin route with a <task_id>, before any view queries the store (runs after the access
+    policy)."""
+    task_id = (request.view_args or {}).get("task_id")
+    problem = task_id_problem(task_id) if isinstance(task_id, str) else None
+    if problem is None:
+        return None
+    return refuse(404, f"no such task: a task id {problem}")
 
 
 # -- one test case -----------------------------------------------------------------------------------
@@ -135,8 +161,8 @@ def _case_form_retry(errors: list[str], status: int):
     form = request.form
     raw_id, raw_base = form.get("case_id", ""), form.get("base_version", "")
     draft = CaseRecord(query=form.get("query", ""), gold=tuple(form.getlist("gold")), rationale=form.get("rationale", ""),
-                       category=form.get("category") or None, id=bounded_int(raw_id))
-    return render_case_form(draft, bounded_int(raw_base), errors, status,
+                       category=form.get("category") or None, id=bounded_id(raw_id))
+    return render_case_form(draft, bounded_id(raw_base), errors, status,
                             form.get("message", ""))
 
 
@@ -206,7 +232,7 @@ def _task_form_retry(errors: list[str], status: int):
                        aliases=tuple(a.strip() for a in form.get("aliases", "").splitlines() if a.strip()),
                        url=form.get("url") or None,
                        roles=tuple(r.strip() for r in form.get("roles", "").split(",") if r.strip()))
-    return render_task_form(draft, bounded_int(raw_base), errors, status,
+    return render_task_form(draft, bounded_id(raw_base), errors, status,
                             form.get("message", ""))
 
 
@@ -366,8 +392,7 @@ def version_rollback(version_id: int):
     page was computed at) rolls back; a version published in between gets the page again (409)."""
     if request.method == "GET" or not request.form.get("confirm"):
         return render_rollback(version_id)
-    raw = request.form.get("based_on", "")
-    based_on = int(raw) if raw.isdigit() and len(raw) < 19 else None
+    based_on = bounded_id(request.form.get("based_on", ""))   # ASCII digits only: int('²') is a ValueError
     if based_on is None:
         return render_rollback(version_id, "The confirmation is missing what it was based on: review it again.", 400)
     try:
@@ -504,9 +529,10 @@ def api_case_update(case_id: int):
 
 @api_bp.delete("/cases/<int:case_id>", endpoint="case_delete")
 def api_case_delete(case_id: int):
-    version = bounded_int(request.args.get("version", ""))
+    version = bounded_id(request.args.get("version", ""))
     if version is None:
-        return api_error(400, "query parameter 'version' (the version you are deleting) is required: a whole number")
+        return api_error(400, "query parameter 'version' (the version you are deleting) is required: "
+                              f"a whole number from 0 to {MAX_ID}")
     try:
         case = store().case(case_id)
     except NotFound:
@@ -549,8 +575,9 @@ def api_task_update(task_id: str):
 def api_task_retire(task_id: str):
     body = request.get_json(silent=True) or {}
     version = body.get("version") if isinstance(body, dict) else None
-    if not isinstance(version, int) or bounded_int(version) is None:
-        return api_error(400, "field 'version' (the version you are retiring) is required: a whole number")
+    if not isinstance(version, int) or bounded_id(version) is None:
+        return api_error(400, "field 'version' (the version you are retiring) is required: "
+                              f"a whole number from 0 to {MAX_ID}")
     try:
         existing = store().task(task_id)
     except NotFound:

@@ -32,7 +32,8 @@ from sqlalchemy.orm import Session
 
 from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
-from analytics.learning import LearnedPair, counting_rule, learned_and_unclicked, load_learned
+from analytics.learning import (LearnedPair, counting_rule, describe_waiting, learned_and_unclicked, load_learned,
+                                waiting_clicks)
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
 from search.learned import shortfall
@@ -66,11 +67,13 @@ def learned_rows(pairs: Iterable[LearnedPair], task_id: str, blocked: frozenset[
                  ) -> list[LearnedRow]:
     """The panel of `task_id`: its learned pairs, most relevant first (then most sessions), each
     marked blocked or not and with what it `lacks` to count, then the blocks of this task whose
-    evidence has gone (so that they can still be lifted)."""
+    evidence has gone (so that they can still be lifted). A pair no session clicked (the task
+    was only shown for the query) taught nothing about this task and is left out unless it is
+    blocked (issue 32 item 3: rows with 0 sessions were listed as "learned")."""
     by_query = {c.query: c for c in cases}
     rows = [LearnedRow(p.query, task_id, p.sessions, p.clicks, p.relevance, (p.query, task_id) in blocked,
                        by_query.get(p.query), p.networks, p.people, lacks(p), p.rephrased_clicks)
-            for p in pairs if p.task_id == task_id]
+            for p in pairs if p.task_id == task_id and (p.clicks > 0 or p.sessions > 0 or (p.query, task_id) in blocked)]
     rows.sort(key=lambda r: (-r.relevance, -r.sessions, r.query))
     listed = {r.query for r in rows}
     rows += [LearnedRow(query, task_id, 0, 0, 0.0, True, by_query.get(query), lacks="blocked")
@@ -93,6 +96,20 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     rule = counting_rule(current_app.extensions["taskfinder"].settings)
     return learned_rows(pairs, task_id, blocked, cases,
                         lambda pair: shortfall(pair, blocked=blocked, known=known, **rule))
+
+
+def learned_waiting(task_id: str) -> str | None:
+    """The task page's line on this task's clicks that no fit has folded in yet, and when they
+    will count (analytics.learning.waiting_clicks: LEARNING_SETTLE_S after each was received);
+    None when none waits. A template global, so the page says it without a change to its view."""
+    services = current_app.extensions["taskfinder"]
+    waiting = waiting_clicks(services.store.engine, services.settings, task_id=task_id)
+    if not waiting.clicks:
+        return None
+    return describe_waiting(waiting, services.settings, what="clicks on this task")
+
+
+admin_bp.add_app_template_global(learned_waiting, "learned_waiting")
 
 
 @dataclass(frozen=True)

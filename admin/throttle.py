@@ -2,35 +2,58 @@
 storage as the request rate limits), refused while a window is full, whether or not the password
 is then right.
 
-Two windows, both LOGIN_LOCKOUT_S long:
+Three windows, all LOGIN_LOCKOUT_S long:
 
 * per (user name, client address): LOGIN_MAX_FAILURES failures. Keyed on name *and* address so
   that a guesser cannot lock a colleague out from elsewhere, and a user who mistypes cannot lock
-  everyone out.
+  everyone out. Every attempt counts here.
 * per user name, from every address together: LOGIN_ACCOUNT_MAX_FAILURES failures (0: off). A
   guesser with many addresses (a botnet, a cloud of proxies) gets that many guesses at one
-  account per window, not LOGIN_MAX_FAILURES per address. The price: while someone keeps an
-  account's window full, its owner cannot sign in either, hence the generous default (20).
+  account per window, not LOGIN_MAX_FAILURES per address. Anybody can fill this window, so it
+  only counts and refuses attempts from browsers that the account has not signed in from.
+* per known device: LOGIN_MAX_FAILURES failures. OWASP's "device cookies" (Slow Down Online
+  Guessing Attacks with Device Cookies, issue 33 item 12): a successful sign-in leaves a device
+  cookie (DeviceCookies: signed with the app's secret key, naming the account, expiring). An
+  attempt presenting a valid one for the name it signs in as is exempt from the account window
+  above, so a botnet keeping that window full does not lock the owner out, and is counted in
+  this window of its own instead, so a stolen cookie still gets only a few guesses per window.
 
 Unknown names are counted like real ones (the answer never says whether an account exists).
-A window empties as its failures age out of it (the lockout expires), and a successful sign-in
-empties both of its windows. With REDIS_URL the windows are shared by every worker and host;
+A window empties as its failures age out of it (the lockout expires). A successful sign-in
+empties its (name, address) window and, from a known device, that device's window, from any
+other browser the account window too; a sign-in from a known device leaves the account window
+as the guessers left it. With REDIS_URL the windows are shared by every worker and host;
 when Redis cannot be asked, each process counts alone (web.limits.ResilientStorage):
 throttled per worker, never unthrottled and never refused outright.
 """
 from __future__ import annotations
 
 import math
+import re
+import secrets
 import time
 from dataclasses import dataclass
 
+from itsdangerous import BadData, URLSafeTimedSerializer
 from limits import RateLimitItemPerSecond
 from limits.storage import Storage
 from limits.strategies import MovingWindowRateLimiter
 
-#: The scopes of the two windows (web.limits counts both in this process while Redis is down)
-#: and the `limit` label of taskfinder_ratelimited_responses_total when one refuses a sign-in.
-PAIR, ACCOUNT = "login_lockout", "login_account"
+#: The windows, as named by Lockout.window and by the `limit` label of
+#: taskfinder_ratelimited_responses_total when one refuses a sign-in.
+PAIR, ACCOUNT, DEVICE = "login_lockout", "login_account", "login_device"
+#: The storage scope of each window. web.limits counts only LOCAL_SCOPES in this process while
+#: Redis is down (anything else fails open), so the device window is kept under the pair's scope:
+#: its subjects ("name|device:<hex>") can never equal a pair's ("name|address"), since names hold
+#: no "|" (admin.accounts.NAME_PATTERN) and a device id is hex, never an address.
+SCOPES = {PAIR: PAIR, ACCOUNT: ACCOUNT, DEVICE: PAIR}
+
+#: The device cookie: sent only to the login form, renewed at every sign-in.
+DEVICE_COOKIE = "taskfinder_admin_device"
+DEVICE_COOKIE_PATH = "/admin/login"
+DEVICE_COOKIE_MAX_AGE_S = 90 * 24 * 3600
+DEVICE_COOKIE_SALT = "taskfinder.admin.device-cookie"   # its signatures are worth nothing elsewhere
+_DEVICE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def account_name(name: str) -> str:
@@ -47,33 +70,77 @@ OPEN = Lockout(0.0, "")
 
 
 class LoginThrottle:
+    """The windows of one sign-in attempt. `device` is the id from a valid device cookie for
+    `name` (DeviceCookies.device_for), None for a browser the account has not signed in from."""
+
     def __init__(self, storage: Storage, max_failures: int, window_s: int, account_max_failures: int = 0):
         self.limiter = MovingWindowRateLimiter(storage)
-        self.windows = [(PAIR, RateLimitItemPerSecond(max_failures, window_s))]
+        self.rates = {PAIR: RateLimitItemPerSecond(max_failures, window_s),
+                      DEVICE: RateLimitItemPerSecond(max_failures, window_s)}
         if account_max_failures:
-            self.windows.append((ACCOUNT, RateLimitItemPerSecond(account_max_failures, window_s)))
+            self.rates[ACCOUNT] = RateLimitItemPerSecond(account_max_failures, window_s)
+
+    def _windows(self, device: str | None) -> list[str]:
+        """The windows that count an attempt: a known device's own instead of the account's."""
+        second = DEVICE if device else ACCOUNT
+        return [window for window in (PAIR, second) if window in self.rates]
 
     @staticmethod
-    def _subject(window: str, name: str, address: str | None) -> str:
-        return account_name(name) if window == ACCOUNT else f"{account_name(name)}|{address or '-'}"
+    def _subject(window: str, name: str, address: str | None, device: str | None) -> str:
+        if window == ACCOUNT:
+            return account_name(name)
+        if window == DEVICE:
+            return f"{account_name(name)}|device:{device}"
+        return f"{account_name(name)}|{address or '-'}"
 
-    def locked_for(self, name: str, address: str | None) -> Lockout:
-        """How long until (name, address) may try again, and which window holds it back."""
+    def locked_for(self, name: str, address: str | None, device: str | None = None) -> Lockout:
+        """How long until this attempt may be made, and which window holds it back."""
         now = time.time()
-        for window, rate in self.windows:
-            subject = self._subject(window, name, address)
-            if not self.limiter.test(rate, subject, window):
-                reset = self.limiter.get_window_stats(rate, subject, window).reset_time
+        for window in self._windows(device):
+            rate, subject = self.rates[window], self._subject(window, name, address, device)
+            if not self.limiter.test(rate, subject, SCOPES[window]):
+                reset = self.limiter.get_window_stats(rate, subject, SCOPES[window]).reset_time
                 return Lockout(max(1.0, math.ceil(reset - now)), window)
         return OPEN
 
-    def failed(self, name: str, address: str | None) -> None:
-        for window, rate in self.windows:
-            self.limiter.hit(rate, self._subject(window, name, address), window)
+    def failed(self, name: str, address: str | None, device: str | None = None) -> None:
+        for window in self._windows(device):
+            self.limiter.hit(self.rates[window], self._subject(window, name, address, device), SCOPES[window])
 
-    def succeeded(self, name: str, address: str | None) -> None:
-        for window, rate in self.windows:
-            self.limiter.clear(rate, self._subject(window, name, address), window)
+    def succeeded(self, name: str, address: str | None, device: str | None = None) -> None:
+        """Empty the windows this attempt was counted in. From a known device that leaves the
+        account window alone: the owner signing in must not hand a botnet a fresh budget."""
+        for window in self._windows(device):
+            self.limiter.clear(self.rates[window], self._subject(window, name, address, device), SCOPES[window])
+
+
+class DeviceCookies:
+    """Issue and verify device cookies: itsdangerous signatures with the app's secret key (the
+    one that signs sessions), under their own salt, timestamped so that one older than
+    `max_age_s` is refused server-side whatever the browser kept. The payload names the account
+    and a random device id, the key of the device's window; it is signed, not secret."""
+
+    def __init__(self, secret_key: str | bytes, max_age_s: int = DEVICE_COOKIE_MAX_AGE_S):
+        self.serializer = URLSafeTimedSerializer(secret_key, salt=DEVICE_COOKIE_SALT)
+        self.max_age_s = max_age_s
+
+    def issue(self, name: str) -> str:
+        """A new device cookie value for account `name` (a fresh device id at every sign-in)."""
+        return self.serializer.dumps({"account": account_name(name), "device": secrets.token_hex(16)})
+
+    def device_for(self, cookie: str | None, name: str) -> str | None:
+        """The device id of `cookie` when it is genuine, unexpired and names the account `name`
+        signs in as; otherwise None: that attempt is a stranger's, whatever the cookie says."""
+        if not cookie:
+            return None
+        try:
+            payload = self.serializer.loads(cookie, max_age=self.max_age_s)
+        except BadData:
+            return None
+        if not isinstance(payload, dict) or payload.get("account") != account_name(name):
+            return None
+        device = payload.get("device")
+        return device if isinstance(device, str) and _DEVICE_ID.fullmatch(device) else None
 
 
 def build_throttle(settings, storage: Storage) -> LoginThrottle:

@@ -15,6 +15,7 @@ from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, saf
 from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
 from admin.learned import dashboard_unclicked, task_learned_rows
 from admin.searching import ranked_tasks
+from admin.throttle import DEVICE_COOKIE, DEVICE_COOKIE_PATH, DeviceCookies, Lockout
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
 from web.limits import request_client
@@ -43,22 +44,48 @@ def login():
         return render_template("admin/login.html", next=request.args.get("next", ""))
     name, password = request.form.get("username", ""), request.form.get("password", "")
     address, throttle = request_client(current_app.config["SETTINGS"]), admin_state().throttle
-    lockout = throttle.locked_for(name, address)
+    device = _device_cookies().device_for(request.cookies.get(DEVICE_COOKIE), name)
+    lockout = throttle.locked_for(name, address, device)
     if lockout.seconds:
         current_app.extensions["taskfinder"].metrics.ratelimited.labels(lockout.window).inc()
-        minutes = max(1, round(lockout.seconds / 60))
-        return _login_form(f"Too many failed sign-ins. Try again in about {minutes} minute(s).", 429)
+        return _throttled(lockout)
     user = accounts().authenticate(name, password)
     if user is None:
-        throttle.failed(name, address)
-        log.info("admin login failed for %r from %s", name[:64], request.remote_addr)
+        throttle.failed(name, address, device)
+        log.info("admin login failed for %r from %s%s", name[:64], request.remote_addr,
+                 " (known device)" if device else "")
         return _login_form(LOGIN_FAILED, 401)
-    throttle.succeeded(name, address)
+    throttle.succeeded(name, address, device)
     session.clear()  # nothing from before sign-in survives it (a new CSRF token, no fixation)
     login_user(user)
     session.permanent = True  # expires after SESSION_LIFETIME_S
     log.info("admin login: %s (%s) from %s", user.name, user.role, request.remote_addr)
-    return redirect(safe_next(request.form.get("next")))
+    response = redirect(safe_next(request.form.get("next")))
+    _remember_device(response, user.name)
+    return response
+
+
+def _device_cookies() -> DeviceCookies:
+    """Device cookies signed with the key that signs sessions (admin.blueprint.init_admin)."""
+    return DeviceCookies(current_app.secret_key)
+
+
+def _remember_device(response, name: str) -> None:
+    """Mark this browser as one `name` signed in from (admin.throttle: exempt from the account
+    window a botnet can fill). Sent only to the login form; unreadable to scripts; never sent
+    by a cross-site request (Strict: the form is posted from this site); Secure like the session."""
+    cookies = _device_cookies()
+    response.set_cookie(DEVICE_COOKIE, cookies.issue(name), max_age=cookies.max_age_s, path=DEVICE_COOKIE_PATH,
+                        secure=current_app.config["SESSION_COOKIE_SECURE"],
+                        httponly=True, samesite="Strict")
+
+
+def _throttled(lockout: Lockout):
+    """429 with Retry-After (whole seconds): the client is told when to come back rather than
+    held in a sleeping request thread."""
+    minutes = max(1, round(lockout.seconds / 60))
+    response, status = _login_form(f"Too many failed sign-ins. Try again in about {minutes} minute(s).", 429)
+    return response, status, {"Retry-After": str(int(lockout.seconds))}
 
 
 def _login_form(error: str, status: int):

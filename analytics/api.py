@@ -3,7 +3,8 @@
 Body: `{"session_id": "<opaque>", "events": [{"type": "impression" | "click" | "dwell" | "return",
 "search_id": ..., ...}]}`, at most MAX_BODY_BYTES and 50 events, validated against openapi.json
 (analytics.schema); 202 `{"accepted": n}` (n: events stored; a repeated impression is not);
-429 over a flood cap (analytics.budget). The body is JSON sent as application/json or as
+429 over a flood cap (analytics.budget: per session, per address, everyone; shared by every
+worker through Redis). The body is JSON sent as application/json or as
 text/plain, the type navigator.sendBeacon uses for a string (a "simple" request: no CORS
 preflight, and it survives the page being closed).
 
@@ -21,17 +22,18 @@ how many were not matched. A made-up id therefore cannot change any measure.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from analytics.budget import Admission
 from analytics.recorder import AnalyticsRecorder
 from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
 from analytics.sources import AddressSessions, gate_key, network_pseudonym, person_pseudonym
 from api.roles import resolve_access
 from web.limits import request_client
 from catalog.models import utcnow
+from catalog.validation import JSONRefused, decode_json
 
 events_bp = Blueprint("events", __name__)
 EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
@@ -76,6 +78,15 @@ def bind_to_address(batch: EventBatch) -> EventBatch:
                             for e in batch.events))
 
 
+def over_cap(admission: Admission) -> tuple[Response, int]:
+    """429 naming the cap the request is over (analytics.budget), with Retry-After."""
+    who = {"session": "this session", "address": "this address"}.get(admission.refused_by, "everyone")
+    response, status = error(429, f"too many events from {who} in the last minute; nothing was stored; "
+                                  f"retry in {admission.retry_after_s} s")
+    response.headers["Retry-After"] = str(admission.retry_after_s)
+    return response, status
+
+
 def read_body(limit: int) -> bytes | None:
     """The request body, or None when it is longer than `limit` bytes (read no further)."""
     if request.content_length is not None and request.content_length > limit:
@@ -93,11 +104,11 @@ def post_events():
     if body is None:
         return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send fewer events per request")
     try:
-        payload = json.loads(body.decode("utf-8"))
+        payload = decode_json(body.decode("utf-8"))
+    except JSONRefused as exc:   # a lone surrogate, a key's included: named, never echoed
+        return error(400, str(exc) if exc.field else f"the body {exc.problem}")
     except (UnicodeDecodeError, ValueError) as exc:
         return error(400, f"the body is not valid JSON: {exc}")
-    except RecursionError:
-        return error(400, "the body is not valid JSON: nested too deeply")
     try:
         batch = parse_batch(payload, utcnow())
     except EventError as exc:
@@ -106,13 +117,13 @@ def post_events():
     rec = analytics_recorder()
     if not rec.enabled:
         return jsonify({"accepted": 0}), 202
-    events, wait = current_app.extensions[BUDGET_EXTENSION].admit(batch.session_id, batch.events)
-    if wait is not None:   # a flood (analytics.budget): refused whole, nothing stored
+    settings = current_app.extensions["taskfinder"].settings
+    admission = current_app.extensions[BUDGET_EXTENSION].admit(request_client(settings), batch.session_id,
+                                                               batch.events)
+    if admission.refused_by is not None:   # a flood (analytics.budget): refused whole, nothing stored
         rec.refused(len(batch.events))
-        response, status = error(429, "too many events from this session or from everyone this minute; "
-                                      "nothing was stored")
-        response.headers["Retry-After"] = str(wait)
-        return response, status
+        return over_cap(admission)
+    events = admission.events
     if events and not rec.record_events(events):
         response, status = error(503, "the analytics buffer is full; retry later")
         response.headers["Retry-After"] = str(RETRY_AFTER_S)

@@ -1,69 +1,144 @@
-"""Flood caps of POST /api/events (issue 17 item 6): 300 posts of 14 KB in a second were all
-accepted; at the per-address rate limit that was ~15 GB a day, kept 90 days.
+"""Flood caps of POST /api/events (issue 17 item 6; issue 33 items 3 and 4).
 
-Per process, in fixed one-minute windows: at most ANALYTICS_SESSION_EVENTS_PER_MINUTE events
-from one session id and ANALYTICS_EVENTS_PER_MINUTE from everyone. A request over either cap is
-refused whole (429 with Retry-After: the end of the window) and nothing of it is stored. So the
-events table grows by at most ANALYTICS_EVENTS_PER_MINUTE x 1,440 x workers rows a day, whoever
-sends them; the per-address rate limit (guard/) still applies before this.
+Three caps, each a `limits` moving window of WINDOW_S (any 60 s span), checked narrowest first:
 
-Impressions are stored compactly: one per search id per window (the widget sends one when it
-shows the results; a repeat says nothing new), each with its task ids once, in order.
+    cap        counted per                     setting                               default
+    session    the batch's session id          ANALYTICS_SESSION_EVENTS_PER_MINUTE      120
+    address    the client address, every post  ANALYTICS_ADDRESS_EVENTS_PER_MINUTE      600
+    everyone   one count                       ANALYTICS_EVENTS_PER_MINUTE           20,000
 
-Why in-process and not in Redis like the rate limits: this is a bound on what one process
-writes, so a per-process count is exactly the quantity bounded (and needs no round trip on the
-events path); the memory is one counter per session seen in the current minute, at most the
-global cap's worth, cleared every minute.
+A request over any cap is refused whole (429 with Retry-After: when the oldest counted event
+leaves that cap's window) and nothing of it is stored.
+
+Shared by every worker and host: with REDIS_URL the windows live in Redis (the `limits`
+storage of web.limits, one Lua script per cap), so a cap is a cap of the deployment, not of
+each process. Counted per process, the audit saw one session store 100 events a minute on one
+process, 250 on 2 workers and 400 on 4 (issue 33 item 4). Without REDIS_URL each process counts
+alone (the embedded default: one process). While Redis cannot be asked, each process counts
+alone too (web.limits.LOCAL_SCOPES): these caps bound rows written to the database, so they
+never fail open as the public rate limits do.
+
+Fair per client, and why the global cap is only a safety valve. What one client stores is
+bounded by its own caps: its session's and its address's (the client address as the rate
+limits see it, web.clients.client_address). The address cap counts every event of the address,
+with or without a session id: a session id is made up by the caller, so a fresh one per post
+would otherwise buy a fresh budget each time, and a session-less post had no cap of its own at
+all (19,900 events a minute from one address, issue 33 item 4). The cap of everyone bounds the
+table's growth (ANALYTICS_EVENTS_PER_MINUTE x 1,440 rows a day at most, whoever sends them),
+but when it is reached it refuses everyone, the flooders' victims included: 4 flooding
+addresses made 38 of a victim's 56 posts answer 429 (issue 33 item 3). So it is sized to be out
+of reach of a handful of clients: it takes ceil(everyone / address) addresses, each flooding at
+its own cap, to reach it (34 with the defaults; `addresses_to_exhaust`, warned about at start
+when under MIN_ADDRESSES_TO_EXHAUST). A few flooding addresses are each stopped at their own
+cap and leave the rest for everyone else. A fair *share* of the global cap per active client
+was the alternative; it needs a shared count of the clients active this minute on every post,
+and a botnet of many addresses exhausts it just the same, so fixed per-client caps give the
+same protection with numbers an operator can read and size.
+
+Narrowest first: each cap is taken atomically in its own key (Redis evaluates each script
+alone), and a request refused by one cap is never counted in a wider one, so a client over its
+own cap uses nothing of the cap of everyone. A request admitted by its narrow caps and refused
+by a wider one stays counted in the narrow ones (`limits` cannot give entries back); that costs
+only the client whose address, or everyone, is over, and errs on the side of storing less.
+
+Impressions are stored compactly: one per search id per window in each process (the widget
+sends one when it shows the results; a repeat says nothing new), each with its task ids once,
+in order. That is a deduplication, not a bound, so it stays in process memory.
 """
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
+
+from limits import RateLimitItemPerSecond
+from limits.storage import Storage
+from limits.strategies import MovingWindowRateLimiter
 
 from analytics.records import EventRecord
 
-WINDOW_S = 60.0
+log = logging.getLogger(__name__)
+
+WINDOW_S = 60
+#: The `limits` scopes of the caps (web.limits.LOCAL_SCOPES counts them per process while Redis is down).
+SESSION_SCOPE, ADDRESS_SCOPE, EVERYONE_SCOPE = "events_session", "events_address", "events_everyone"
+#: Below this many addresses able to reach the cap of everyone, a start logs a warning.
+MIN_ADDRESSES_TO_EXHAUST = 10
+
+
+@dataclass(frozen=True)
+class Cap:
+    name: str         # what the 429 names: "session", "address", "everyone"
+    scope: str        # the `limits` scope, the last identifier of its keys
+    item: RateLimitItemPerSecond
+
+    def identifiers(self, subject: str) -> tuple[str, str]:
+        return subject, self.scope
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What `EventBudget.admit` decided: the events to store, or the cap that refused the
+    request (`refused_by`: "session", "address" or "everyone") and the seconds to wait."""
+    events: list[EventRecord] = field(default_factory=list)
+    refused_by: str | None = None
+    retry_after_s: int | None = None
 
 
 class EventBudget:
-    def __init__(self, per_session: int, total: int, clock: Callable[[], float] = time.monotonic,
-                 window_s: float = WINDOW_S):
-        self.per_session = per_session
-        self.total = total
-        self.clock = clock
+    """The caps of POST /api/events (module docstring) over a `limits` storage: Redis shared
+    by every worker (web.limits.build_storage), or a MemoryStorage of this process."""
+
+    def __init__(self, storage: Storage, per_session: int, per_address: int, total: int,
+                 window_s: int = WINDOW_S, clock: Callable[[], float] = time.monotonic):
+        self.limiter = MovingWindowRateLimiter(storage)
+        self.session = Cap("session", SESSION_SCOPE, RateLimitItemPerSecond(per_session, window_s))
+        self.address = Cap("address", ADDRESS_SCOPE, RateLimitItemPerSecond(per_address, window_s))
+        self.everyone = Cap("everyone", EVERYONE_SCOPE, RateLimitItemPerSecond(total, window_s))
+        self.impressions = RecentImpressions(window_s, clock)
+
+    @property
+    def addresses_to_exhaust(self) -> int:
+        """How many addresses, each flooding at its own cap, it takes to reach the cap of everyone."""
+        return math.ceil(self.everyone.item.amount / self.address.item.amount)
+
+    def admit(self, address: str, session_id: str | None, events: Sequence[EventRecord]) -> Admission:
+        """Take `events` from the caps of the session (if any), the address and everyone, in
+        that order; the events to store (repeated impressions left out), or the refusing cap."""
+        n = len(events)
+        if n:
+            caps = [(self.session, session_id)] if session_id is not None else []
+            for cap, subject in [*caps, (self.address, address), (self.everyone, "all")]:
+                if not self.limiter.hit(cap.item, *cap.identifiers(subject), cost=n):
+                    return Admission(refused_by=cap.name, retry_after_s=self.retry_after(cap, subject))
+        return Admission(events=self.impressions.compact(events))
+
+    def retry_after(self, cap: Cap, subject: str) -> int:
+        """Whole seconds until the oldest event counted in the cap's window leaves it (at least 1)."""
+        reset_time = self.limiter.get_window_stats(cap.item, *cap.identifiers(subject)).reset_time
+        return max(1, math.ceil(reset_time - time.time()))
+
+
+class RecentImpressions:
+    """The search ids whose impression this process stored in the current fixed window."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float]):
         self.window_s = window_s
+        self.clock = clock
         self._lock = threading.Lock()
         self._window: int | None = None
-        self._used = 0
-        self._sessions: dict[str, int] = {}
-        self._impressions: set[str] = set()
+        self._seen: set[str] = set()
 
-    def _roll(self, now: float) -> None:
-        window = int(now // self.window_s)
-        if window != self._window:
-            self._window, self._used = window, 0
-            self._sessions.clear()
-            self._impressions.clear()
-
-    def admit(self, session_id: str | None, events: Sequence[EventRecord]) -> tuple[list[EventRecord], int | None]:
-        """(the events to store, None), or ([], seconds to wait) when the request is over a cap.
-        Repeated impressions of one search id are left out of what is stored (compact_impressions)."""
+    def compact(self, events: Sequence[EventRecord]) -> list[EventRecord]:
         with self._lock:
-            now = self.clock()
-            self._roll(now)
-            retry_after = max(1, math.ceil((self._window + 1) * self.window_s - now))
-            n = len(events)
-            if self._used + n > self.total:
-                return [], retry_after
-            if session_id is not None and self._sessions.get(session_id, 0) + n > self.per_session:
-                return [], retry_after
-            self._used += n
-            if session_id is not None:
-                self._sessions[session_id] = self._sessions.get(session_id, 0) + n
-            return compact_impressions(events, self._impressions), None
+            window = int(self.clock() // self.window_s)
+            if window != self._window:
+                self._window = window
+                self._seen.clear()
+            return compact_impressions(events, self._seen)
 
 
 def compact_impressions(events: Sequence[EventRecord], seen: set[str]) -> list[EventRecord]:
@@ -79,3 +154,17 @@ def compact_impressions(events: Sequence[EventRecord], seen: set[str]) -> list[E
                 event = replace(event, task_ids=tuple(dict.fromkeys(event.task_ids)))
         kept.append(event)
     return kept
+
+
+def build_event_budget(settings, storage: Storage) -> EventBudget:
+    """The app's EventBudget over `storage`: Redis with REDIS_URL (app.py builds it with
+    web.limits.build_storage, its own circuit breaker shown in /metrics as breaker="redis_events"),
+    else this process's memory."""
+    budget = EventBudget(storage, settings.analytics_session_events_per_minute,
+                         settings.analytics_address_events_per_minute, settings.analytics_events_per_minute)
+    if budget.addresses_to_exhaust < MIN_ADDRESSES_TO_EXHAUST:
+        log.warning("ANALYTICS_EVENTS_PER_MINUTE=%d is reached by %d addresses flooding at "
+                    "ANALYTICS_ADDRESS_EVENTS_PER_MINUTE=%d; then every client's events answer 429 "
+                    "(size it to at least %d addresses' worth)", budget.everyone.item.amount,
+                    budget.addresses_to_exhaust, budget.address.item.amount, MIN_ADDRESSES_TO_EXHAUST)
+    return budget

@@ -27,12 +27,20 @@ Definitions (the constants below are part of them):
 * **Reformulated**: the search got no *kept* click (a click is kept unless a `return` event for
   the same search and task says the person came back to the results) and the same session's
   next search starts at most REFORMULATION_WINDOW_S after this one's last request, with a
-  different query. **Reformulation rate** = reformulated searches / searches.
+  different query that is *related* to it (`related`: a shared term after normalisation and
+  stemming, a word of one that is a typo of a word of the other, or one query an edit of the
+  other). A later search on another subject is a new need, not a rephrasing (issue 32 item 3:
+  "cacfp", "how do i enroll a child" and "kids shots" in one session are three needs).
+  **Reformulation rate** = reformulated searches / searches.
 * **Abandoned**: the search showed results, got no click and was not reformulated: the person
   left. **Abandonment rate** = abandoned searches / searches.
 * **Suggested gold** of a query: the task most often clicked (kept click) at the end of a
   chain of reformulations that started from a search for that query; the task the people who
-  did not find it under that query found under another (ties: the smaller task id).
+  did not find it under that query found under another (ties: the smaller task id). The chain
+  ends at the first search that is not reformulated; its kept click is the chain's task only
+  when that search's query is still related to the chain's first one (a chain drifting from
+  "kids shots" through "kids enrolment" to "enrolment form" does not say what "kids shots"
+  meant).
 
 Every rate is None when there is no search to divide by.
 """
@@ -46,6 +54,7 @@ from typing import Iterable, Sequence
 from rapidfuzz.distance import Levenshtein
 
 from analytics.records import EventRecord, SearchRecord
+from lexicon.text import terms, words
 
 #: Longest pause between two requests of one search (type-ahead keystrokes of one intent).
 KEYSTROKE_GAP_S = 10.0
@@ -54,10 +63,19 @@ KEYSTROKE_GAP_S = 10.0
 MAX_TYPO_EDITS = 2
 #: ... and both queries are at least this long (so "d" -> "a", a cleared box, starts a new search).
 MIN_TYPO_EDIT_CHARS = 4
-#: Longest gap from a search's last request to the next search for that to be its reformulation.
+#: Longest gap from a search's last request to the next search for that to be its reformulation
+#: (and that search must be `related`: the gap alone chained every later search of a session).
 REFORMULATION_WINDOW_S = 300.0
+#: Two words are the same word misspelt when both have at least this many characters ...
+MIN_TYPO_WORD_CHARS = 4
+#: ... and differ by at most this many single-character edits (Levenshtein distance).
+MAX_TYPO_WORD_EDITS = 2
 #: The low-CTR list only ranks queries searched at least this often (one search is no evidence).
 MIN_SEARCHES_FOR_LOW_CTR = 3
+#: ... whose click-through rate is below this: a query most of whose searches were clicked is
+#: not a low click-through query, however few queries there are to list (issue 32 item 3: a
+#: query at 100% was listed because the list was only sorted, never cut).
+LOW_CTR_BELOW = 0.5
 
 
 @dataclass(frozen=True)
@@ -173,6 +191,36 @@ def is_edit(previous: str, current: str) -> bool:
     return Levenshtein.distance(previous, current, score_cutoff=MAX_TYPO_EDITS) <= MAX_TYPO_EDITS
 
 
+def _misspelt(word: str, other: str) -> bool:
+    """`word` and `other` are one word, one of them misspelt: both at least MIN_TYPO_WORD_CHARS
+    long and at most MAX_TYPO_WORD_EDITS Levenshtein edits apart ("recrds" / "records")."""
+    if min(len(word), len(other)) < MIN_TYPO_WORD_CHARS:
+        return False
+    return Levenshtein.distance(word, other, score_cutoff=MAX_TYPO_WORD_EDITS) <= MAX_TYPO_WORD_EDITS
+
+
+def related(previous: str, current: str) -> bool:
+    """Whether `current` can be a rephrasing of `previous` (both normalised queries): the person
+    is still after the same thing. Lexical evidence only, so that it is pure and cheap:
+
+    * one query is an edit of the other (`is_edit`: typed on, cut back, a typo fixed), or
+    * they share a term after normalisation, stopwords removed and stemming (lexicon.text.terms:
+      "immunization recrds" / "immunization records", "lead screening" / "screen for lead"), or
+    * a word of one is a misspelling of a word of the other (`_misspelt`: "imunization" /
+      "immunisation").
+
+    Queries that share nothing but stopwords are unrelated: "cacfp", "how do i enroll a child",
+    "bus driver background check" and "kids shots" are four needs, not one need rephrased four
+    times (issue 32 item 3). The price: a paraphrase with no word in common ("kids shots" /
+    "vaccination records") is not seen as one; embedding similarity would catch it but needs the
+    embedding service, which a pure formula over the log cannot call."""
+    if is_edit(previous, current):
+        return True
+    if set(terms(previous)) & set(terms(current)):
+        return True
+    return any(_misspelt(a, b) for a in set(words(previous)) for b in set(words(current)))
+
+
 def continues_intent(previous: SearchRecord, current: SearchRecord) -> bool:
     """Whether `current` is a further keystroke of the search `previous` belongs to: the same
     non-empty session, at most KEYSTROKE_GAP_S after `previous`, and its query an edit of
@@ -232,10 +280,13 @@ def _intent(group: list[SearchRecord], clicks: dict[str, list[tuple[Click, str |
 
 
 def _reformulates(intent: Intent, following: Intent | None) -> bool:
+    """`following` (the session's next search) rephrases `intent`: `intent` got no kept click,
+    `following` started within REFORMULATION_WINDOW_S of its last request, with another query
+    that is `related` to it."""
     if following is None or intent.kept_click is not None:
         return False
     gap = (following.started_at - intent.ended_at).total_seconds()
-    return gap <= REFORMULATION_WINDOW_S and following.query != intent.query
+    return gap <= REFORMULATION_WINDOW_S and following.query != intent.query and related(intent.query, following.query)
 
 
 def intents(searches: Iterable[SearchRecord], events: Iterable[EventRecord]) -> list[Intent]:
@@ -261,7 +312,9 @@ def intents(searches: Iterable[SearchRecord], events: Iterable[EventRecord]) -> 
             step = following[step]
             kept = found[step].kept_click
             if kept is not None:
-                followup = kept
+                # still the need the chain started with (module docstring: Suggested gold)
+                if related(intent.query, found[step].query):
+                    followup = kept
                 break
         result.append(replace(intent, reformulated=reformulated[index],
                               followup_task=followup.task_id if followup else None,
@@ -324,8 +377,10 @@ def top_no_result_queries(reports: Iterable[QueryReport], limit: int = 20) -> li
 
 
 def low_ctr_queries(reports: Iterable[QueryReport], limit: int = 20,
-                    min_searches: int = MIN_SEARCHES_FOR_LOW_CTR) -> list[QueryReport]:
-    """Queries searched at least `min_searches` times that showed results at least once, lowest
-    click-through rate first (then the most searched, then the query)."""
-    hits = [r for r in reports if r.measures.searches >= min_searches and r.measures.no_result < r.measures.searches]
+                    min_searches: int = MIN_SEARCHES_FOR_LOW_CTR, below: float = LOW_CTR_BELOW) -> list[QueryReport]:
+    """Queries searched at least `min_searches` times that showed results at least once and
+    whose click-through rate is under `below`, lowest click-through rate first (then the most
+    searched, then the query)."""
+    hits = [r for r in reports if r.measures.searches >= min_searches and r.measures.no_result < r.measures.searches
+            and r.measures.click_through_rate < below]
     return sorted(hits, key=lambda r: (r.measures.click_through_rate, -r.measures.searches, r.query))[:limit]

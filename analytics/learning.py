@@ -26,7 +26,9 @@ clicked anything for its query (search.learned.eligible, `supported`).
 
 **Query chains** (chain_votes; migration 0015 counts them per row): a search that got no kept
 click and that its session rephrased until a kept click on task t votes for t under its own
-query too (LEARNING_CHAINS). It is the only vote a query the product answers wrongly can get,
+query too (LEARNING_CHAINS). A rephrasing is a *related* next search (analytics.formulas.related:
+a shared term, a misspelt word, or an edit), and the clicked search must still be related to the
+first: a session that moves on to another subject chains nothing (issue 32 item 3). It is the only vote a query the product answers wrongly can get,
 and it keeps such a query from being taken for one nobody clicks.
 
 **Queries nobody clicks** (migrations 0013, 0014): each row also keeps the distinct sessions
@@ -48,6 +50,9 @@ anonymous ones (`legacy_sketch`).
 **Watermark**: the aggregation reads events received after the `learning_state` watermark up to
 now - LEARNING_SETTLE_S (so that a session's clicks of the last minutes are counted together
 in the next run), and searches from a day before that (an event may come after its search).
+The clicks after the watermark wait (waiting_clicks: how many, and from when each run can fold
+them in); `python app.py fit` and the task page say so (issue 32 item 4: both said only "up to
+date" and "not often enough" while clicks waited).
 """
 from __future__ import annotations
 
@@ -250,7 +255,8 @@ def chain_votes(searches: Sequence[SearchRecord], earlier: Sequence[EventRecord]
     """Votes of reformulation chains ("query chains": Radlinski & Joachims, *Query chains:
     learning to rank from implicit feedback*, KDD 2005): a search that got no kept click and
     that its session reformulated, search after search (analytics.formulas.intents: the next
-    search within REFORMULATION_WINDOW_S, another query), until a kept click on task t, is a
+    search within REFORMULATION_WINDOW_S, another query related to it), until a kept click on
+    task t on a search still related to the first, is a
     vote for t under its own query as well: the person was looking for t when they typed it. It
     is the only evidence a query the product answers wrongly (or refuses) ever gets: nobody
     clicks the right task under a query that does not show it.
@@ -393,7 +399,7 @@ def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -
     with engine.connect() as connection:
         since = _watermark(connection)
     if until <= since:
-        return {"status": "up to date", "votes": 0, "pairs": 0}
+        return {"status": "up to date", "votes": 0, "clicks": 0, "pairs": 0}
     searches = store.searches(max(since - SEARCH_LOOKBACK, EPOCH), until)
     events = [e for e in store.events(since, until) if as_utc(e.at) >= since]
     # whether an earlier search of a reformulation chain was clicked (chain_votes)
@@ -407,7 +413,7 @@ def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK})
         # (SQLite: a second writer whose snapshot is stale fails to write instead of counting twice)
         if _watermark(connection) != since:
-            return {"status": "another process aggregated", "votes": 0, "pairs": 0}
+            return {"status": "another process aggregated", "votes": 0, "clicks": 0, "pairs": 0}
         table = LearnedEvidence.__table__
         existing = {(r.query, r.task_id): r for r in connection.execute(select(table))}
         for (query, task_id), new in sums.items():
@@ -416,7 +422,8 @@ def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -
         _upsert(connection, LearningState.__table__, {"name": WATERMARK, "at": until}, ("name",))
     log.info("learning: %d votes from %d searches and %d events folded into %d pairs", len(votes), len(searches),
              len(events), len(sums))
-    return {"status": "aggregated", "votes": len(votes), "pairs": len(sums), "until": until.isoformat(),
+    return {"status": "aggregated", "votes": len(votes), "clicks": sum(1 for v in votes if v.clicked),
+            "pairs": len(sums), "until": until.isoformat(),
             "propensities": [round(float(t), 4) for t in theta]}
 
 
@@ -477,3 +484,79 @@ def fit_inputs(engine: Engine, settings: Settings, now: datetime | None = None) 
     aggregate(engine, settings, now)
     learned, unclicked = learned_and_unclicked(load_learned(engine), settings, now)
     return LearnedInputs(learned, blocked_pairs(engine), unclicked)
+
+
+# -- what waits: clicks received since the last aggregation (issue 32 item 4) --------------------
+@dataclass(frozen=True)
+class Waiting:
+    """The clicks received after the aggregation watermark: no fit has folded them in yet.
+    Aggregation reads events up to now - LEARNING_SETTLE_S only, so a click received at t is
+    folded in by the first fit (or aggregation) at or after t + LEARNING_SETTLE_S."""
+
+    clicks: int
+    first_counts_at: datetime | None = None   # the oldest of them can be folded in from then
+    last_counts_at: datetime | None = None    # ... and the newest
+
+    def ready(self, now: datetime) -> bool:
+        """Every waiting click can be folded in by a fit run at `now`."""
+        return self.last_counts_at is not None and self.last_counts_at <= now
+
+
+def waiting_clicks(engine: Engine, settings: Settings, now: datetime | None = None,
+                   task_id: str | None = None) -> Waiting:
+    """The click events received at or after the watermark (of `task_id` only, when given), and
+    when they can count: received_at + LEARNING_SETTLE_S (aggregate's window ends there). These
+    are clicks as received: a click that turns out unbound to its search (analytics.formulas.
+    bound_to_search) is read then and counts for nothing."""
+    now = now or utcnow()
+    with engine.connect() as connection:
+        since = _watermark(connection)
+    received = [e.at for e in AnalyticsStore(engine).events(since, now + timedelta(days=1), types=("click",))
+                if task_id is None or e.task_id == task_id]
+    if not received:
+        return Waiting(0)
+    settle = timedelta(seconds=settings.learning_settle_s)
+    return Waiting(len(received), as_utc(min(received)) + settle, as_utc(max(received)) + settle)
+
+
+def _clock(moment: datetime) -> str:
+    return f"{as_utc(moment):%Y-%m-%d %H:%M} UTC"
+
+
+def describe_waiting(waiting: Waiting, settings: Settings, now: datetime | None = None, what: str = "clicks") -> str:
+    """One sentence saying how many clicks wait and when they count (the fit CLI and the task
+    page say the same)."""
+    now = now or utcnow()
+    if not waiting.clicks:
+        return f"No {what} wait: every click received so far has been folded in."
+    count = f"{waiting.clicks} {what if waiting.clicks != 1 else what.rstrip('s')}"
+    if waiting.ready(now):
+        return f"{count} not folded in yet: the next fit folds them in."
+    settle = f"LEARNING_SETTLE_S={settings.learning_settle_s:g}"
+    if waiting.first_counts_at <= now or waiting.first_counts_at == waiting.last_counts_at:
+        return (f"{count} wait: a fit folds them in from {_clock(waiting.last_counts_at)} "
+                f"({settle}: a click counts that long after it was received).")
+    return (f"{count} wait: a fit folds in the first from {_clock(waiting.first_counts_at)} and all of them from "
+            f"{_clock(waiting.last_counts_at)} ({settle}: a click counts that long after it was received).")
+
+
+def fit_learning_summary(folded: dict, engine: Engine, settings: Settings, now: datetime | None = None) -> dict:
+    """What the learning side of a fit did, for `python app.py fit`: the clicks and pairs the
+    aggregation folded in (`folded`: aggregate's answer), how many pairs count now, and the
+    clicks that still wait (waiting_clicks) with when they count. A fit that says "up to date"
+    may still have folded clicks in: they were too few to make a pair count."""
+    now = now or utcnow()
+    waiting = waiting_clicks(engine, settings, now)
+    counting = math.eligible(load_learned(engine), blocked=blocked_pairs(engine), **counting_rule(settings))
+    if folded.get("status") == "aggregated" and folded.get("votes"):
+        did = (f"folded {folded['clicks']} clicks ({folded['votes']} votes) into {folded['pairs']} query-task pairs, "
+               f"up to {_clock(datetime.fromisoformat(folded['until']))}")
+    elif folded.get("status") == "another process aggregated":
+        did = "another process was folding the same clicks in; nothing folded here"
+    else:
+        did = "nothing new to fold in"
+    return {"aggregation": folded.get("status"), "clicks_folded": int(folded.get("clicks", 0)),
+            "pairs_updated": int(folded.get("pairs", 0)), "pairs_that_count": len(counting),
+            "clicks_waiting": waiting.clicks,
+            "waiting_count_from": waiting.last_counts_at.isoformat() if waiting.last_counts_at else None,
+            "message": f"Learning from use: {did}; {len(counting)} pairs count. {describe_waiting(waiting, settings, now)}"}

@@ -7,9 +7,10 @@ The blueprint is nested in admin_bp, so every request passes admin.blueprint.enf
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
-from flask import Blueprint, render_template, request, url_for
+from flask import Blueprint, current_app, render_template, request, url_for
 
 from admin.blueprint import admin_bp
 from analytics.api import analytics_recorder
@@ -50,6 +51,37 @@ def case_editor_url(query: str, gold: str | None) -> str:
     return new_case_url(url_for("admin.dashboard") + "cases/new", query, gold)
 
 
+@dataclass(frozen=True)
+class TaskLabel:
+    """How the page names a task it lists: an admin reads the task's name; the id is only the
+    link's target. `known` is False for an id the catalog does not hold (deleted by a
+    replacing import, or a click on a task that never was): no link then (its page would be a
+    404), and the id is all there is to show."""
+
+    id: str
+    name: str
+    known: bool = True
+    retired: bool = False
+
+
+def task_labels(report: Report) -> dict[str, TaskLabel]:
+    """A TaskLabel for every task id the report shows (top results, suggested gold), from one
+    read of the catalog, retired tasks included (their clicks happened)."""
+    wanted = {task_id for task_id, _clicks in report.top_results}
+    wanted |= {r.suggested_gold for r in (*report.top_queries, *report.no_result_queries, *report.low_ctr_queries)
+               if r.suggested_gold}
+    if not wanted:
+        return {}
+    tasks = {t.id: t for t in current_app.extensions["taskfinder"].store.tasks(include_inactive=True) if t.id in wanted}
+
+    def label(task_id: str) -> TaskLabel:
+        task = tasks.get(task_id)
+        if task is None:
+            return TaskLabel(task_id, task_id, known=False)
+        return TaskLabel(task_id, task.name, retired=not task.active)
+    return {task_id: label(task_id) for task_id in wanted}
+
+
 @analytics_pages_bp.get("/")
 def overview():
     days = span_days()
@@ -57,4 +89,5 @@ def overview():
     # the daily roll-ups (analytics.rollup), never the raw log: a page view reads days, not rows
     report = load_rollup_report(analytics_recorder().store, last - timedelta(days=days - 1), last)
     return render_template("analytics/overview.html", report=report, charts=charts(report), days=days,
-                           spans=SPANS, case_url=case_editor_url, percent=percent, number=number)
+                           spans=SPANS, case_url=case_editor_url, percent=percent, number=number,
+                           tasks=task_labels(report))

@@ -31,6 +31,7 @@ from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from search.service import BadQuery
 from settings import PROJECT_ROOT
+from web.clients import client_address
 
 search_bp = Blueprint("search", __name__)
 log = logging.getLogger(__name__)
@@ -212,8 +213,10 @@ def readyz():
 def metrics():
     """Prometheus text format: all workers' samples in multiprocess mode (web.metrics).
     Not public (it shows admin login outcomes, error rates): see metrics_refusal."""
-    refusal = metrics_refusal(services().settings.metrics_token, request.headers.get("Authorization"),
-                              request.remote_addr)
+    settings = services().settings
+    # the client, not the peer: behind a trusted proxy on this host every peer is loopback
+    client = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), settings.trusted_proxies)
+    refusal = metrics_refusal(settings.metrics_token, request.headers.get("Authorization"), client)
     if refusal is not None:
         response = jsonify({"error": refusal})
         response.status_code = 401 if services().settings.metrics_token else 403
@@ -223,19 +226,21 @@ def metrics():
     return Response(services().metrics.exposition(), mimetype=CONTENT_TYPE_LATEST)
 
 
-def metrics_refusal(token: str, authorization: str | None, remote_addr: str | None) -> str | None:
+def metrics_refusal(token: str, authorization: str | None, client: str | None) -> str | None:
     """Why a /metrics request is refused, or None. With METRICS_TOKEN set, the request must carry
     it as `Authorization: Bearer <token>` (Prometheus's `authorization` scrape setting; compared
     in constant time). Without it, only clients on this host (loopback) are answered: a scraper
-    elsewhere needs the token. Behind a reverse proxy on the same host every client looks local,
-    so set METRICS_TOKEN there (docs/security.md)."""
+    elsewhere needs the token. `client` is the address web.clients.client_address finds, so a
+    request forwarded by a proxy listed in TRUSTED_PROXIES is judged by the address the proxy
+    saw, never by the proxy's own loopback peer (issue 33 item 9); behind a proxy that is NOT
+    listed every client looks local, so set METRICS_TOKEN there (docs/security.md)."""
     if token:
         given = bearer_token(authorization) or ""
         if hmac.compare_digest(given.encode(), token.encode()):
             return None
         return "metrics need METRICS_TOKEN as a bearer token"
     try:
-        if remote_addr and ipaddress.ip_address(remote_addr).is_loopback:
+        if client and ipaddress.ip_address(client).is_loopback:
             return None
     except ValueError:
         pass

@@ -6,7 +6,10 @@ from pathlib import Path
 import orjson
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import SQLAlchemyError
 
 from settings import PROJECT_ROOT
 
@@ -52,3 +55,30 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.downgrade(config, revision)
+
+
+def schema_problem(engine: Engine) -> str | None:
+    """Why `engine`'s database cannot serve this code yet, in words for the person at the shell,
+    or None when it is migrated to head. CLI commands that read the store ask first (app.py's
+    `require_migrated_store`), so that a database never set up says what to run instead of
+    failing with SQLAlchemy's "no such table" traceback."""
+    where = engine.url.render_as_string(hide_password=True)
+    try:
+        with engine.connect() as connection:
+            current = set(MigrationContext.configure(connection).get_current_heads())
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        return f"cannot open the database {where}: {reason}"
+    scripts = ScriptDirectory.from_config(alembic_config(where))
+    heads = set(scripts.get_heads())
+    known = {script.revision for script in scripts.walk_revisions()}
+    if not current:
+        return (f"the database {where} has not been set up: run `make run` or "
+                f"`python app.py load-demo` first (or `python app.py db upgrade` for an empty catalog)")
+    if not current <= known:
+        return (f"the database {where} is at migration {', '.join(sorted(current))}, newer than this "
+                f"code knows: run the code that migrated it")
+    if current != heads:
+        return (f"the database {where} is at migration {', '.join(sorted(current))}, not this code's "
+                f"{', '.join(sorted(heads))}: run `python app.py db upgrade` first")
+    return None

@@ -7,15 +7,26 @@ accepts as text but no database driver can encode (UTF-8 has no form for it); Po
 refuses NUL in text while SQLite stores it; and Python's `int()` takes numbers far beyond the
 64 bits a database column holds (OverflowError deep in a driver). Each is refused here, at the
 edge, with a message naming the field, so nothing malformed ever reaches a writer or a query.
+
+Issue 33 closed the last gaps: the id and version columns are 32-bit INTEGERs (PostgreSQL
+answered `integer out of range` to an id of 2**31), so ids and versions are bounded by MAX_ID;
+a lone surrogate as a JSON object *key* was echoed in the 400's message, which then could not
+be encoded (a 500), so every JSON body and imported line is decoded by `decode_json`, which
+refuses lone surrogates anywhere and names where without echoing them; task ids "." and ".."
+are refused like '/', being path segments a browser resolves away.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Iterator
 from urllib.parse import urlsplit
 
-#: Largest integer a database id, version or offset column holds (signed 64 bits).
+#: Largest integer an offset holds (signed 64 bits: LIMIT/OFFSET take a bigint).
 MAX_INT64 = 2**63 - 1
+#: Largest id or record version: their columns are INTEGER, 32 bits on PostgreSQL
+#: (catalog.models, admin.models, evaluation.models). app.Int32Converter bounds route ids by it.
+MAX_ID = 2**31 - 1
 #: Deepest nesting of arrays/objects accepted in a JSON body or an imported row.
 MAX_JSON_DEPTH = 32
 
@@ -23,6 +34,7 @@ MAX_JSON_DEPTH = 32
 # allowed only in multi-line fields (help text, rationale).
 _BAD_SINGLE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _BAD_MULTI_LINE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 URL_SCHEMES = ("http", "https")
 
 
@@ -30,8 +42,11 @@ def text_problem(value: str, multiline: bool = False) -> str | None:
     """What is wrong with `value` as stored text, or None: a lone surrogate (not Unicode; no
     database can store it) or a control character (NUL: PostgreSQL refuses it)."""
     found = (_BAD_MULTI_LINE if multiline else _BAD_SINGLE_LINE).search(value)
-    if found is None:
-        return None
+    return None if found is None else _described(found)
+
+
+def _described(found: re.Match) -> str:
+    """A bad character found in a text, in words: which kind, which code point, where."""
     char = found.group()
     kind = "a lone surrogate (not valid Unicode)" if "\ud800" <= char <= "\udfff" else "a control character"
     return f"contains {kind}, U+{ord(char):04X}, at character {found.start() + 1}"
@@ -60,11 +75,19 @@ class DeepNesting:
 
 
 def render_path(parts: tuple) -> str:
-    """("events", 3, "task_ids", 1) -> "events[3].task_ids[1]"."""
+    """("events", 3, "task_ids", 1) -> "events[3].task_ids[1]". A key's lone surrogates and
+    control characters are written as escapes (`\\ud800`): the path goes into an error message,
+    which must itself be encodable text."""
     text = ""
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        part = part if isinstance(part, int) else printable(str(part))
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
     return text
+
+
+def printable(value: str) -> str:
+    """`value` with each lone surrogate or control character written as a `\\uXXXX` escape."""
+    return _BAD_SINGLE_LINE.sub(lambda found: f"\\u{ord(found.group()):04x}", value)
 
 
 def json_problem(value: object, multiline_fields: frozenset[str] = frozenset(),
@@ -83,6 +106,53 @@ def json_problem(value: object, multiline_fields: frozenset[str] = frozenset(),
     return None
 
 
+class JSONRefused(ValueError):
+    """JSON text that parses but is refused by `decode_json`: `field` is where (render_path's
+    form, "" for the whole value), `problem` what is wrong there."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}" if field else problem)
+        self.field, self.problem = field, problem
+
+
+def decode_json(text: str | bytes) -> object:
+    """The one decoding step of JSON the app is sent (request bodies, imported lines): the
+    standard library's parser, then a refusal (JSONRefused, a ValueError) of a lone surrogate
+    anywhere, object keys included, at any depth. A surrogate never leaves this function, so no
+    later message or writer meets text it cannot encode; deep nesting and control characters
+    are json_problem's to judge, per field. Invalid JSON raises a plain ValueError: the parser's
+    JSONDecodeError, or one for nesting too deep for the parser itself (its RecursionError would
+    be a 500)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to parse") from None
+    found = _first_lone_surrogate(value)
+    if found is not None:
+        path, match = found
+        raise JSONRefused(render_path(path), _described(match))
+    return value
+
+
+def _first_lone_surrogate(value: object) -> tuple[tuple, re.Match] | None:
+    """(path, match) of the first lone surrogate in a parsed JSON value, keys included, in
+    document order. A loop, not recursion: the parser accepts deeper nesting than Python's
+    recursion limit allows a walk."""
+    pending: list[tuple[tuple, object]] = [((), value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            found = _LONE_SURROGATE.search(item)
+            if found:
+                return path, found
+        elif isinstance(item, dict):   # each key is looked at (as a string) before its value
+            for key, child in reversed(item.items()):
+                pending += [((*path, key), child), ((*path, key), key)]
+        elif isinstance(item, list):
+            pending.extend(((*path, index), child) for index, child in reversed(list(enumerate(item))))
+    return None
+
+
 def bounded_int(raw: object, minimum: int = 0, maximum: int = MAX_INT64) -> int | None:
     """`raw` (a form field, a query parameter, a JSON value) as an int in [minimum, maximum],
     or None: ASCII digits only (str.isdigit accepts '²', which int() refuses), no bool."""
@@ -96,6 +166,12 @@ def bounded_int(raw: object, minimum: int = 0, maximum: int = MAX_INT64) -> int 
             return None
         value = int(text)
     return value if minimum <= value <= maximum else None
+
+
+def bounded_id(raw: object) -> int | None:
+    """`raw` as a record id or version (bounded_int up to MAX_ID, what their 32-bit columns
+    hold), or None."""
+    return bounded_int(raw, 0, MAX_ID)
 
 
 def url_problem(url: str) -> str | None:
@@ -115,11 +191,19 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+#: Path segments that browsers and URL libraries resolve away ("/admin/tasks/.." is /admin/).
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
 def task_id_problem(task_id: str) -> str | None:
-    """A task id is one path segment of the editor's URLs (/admin/tasks/<id>): no '/'."""
+    """The one rule for a task id, at import, in the editor and in the admin's addresses: it is
+    one path segment of the editor's URLs (/admin/tasks/<id>), so no control character (NUL:
+    PostgreSQL refuses it), no lone surrogate, no '/', and not "." or ".."."""
     problem = text_problem(task_id)
     if problem:
         return problem
     if "/" in task_id:
         return "must not contain '/' (it is part of the task's address in the editor)"
+    if task_id in DOT_SEGMENTS:
+        return "must not be '.' or '..' (browsers resolve it away in the task's address in the editor)"
     return None

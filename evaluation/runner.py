@@ -105,7 +105,7 @@ def run_rerank_config(spec: ConfigSpec, service: SearchService, cases: Sequence[
             for reason, count in info.get("dropped", {}).items():
                 dropped[reason] = dropped.get(reason, 0) + count
         run.rows.append(QueryRun(case.query, case.gold, case.category, [r["id"] for r in body["results"]],
-                                 [r["score"] for r in body["results"]], body["timings_ms"]["total"], {},
+                                 [r["score"] for r in body["results"]], body["timings_ms"]["total"],
                                  {"rerank": key, "degraded": list(body["degraded"])}))
     returned = kept + sum(dropped.values())
     run.notes.update(

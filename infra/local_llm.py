@@ -128,7 +128,7 @@ def _main(argv: list[str] | None = None) -> None:
 
     params = xllamacpp.CommonParams()
     params.model.path = args.model
-    params.model_alias = args.alias
+    params.model_alias = {args.alias}     # a set of names (a plain string would be split into letters)
     params.hostnames = [args.host]
     params.port = args.port
     params.n_ctx = args.n_ctx

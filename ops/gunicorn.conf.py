@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from web import multiprocess  # noqa: E402
-from admin.secret_key import key_path, shared_secret_key  # noqa: E402
+from infra.secret_key import key_path, shared_secret_key  # noqa: E402
 from settings import Settings  # noqa: E402
 
 _settings = Settings.from_env()
@@ -55,7 +55,7 @@ def on_starting(server):
     elif server.cfg.workers > 1:
         server.log.warning("PROMETHEUS_MULTIPROC_DIR is not set: /metrics shows only the worker that answers")
     if not _settings.secret_key:
-        # one key for every worker, created here before the fork (admin.secret_key); several
+        # one key for every worker, created here before the fork (infra.secret_key); several
         # hosts need SECRET_KEY itself (they do not share a data directory)
         shared_secret_key(_settings.data_dir)
         server.log.info("SECRET_KEY is not set: admin sessions are signed with the key in %s (shared by "

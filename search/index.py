@@ -124,6 +124,19 @@ class SearchIndex:
             self._visibility[key] = (rows, tuple(self.tasks[r] for r in rows))
         return self._visibility[key]
 
+    def visible_word(self, word: str, role, restrict: bool = True) -> bool:
+        """Whether a vocabulary word belongs to a task the caller may see: its term weighs in the
+        catalog text or the rationale lexicon of a visible task. What a response SAYS (spelling
+        corrections, "did you mean") keeps to such words: a word only a restricted task holds
+        must not reach someone who may not see that task (issue 33 item 8)."""
+        key = ("terms", role, restrict)
+        if key not in self._visibility:
+            rows = self.visible(role, restrict)[0]
+            weights = abs(self.lexical[rows]).sum(axis=0) + abs(self.rationale[rows]).sum(axis=0)
+            self._visibility[key] = frozenset(np.flatnonzero(np.asarray(weights).ravel() > 0).tolist())
+        column = self.vocabulary.get(self.surface_to_term.get(word, stem(word)))
+        return column is not None and column in self._visibility[key]
+
     def with_vectors(self, vectors: np.ndarray | None, exemplar_vectors: np.ndarray | None = None,
                      oos_vectors: np.ndarray | None = None) -> "SearchIndex":
         """The index with its dense parts: task passage vectors and exemplar query vectors

@@ -132,15 +132,43 @@ def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity:
 def explanation_targets(index: SearchIndex, query_words: list[str], corrections) -> list[tuple]:
     """Per query word, in order, what it may have matched: (word, surface word, similarity or
     None, term, column) for the word itself and each of its typo corrections, when the term is
-    a vocabulary column. Resolved once per query, for every explained result."""
+    a vocabulary column. Resolved once per query, for every explained result.
+
+    Only a correction that explains a misspelling is a target (is_misspelling_of), and only the
+    first (closest) correction of a word to each term: "screning" read as "screening" and as
+    "screenings" is one reading of one term, said once. The ranking is not this function's: the
+    typo signal reads `corrections` as they are (plan_query)."""
     targets = []
     for word in query_words:
+        own = index.vocabulary.get(index.surface_to_term.get(word, stem(word)))
+        read: set[str] = set()
         for surface_word, similarity in [(word, None)] + [(c, s) for c, s in corrections.get(word, [])]:
             term = index.surface_to_term.get(surface_word, stem(surface_word))
             column = index.vocabulary.get(term)
-            if column is not None:
-                targets.append((word, surface_word, similarity, term, column))
+            if column is None:
+                continue
+            if similarity is not None and (term in read or not is_misspelling_of(index, own, column)):
+                continue
+            read.add(term)
+            targets.append((word, surface_word, similarity, term, column))
     return targets
+
+
+def is_misspelling_of(index: SearchIndex, own: int | None, correction: int) -> bool:
+    """Whether a typed word (its term column `own`, None when the catalog does not know it)
+    may be explained as a misspelling of the term at `correction`: when the catalog does not
+    know the word, or knows it less than the correction (fewer task postings over task text,
+    rationale lexicon and exemplar documents: SearchIndex.term_support).
+
+    Test-case queries deliberately contain misspellings ("devlopmental", "screning"), so a
+    correctly spelled word that only the test cases use ("developmental") is corrected towards
+    them too (typo_corrections): explaining that as 'reads "developmental" as "devlopmental"'
+    would call the person's right spelling a typo. The better-known word is the right one."""
+    if own is None:
+        return True
+    if own == correction or index.term_support is None:
+        return False
+    return float(index.term_support[correction]) > float(index.term_support[own])
 
 
 def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str], corrections) -> list[list[dict]]:

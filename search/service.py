@@ -73,6 +73,16 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
 
 
+def said_corrections(index, corrections: dict[str, list[tuple[str, float]]], role, restrict: bool
+                     ) -> dict[str, list[tuple[str, float]]]:
+    """The typo corrections a response may show this caller (its `corrections` and the spelling
+    suggestion): those to words of tasks it may see (SearchIndex.visible_word). The ranking
+    itself is unaffected: a restricted task is never ranked for this caller anyway."""
+    said = {word: [(c, s) for c, s in found if index.visible_word(c, role, restrict)]
+            for word, found in corrections.items()}
+    return {word: found for word, found in said.items() if found}
+
+
 class SearchService:
     def __init__(self, settings: Settings, source: CatalogSource, embedder: CachedEmbedder | None,
                  reranker: Reranker | None, metrics: Metrics,
@@ -451,8 +461,9 @@ class SearchService:
         if not confident:
             self.metrics.no_confident_match.inc()
         rerank_info.pop("reasons")
+        said = said_corrections(live.index, result.corrections, visible or None, restrict_roles)
         offered = [] if results else [s.as_dict() for s in suggest(
-            query, analysed.words, result.corrections, [(item.task.name, item.score) for item in nearest],
+            query, analysed.words, said, [(item.task.name, item.score) for item in nearest],
             (task.category for task in live.index.visible(visible or None, restrict_roles)[1]))]
         return Answer({
             "query": query,
@@ -464,7 +475,7 @@ class SearchService:
             "suggestions": offered,
             "degraded": degraded,
             "corrections": {w: [{"word": c, "similarity": round(s, 3)} for c, s in found]
-                            for w, found in result.corrections.items()},
+                            for w, found in said.items()},
             "weights": {name: round(w, 4) for name, w in result.effective_weights.items()},
             "ranker": {**params.summary(), "mode": result.mode, "confidence": confidence.logit},
             "rerank": rerank_info,

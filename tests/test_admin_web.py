@@ -16,8 +16,7 @@ def test_login_sets_a_hardened_session_cookie_and_lands_on_the_dashboard(admin_a
     client = admin_app.test_client()
     response = admin_login(client, "Vera")
     assert response.status_code == 302 and response.headers["Location"] == "/admin/"
-    cookie = response.headers["Set-Cookie"]
-    assert cookie.startswith("taskfinder_admin=")
+    [cookie] = [c for c in response.headers.getlist("Set-Cookie") if c.startswith("taskfinder_admin=")]
     assert {"Secure", "HttpOnly", "SameSite=Lax", "Path=/admin"} <= {p.strip() for p in cookie.split(";")}
     assert "Expires=" in cookie  # permanent: SESSION_LIFETIME_S
     page = client.get("/admin/")
@@ -151,7 +150,7 @@ def test_a_cookie_signed_with_another_key_is_not_a_session(admin_app, tmp_path, 
 
 def test_without_secret_key_each_data_directory_has_its_own_stable_key(tmp_path, shared_cache_dir):
     """Issue 17 item 2: never a random key per process (gunicorn's workers would refuse each
-    other's sessions); one key per data directory (admin.secret_key; shared between processes:
+    other's sessions); one key per data directory (infra.secret_key; shared between processes:
     tests/test_hardening_ops.py), kept across restarts."""
     from app import create_app
     from tests.conftest import make_settings

@@ -348,14 +348,15 @@ def test_report_from_the_cli(app, client):
 
 # -- the admin page ---------------------------------------------------------------------------------
 def seed_page_log(app):
-    """Hand-made log: "xyzzy <b>plugh</b>" found nothing twice, each time reformulated into a search
+    """Hand-made log: "xyzzy <b>plugh</b>" found nothing twice, each time reformulated (a related query,
+    "plugh family resources": analytics.formulas.related) into a search
     whose click was on `family.resource-directory`; "menus" was shown results 3 times, never clicked."""
     now = utcnow() - timedelta(minutes=30)
     searches, events = [], []
     for n in range(2):
         session = f"session-{n:04d}"
         searches += [SearchRecord(f"nothing-{n}-000000000", now, session, "xyzzy <b>plugh</b>", True, (), True),
-                     SearchRecord(f"refound-{n}-000000000", now + timedelta(seconds=40), session, "family resources",
+                     SearchRecord(f"refound-{n}-000000000", now + timedelta(seconds=40), session, "plugh family resources",
                                   True, ("family.resource-directory",))]
         events.append(EventRecord(now + timedelta(seconds=45), f"refound-{n}-000000000", "click",
                                   session_id=session, task_id="family.resource-directory", position=1))

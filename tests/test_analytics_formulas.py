@@ -94,7 +94,7 @@ def worked_example():
     """Seven searches in four sessions:
 
     S1 (a) "eligibility"        results, click t2 at position 2                -> clicked
-    S2 (b) "xyzzy"              no confident match, no click; S3 60 s later   -> no result, reformulated (gold t3)
+    S2 (b) "attendence"         no confident match, no click; S3 60 s later   -> no result, reformulated (gold t3)
     S3 (b) "attendance"         click t3 at position 1                          -> clicked
     S4 (c) "menus"              results, no click; next search 400 s later     -> abandoned (400 > 300 s)
     S5 (c) "cacfp menu"         results, no click, last of its session         -> abandoned
@@ -102,7 +102,7 @@ def worked_example():
     S7 (d) "hearing screening"  click t9 at 1                                   -> clicked
     """
     log = [search("S1", "a", 0, "eligibility", ("t1", "t2")),
-           search("S2", "b", 0, "xyzzy", (), no_confident_match=True),
+           search("S2", "b", 0, "attendence", (), no_confident_match=True),   # S3 fixes its typo: related
            search("S3", "b", 60, "attendance", ("t3",)),
            search("S4", "c", 0, "menus", ("t4", "t5")),
            search("S5", "c", 400, "cacfp menu", ("t6",)),
@@ -142,8 +142,8 @@ def test_an_empty_result_list_is_a_no_result_too():
 
 def test_reformulation_needs_a_different_query_within_the_window():
     same_query = [search("1", "s", 0, "ersea"), search("2", "s", 60, "ersea")]        # searched again
-    late = [search("1", "s", 0, "ersea"), search("2", "s", 15 + REFORMULATION_WINDOW_S, "eligibility")]
-    in_time = [search("1", "s", 0, "ersea"), search("2", "s", REFORMULATION_WINDOW_S, "eligibility")]
+    late = [search("1", "s", 0, "ersea"), search("2", "s", 15 + REFORMULATION_WINDOW_S, "ersea eligibility")]
+    in_time = [search("1", "s", 0, "ersea"), search("2", "s", REFORMULATION_WINDOW_S, "ersea eligibility")]
     assert [i.reformulated for i in intents(same_query, [])] == [False, False]
     assert [i.reformulated for i in intents(late, [])] == [False, False]
     # the window runs from the search's LAST request (here its only one, at 0 s) to the next search
@@ -158,8 +158,10 @@ def test_a_kept_click_is_not_reformulated():
 
 
 def test_the_gold_follows_a_chain_of_reformulations():
-    # "aaa" (no result) -> "bbb" (results, no click) -> "ccc" (click t5): both earlier searches lead to t5
-    log = [search("1", "s", 0, "aaa", ()), search("2", "s", 20, "bbb", ("t1",)), search("3", "s", 40, "ccc", ("t5",))]
+    # "lead" (no result) -> "lead screen" (results, no click) -> "lead screening" (click t5): both earlier
+    # searches lead to t5 (each a related rephrasing: analytics.formulas.related)
+    log = [search("1", "s", 0, "lead", ()), search("2", "s", 20, "lead screen", ("t1",)),
+           search("3", "s", 40, "lead screening", ("t5",))]
     found = intents(log, [click("3", "t5", 1, 45)])
     assert [i.followup_task for i in found] == ["t5", "t5", None]
     assert [i.reformulated for i in found] == [True, True, False]
@@ -176,7 +178,7 @@ def test_suggested_gold_is_the_most_frequent_followup_then_the_smallest_id():
     for n, task in enumerate(["t9", "t3", "t9", "t3", "t7"]):
         session = f"s{n}"
         log += [search(f"{session}a", session, 0, "nothing here", ()),
-                search(f"{session}b", session, 30, f"other {n}", (task,))]
+                search(f"{session}b", session, 30, f"nothing here {n}", (task,))]   # related: an edit
         events.append(click(f"{session}b", task, 1, 35, session))
     report = {r.query: r for r in by_query(intents(log, events))}["nothing here"]
     assert report.measures.searches == 5 and report.measures.no_result == 5
@@ -245,11 +247,11 @@ def test_top_no_result_and_low_ctr_lists():
     add("nothing b", 5, results=())
     add("rarely clicked", 4, clicks=1)     # CTR 25%
     add("never clicked", 3, clicks=0)      # CTR 0%
-    add("often clicked", 4, clicks=3)      # CTR 75%
+    add("often clicked", 4, clicks=3)      # CTR 75%: not low (analytics.formulas.LOW_CTR_BELOW)
     add("too rare", 2, clicks=0)           # fewer than 3 searches: not ranked by CTR
     reports = by_query(intents(log, events))
     assert [r.query for r in top_no_result_queries(reports)] == ["nothing b", "nothing a"]
-    assert [r.query for r in low_ctr_queries(reports)] == ["never clicked", "rarely clicked", "often clicked"]
+    assert [r.query for r in low_ctr_queries(reports)] == ["never clicked", "rarely clicked"]
     assert [r.query for r in low_ctr_queries(reports, limit=1)] == ["never clicked"]
 
 

@@ -3,11 +3,13 @@ impressions are stored compactly, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from limits.storage import MemoryStorage
 from sqlalchemy import func, select
 
-from analytics.budget import EventBudget
+from analytics.budget import Admission, EventBudget
 from analytics.models import SearchEvent
 from analytics.records import EventRecord
 from catalog.models import utcnow
@@ -74,13 +76,12 @@ def test_impressions_are_stored_once_per_search_with_their_task_ids_once(app):
 
 
 def test_the_budget_window_rolls_over():
-    now = [0.0]
-    budget = EventBudget(per_session=3, total=5, clock=lambda: now[0], window_s=60)
+    """Moving windows (analytics.budget, issue 33); a one-second one here, a minute in the app."""
+    budget = EventBudget(MemoryStorage(), per_session=3, per_address=100, total=5, window_s=1)
     event = EventRecord(utcnow(), SID, "click", "s-00000001", "t", 1)
-    assert budget.admit("s-00000001", [event] * 3)[1] is None
-    assert budget.admit("s-00000001", [event]) == ([], 60)
-    now[0] = 59.5
-    assert budget.admit("s-00000002", [event] * 3) == ([], 1)      # 3 + 3 > 5 overall
-    now[0] = 60.0
-    kept, wait = budget.admit("s-00000001", [event] * 3)
-    assert wait is None and len(kept) == 3
+    assert budget.admit("192.0.2.1", "s-00000001", [event] * 3).refused_by is None
+    assert budget.admit("192.0.2.1", "s-00000001", [event]) == Admission(refused_by="session", retry_after_s=1)
+    assert budget.admit("192.0.2.2", "s-00000002", [event] * 3).refused_by == "everyone"   # 3 + 3 > 5 overall
+    time.sleep(1.1)
+    admission = budget.admit("192.0.2.1", "s-00000001", [event] * 3)
+    assert admission.refused_by is None and len(admission.events) == 3

@@ -35,6 +35,21 @@ def test_without_a_token_metrics_answer_this_host_only(tmp_path, shared_cache_di
     assert remote.status_code == 403 and "METRICS_TOKEN" in remote.get_json()["error"]
 
 
+def test_behind_a_trusted_proxy_metrics_judge_the_client_not_the_proxy(tmp_path, shared_cache_dir, demo_tasks):
+    """Issue 33 item 9: with TRUSTED_PROXIES=127.0.0.1 a remote client forwarded by that proxy
+    got 200 (its peer, the proxy, is loopback). The address the proxy saw decides."""
+    app = build_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED="0", TRUSTED_PROXIES="127.0.0.1"),
+                    demo_tasks[:5], [])
+    client = app.test_client()
+    local = {"REMOTE_ADDR": "127.0.0.1"}
+    forwarded = client.get("/metrics", environ_base=local, headers={"X-Forwarded-For": "203.0.113.9"})
+    assert forwarded.status_code == 403 and "METRICS_TOKEN" in forwarded.get_json()["error"]
+    spoofed = client.get("/metrics", environ_base=local, headers={"X-Forwarded-For": "127.0.0.1, 203.0.113.9"})
+    assert spoofed.status_code == 403                      # what the client wrote left of it is not believed
+    assert client.get("/metrics", environ_base=local).status_code == 200        # this host, no proxy hop
+    assert client.get("/metrics", environ_base=local, headers={"X-Forwarded-For": "::1"}).status_code == 200
+
+
 def test_readiness_does_not_echo_the_exception(tmp_path, shared_cache_dir, demo_tasks, monkeypatch):
     app = build_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED="0"), demo_tasks[:5], [])
     search = app.extensions["taskfinder"].search
@@ -130,8 +145,26 @@ def test_workers_without_secret_key_share_one_key_kept_in_the_data_directory(two
     assert first.secret_key == second.secret_key == key_file.read_text().strip()
 
 
+def test_workers_without_secret_key_give_one_address_one_network(two_workers):
+    """Issue 33 item 2: the network pseudonym's key was random per process, so two sessions pinned
+    to two gunicorn workers from ONE address counted as two networks (a pair's network rule
+    bought with one address). Both workers now key it with the shared key file."""
+    from analytics.api import bind_to_address
+    from analytics.schema import parse_batch
+    from catalog.models import utcnow
+
+    (first, second), _ = two_workers
+    networks = []
+    for app, session in ((first, "A" * 22), (second, "B" * 22)):
+        with app.test_request_context("/api/events", method="POST", environ_base={"REMOTE_ADDR": "198.51.100.7"}):
+            batch = parse_batch({"session_id": session, "events": [
+                {"type": "click", "search_id": "S" * 22, "task_id": "t", "position": 1}]}, utcnow())
+            networks.append(bind_to_address(batch).events[0].network)
+    assert networks[0] is not None and networks[0] == networks[1]
+
+
 def test_a_key_file_others_can_read_is_refused(tmp_path):
-    from admin.secret_key import SecretKeyError, shared_secret_key
+    from infra.secret_key import SecretKeyError, shared_secret_key
 
     key = shared_secret_key(tmp_path)
     assert shared_secret_key(tmp_path) == key and len(key) >= 32

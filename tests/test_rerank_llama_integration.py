@@ -47,6 +47,11 @@ def llm_base_url(tmp_path_factory):
         stop(process)
 
 
+def test_the_server_names_its_model_by_the_alias_the_product_asks_for(llm_base_url):
+    client = openai.OpenAI(base_url=llm_base_url, api_key="unused", max_retries=0)
+    assert DEFAULT_MODEL_ALIAS in {model.id for model in client.models.list()}
+
+
 def test_reranker_end_to_end_with_the_product_schema(llm_base_url, caplog, record_property):
     reranker = Reranker(Settings(llm_base_url=llm_base_url, llm_timeout_s=TIMEOUT_S))
     with caplog.at_level(logging.WARNING, logger="rerank"):
@@ -110,3 +115,26 @@ def _entries(content: str | None) -> list[dict]:
         return []
     entries = answer.get("results") if isinstance(answer, dict) else answer
     return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def test_the_evaluations_rerank_configuration_runs_against_the_real_server(llm_base_url, demo_tasks, demo_cases):
+    """`app.py evaluate --config rerank` (evaluation.runner.run_rerank_config) through the real
+    server: it crashed on the row it builds (a changed QueryRun signature) and no test ran it."""
+    from evaluation.configs import config_specs
+    from evaluation.evaluate import run_config
+    from search.ranker import default_params
+
+    settings = Settings(llm_base_url=llm_base_url, llm_timeout_s=TIMEOUT_S, embeddings_enabled=False, shortlist_size=5)
+    tasks = [t for t in demo_tasks if t.category == "health"][:8]
+    ids = {t.id for t in tasks}
+    cases = [c for c in demo_cases if c.gold and set(c.gold) <= ids]
+    train, test = cases[2:], cases[:2]
+    spec = config_specs(settings.weights)["rerank"]
+    run = run_config(spec, settings, tasks, train, test, None, None, default_params(settings), [], [], [], 5,
+                     False, (True, "reachable"))
+    assert run.skipped is None and len(run.rows) == len(test)
+    for row in run.rows:
+        assert row.ranking and set(row.ranking) <= ids          # catalog tasks only, whatever the model said
+        assert row.extra["rerank"]                             # applied, or why not (skipped, degraded)
+    assert sum(run.notes["rerank_outcomes"].values()) == len(test)
+    assert sum(1 for r in run.rows if r.extra["rerank"] == "applied") <= run.notes["llm_calls"] <= len(test)

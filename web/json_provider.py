@@ -16,6 +16,7 @@ from typing import Any
 
 from flask.json.provider import DefaultJSONProvider
 
+from catalog.validation import decode_json
 from infra.json_bytes import encode_json
 
 
@@ -25,13 +26,16 @@ class OrjsonProvider(DefaultJSONProvider):
         return encode_json(obj, default=self.default, sort_keys=self.sort_keys)
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
-        """The standard library's parser, with a body nested too deeply for it refused as
-        invalid JSON (a ValueError, which `request.get_json(silent=True)` turns into None and
-        the views into a 400) rather than a RecursionError, a 500 (issue 17)."""
-        try:
-            return super().loads(s, **kwargs)
-        except RecursionError:
-            raise ValueError("the JSON is nested too deeply") from None
+        """Request bodies through the app's one JSON decoding step (catalog.validation.decode_json):
+        a body nested too deeply (a RecursionError, issue 17) or holding a lone surrogate, even
+        as an object key (issue 33), is a ValueError, which `request.get_json(silent=True)` turns
+        into None and the views into a 400, never a 500."""
+        if kwargs:   # explicit standard-library options: the parser as asked, guarded the same
+            try:
+                return super().loads(s, **kwargs)
+            except RecursionError:
+                raise ValueError("nested too deeply to parse") from None
+        return decode_json(s)
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
         if kwargs:  # explicit standard-library options (indent, separators...): honour them

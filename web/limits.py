@@ -53,7 +53,10 @@ REDIS_FAILURES, REDIS_COOLDOWN_S = 3, 5.0
 #: Redis calls must not hold a request up: on loopback or a LAN a call takes well under 1 ms.
 REDIS_TIMEOUT_S = 0.25
 #: Limits (scopes) counted in this process while Redis is down; every other one fails open.
-LOCAL_SCOPES = frozenset({"login", "login_lockout", "login_account"})
+#: The events_* scopes are the flood caps of POST /api/events (analytics.budget): they bound
+#: rows written to the database, so an outage must not lift them.
+LOCAL_SCOPES = frozenset({"login", "login_lockout", "login_account",
+                          "events_session", "events_address", "events_everyone"})
 OPEN, LOCAL = "open", "local"
 SCHEME = "taskfinder+"   # ResilientStorage's URI: this prefix before the Redis URL
 
@@ -164,7 +167,7 @@ class ResilientStorage(Storage, MovingWindowSupport):
                 return result
         scope = scope_of(key)
         if scope in LOCAL_SCOPES:
-            self.outage.failed(error, "sign-ins are limited per worker (in-process counts)")
+            self.outage.failed(error, f"the {scope} limit is counted per worker (in-process counts)")
             return local()
         self.outage.failed(error, f"the {scope or 'public'} API is not rate-limited (fail open)")
         return open_value

@@ -33,7 +33,7 @@ BREAKER_STATES = ("closed", "open", "half_open")
 #: Re-rank outcomes known in advance, created at zero so that rate() has a series from the start.
 RERANK_OUTCOMES = ("ok", "cache_hit", "rerank_unavailable", "rerank_invalid", "skipped_pinned", "skipped_confident")
 EMBEDDING_OUTCOMES = ("ok", "error", "circuit_open")
-RATE_LIMITS = ("search", "events", "login", "login_lockout", "login_account")
+RATE_LIMITS = ("search", "events", "login", "login_lockout", "login_account", "login_device")
 #: The other label values known in advance, created at zero too: a dashboard panel or an alert on
 #: a labelled counter shows 0 on a healthy system, not "No data" (a series that does not exist).
 DEGRADED_FLAGS = ("embeddings_unavailable", "rerank_unavailable", "rerank_invalid")

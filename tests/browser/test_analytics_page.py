@@ -22,8 +22,8 @@ QUERIES = {  # query -> (task clicked, or None for a query that finds nothing)
 
 def synthetic_log(days: int = 14, seed: int = 7) -> tuple[list[SearchRecord], list[EventRecord]]:
     """A plausible fortnight: each day 20-40 searches; found queries are clicked 60% of the time
-    (position 1-3); a query that finds nothing is usually reformulated into "family resources",
-    whose first result is clicked."""
+    (position 1-3); a query that finds nothing is usually reformulated by adding "family resources"
+    (a related rephrasing: analytics.formulas.related), whose first result is clicked."""
     rng, searches, events = random.Random(seed), [], []
     start = utcnow().replace(hour=9, minute=0, second=0, microsecond=0) - timedelta(days=days - 1)
     for day in range(days):
@@ -38,7 +38,7 @@ def synthetic_log(days: int = 14, seed: int = 7) -> tuple[list[SearchRecord], li
                 events.append(EventRecord(at + timedelta(seconds=5), sid, "click", session, task, rng.randint(1, 3)))
             elif task is None and rng.random() < 0.7:
                 again = new_search_id()
-                searches.append(SearchRecord(again, at + timedelta(seconds=30), session, "family resources", True,
+                searches.append(SearchRecord(again, at + timedelta(seconds=30), session, f"{query} family resources", True,
                                              ("family.resource-directory",)))
                 events.append(EventRecord(at + timedelta(seconds=40), again, "click", session,
                                           "family.resource-directory", 1))

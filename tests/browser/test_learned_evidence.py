@@ -76,4 +76,4 @@ def test_a_widget_click_is_learned_evidence_in_the_editor_after_a_fit(learning_a
     assert services.store.blocked_pairs() == {(QUERY, target["id"])}
     assert "blocked" in page.locator("table.learned tbody tr", has_text=QUERY).inner_text()
     page.goto(f"{base}/admin/versions")
-    assert "learned.block" in page.locator("table").inner_text()
+    assert "Learned match blocked" in page.locator("table").inner_text()

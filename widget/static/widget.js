@@ -43,13 +43,18 @@
   var EVENT_FLUSH_MS = 1000;
   var EVENT_BATCH_MAX = 50;
   var TEXT_FIELDS = { name: true, aliases: true, help: true, category: true };
+  // Each signal named by where its evidence comes from (search/prefilter.py): the catalog's text,
+  // the test cases written for it, or, for `learned` alone, searches and clicks (search/learned.py;
+  // where learned cases joined the index, what they added to any signal is counted there too, so
+  // the other signals speak for the written text and test cases only).
   var SIGNAL_PHRASES = {
-    rationale: "uses words people have used for this task",
-    exemplar: "shares words with earlier searches for this task",
+    rationale: "uses words its test cases use",
+    exemplar: "shares words with its name, help or test cases",
     embedding: "close in meaning to its description",
-    centroid: "close in meaning to earlier searches for this task",
-    neighbour: "close in meaning to earlier searches for this task",
-    prototype: "learned from earlier searches for this task",
+    centroid: "close in meaning to its name and test cases",
+    neighbour: "close in meaning to its name and test cases",
+    prototype: "a model trained on the test cases ranks it here",
+    learned: "learned from searches",                         // only where it added to the score
     typed: "has words that begin as you typed",             // search/typed.py: only while typing
     begins: "its name or example searches begin like this"  // names, aliases and written cases
   };
@@ -235,10 +240,14 @@
   function whyLine(row) {
     if (row.reason) return String(row.reason);
     if (row.pinned) return "The saved answer for this exact search";
-    var direct = [], fixed = [];
+    var direct = [], fixed = [], read = {};
     (row.matched || []).forEach(function (m) {
-      if (m.corrected_to) fixed.push("“" + m.term + "” as “" + m.corrected_to + "”");
-      else if (TEXT_FIELDS[m.field]) direct.push(m.term);
+      if (m.corrected_to) {
+        // once per typed word: the first reading is the closest the API explains (search/prefilter.py,
+        // explanation_targets, which leaves out any "correction" of a word spelled right)
+        if (!Object.prototype.hasOwnProperty.call(read, m.term)) fixed.push("“" + m.term + "” as “" + m.corrected_to + "”");
+        read[m.term] = true;
+      } else if (TEXT_FIELDS[m.field]) direct.push(m.term);
     });
     var contributions = row.contributions || {};
     var parts = [];

@@ -1,5 +1,6 @@
-"""The key that signs admin sessions when SECRET_KEY is not set: one key, generated once, kept
-in the data directory, shared by every process that uses that directory.
+"""The server's secret when SECRET_KEY is not set: one key, generated once, kept in the data
+directory, shared by every process that uses that directory. It signs admin sessions
+(admin.blueprint) and keys the analytics pseudonyms of networks and people (analytics).
 
 Why (issue 17 item 2): a random key per process split gunicorn's workers: a session signed by
 one worker was refused by the next (3 of 8 logins failed CSRF, 2-7 of 10 admin requests got
