@@ -1,5 +1,5 @@
 """The lexicon editor's pages and JSON API: edit test cases and tasks through a preview, publish,
-resolve conflicts, browse versions and roll back, import and export.
+resolve conflicts, browse versions, roll back to one or revert one alone, import and export.
 
 Flow of every page edit: form -> POST .../preview (any signed-in user: viewers may preview) ->
 the preview page (before/after computed by admin.preview over the catalog with the change
@@ -24,7 +24,7 @@ from admin.searching import ranked_tasks, tasks_by_id
 from admin.views import case_json, store, task_json
 from catalog.formats import CASE_CATEGORIES, ImportRejected, jsonl_text, load_cases_bytes, load_tasks_bytes
 from catalog.records import CaseRecord, TaskRecord
-from catalog.store import NotFound, StaleEdit, StaleRollback, StoreConflict
+from catalog.store import NotFound, RevertRefused, StaleEdit, StaleRevert, StaleRollback, StoreConflict
 from catalog.validation import (MAX_ID, JSONRefused, bounded_id, bounded_int, decode_json, json_problem,
                                 task_id_problem, text_problem)
 from admin.preview import ANONYMOUS, EVERY_ROLE, preview_change
@@ -382,7 +382,7 @@ def version_page(version_id: int):
     except NotFound:
         return refuse(404, "no such version")
     return render_template("admin/version.html", version=version, plan=plan,
-                           is_latest=plan.latest == version.id)
+                           is_latest=plan.latest == version.id, undone=store().versions_after(version_id))
 
 
 @admin_bp.route("/versions/<int:version_id>/rollback", methods=["GET", "POST"])
@@ -418,13 +418,58 @@ def render_rollback(version_id: int, error: str | None = None, status: int = 200
         plan = store().rollback_plan(version_id)
     except NotFound:
         return refuse(404, "no such version")
-    report = None
-    if plan.changes:
-        all_tasks, now_cases = store().tasks(include_inactive=True), store().cases()
-        queries = [side["query"] for c in plan.changes if c.kind == CASE for side in (c.before, c.after) if side]
-        report = preview_change(service(), active(all_tasks), now_cases, active(list(plan.tasks)), list(plan.cases),
-                                queries, view_as=view_as_of(request.values, [*all_tasks, *plan.tasks])).as_dict()
-    return render_template("admin/rollback.html", version=version, plan=plan, preview=report, error=error), status
+    report = undo_preview(plan.changes, plan.tasks, plan.cases)
+    return render_template("admin/rollback.html", version=version, plan=plan, preview=report, error=error,
+                           undone=store().versions_after(version_id)), status
+
+
+def undo_preview(changes, tasks, cases) -> dict | None:
+    """The ranking preview (admin.preview) of a rollback or a revert: the catalog now against
+    `tasks` and `cases`, the catalog once `changes` are published, ranking the queries of every
+    case they touch, as the request's "view as" sees it. None when nothing would change."""
+    if not changes:
+        return None
+    all_tasks, now_cases = store().tasks(include_inactive=True), store().cases()
+    queries = [side["query"] for c in changes if c.kind == CASE for side in (c.before, c.after) if side]
+    return preview_change(service(), active(all_tasks), now_cases, active(list(tasks)), list(cases), queries,
+                          view_as=view_as_of(request.values, [*all_tasks, *tasks])).as_dict()
+
+
+@admin_bp.route("/versions/<int:version_id>/revert", methods=["GET", "POST"])
+def version_revert(version_id: int):
+    """Undo version `version_id` alone ("revert this change", like `git revert`). GET (or a POST
+    without `confirm`): the confirmation page listing every record it would change and what each
+    goes back to, or why it is refused. POST with `confirm` and `based_on` publishes the inverse as
+    a new version; a version published in between, or a later change to the same record, gets
+    the page again (409) with nothing written."""
+    if request.method == "GET" or not request.form.get("confirm"):
+        return render_revert(version_id)
+    based_on = bounded_id(request.form.get("based_on", ""))
+    if based_on is None:
+        return render_revert(version_id, "The confirmation is missing what it was based on: review it again.", 400)
+    try:
+        new_id = store().revert(version_id, actor(), request.form.get("message", "").strip()[:300], based_on)
+    except NotFound:
+        return refuse(404, "no such version")
+    except (StaleRevert, RevertRefused) as exc:
+        return render_revert(version_id, str(exc), 409)
+    except StoreConflict as exc:
+        return refuse(409, str(exc))
+    flash(f"Reverted version {version_id} alone, published as version {new_id}.")
+    return redirect(url_for("admin.version_page", version_id=new_id))
+
+
+def render_revert(version_id: int, error: str | None = None, status: int = 200):
+    """The confirmation page of reverting `version_id` alone: each record it would change (now ->
+    what it goes back to) with the ranking preview of that change, or the refusal naming the
+    record and the later version that touched it."""
+    try:
+        version = store().version(version_id)
+        plan = store().revert_plan(version_id)
+    except NotFound:
+        return refuse(404, "no such version")
+    report = undo_preview(plan.changes, plan.tasks, plan.cases)
+    return render_template("admin/revert.html", version=version, plan=plan, preview=report, error=error), status
 
 
 # -- import and export ---------------------------------------------------------------------------------

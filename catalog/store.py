@@ -24,9 +24,9 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from catalog.models import CatalogVersion, LearnedBlock, RankerFit, StoreRevision, Task, TestCase
 from catalog.records import CaseRecord, TaskRecord
-from catalog.versions import (BLOCK, CASE, TASK, Change, RollbackPlan, VersionRecord, block_key, block_pair,
-                              block_snapshot, case_from, case_snapshot, changes_between, content, diff, last_versions,
-                              records_of, state_at, state_of, task_from, task_snapshot)
+from catalog.versions import (BLOCK, CASE, TASK, Change, RevertPlan, RollbackPlan, VersionRecord, block_key,
+                              block_pair, block_snapshot, case_from, case_snapshot, changes_between, content, diff,
+                              last_versions, records_of, revert_plan, state_at, state_of, task_from, task_snapshot)
 from lexicon.text import printable, query_problem
 
 REVISION_ROW = "catalog"
@@ -62,6 +62,19 @@ class StaleEdit(StoreConflict):
 
 class StaleRollback(StoreConflict):
     """A rollback confirmed on a plan computed before the newest version was published."""
+
+
+class StaleRevert(StoreConflict):
+    """A revert confirmed on a plan computed before the newest version was published."""
+
+
+class RevertRefused(StoreConflict):
+    """A version cannot be reverted on its own: a later version touched one of its records (or
+    the revert would clash with one); the message names the record and that later version."""
+
+    def __init__(self, plan: RevertPlan):
+        super().__init__(plan.refusal())
+        self.plan = plan
 
 
 class NotFound(KeyError):
@@ -484,6 +497,53 @@ class CatalogStore:
             changes = self._write(session, diff(current, target), recreate_versions=counters)
             return self._publish(session, "rollback", changes, actor,
                                  message or f"rollback to version {version_id}", rollback_of=version_id)
+
+    def versions_after(self, version_id: int) -> list[int]:
+        """The ids of every version published after `version_id`, oldest first: what a
+        rollback to it undoes (ids may skip numbers, so the pages list them rather than a range)."""
+        with self._sessions() as session:
+            return list(session.scalars(select(CatalogVersion.id).where(CatalogVersion.id > version_id)
+                                        .order_by(CatalogVersion.id)))
+
+    # -- reverting one version (catalog.versions.revert_plan) ---------------------------------------
+    def revert_plan(self, version_id: int) -> RevertPlan:
+        """What `revert(version_id)` would publish now: the inverse of that version alone, or
+        the conflicts that refuse it (NotFound for no such version)."""
+        with self._sessions() as session:
+            return self._revert_plan(session, version_id)
+
+    def revert(self, version_id: int, actor: str = SYSTEM_ACTOR, message: str = "",
+               based_on: int | None = None) -> int:
+        """Publish, as a new version (kind "revert", message "Revert version N[: note]"), the
+        inverse of version `version_id`'s own changes, leaving every other version's in place.
+        RevertRefused (nothing written) where a later version touched one of its records;
+        StaleRevert where a version was published after the plan the admin confirmed
+        (`based_on`: RevertPlan.latest). Returns the new version's id."""
+        with self._sessions.begin() as session:
+            self._begin_publish(session)
+            plan = self._revert_plan(session, version_id)
+            if based_on is not None and plan.latest != based_on:
+                raise StaleRevert(f"version {plan.latest} was published after the revert was previewed "
+                                  f"(at version {based_on}): review what it changes again")
+            if plan.refused:
+                raise RevertRefused(plan)
+            every = [_version_record(r) for r in
+                     session.scalars(select(CatalogVersion).where(CatalogVersion.id >= version_id))]
+            counters = {(c.kind, c.key): value + 1 for c in plan.changes if c.before is None
+                        for value in [last_versions(every).get((c.kind, c.key), 0)]}
+            targets = [(c.kind, c.key, content(c.kind, c.after)) for c in plan.changes]
+            changes = self._write(session, targets, recreate_versions=counters)
+            title = f"Revert version {version_id}"
+            return self._publish(session, "revert", changes, actor, f"{title}: {message}" if message else title)
+
+    def _revert_plan(self, session: Session, version_id: int) -> RevertPlan:
+        row = session.get(CatalogVersion, version_id)
+        if row is None:
+            raise NotFound(f"version {version_id} not found")
+        later = [_version_record(r) for r in session.scalars(select(CatalogVersion)
+                                                             .where(CatalogVersion.id > version_id))]
+        latest = session.scalar(select(func.max(CatalogVersion.id)))
+        return revert_plan(_version_record(row), later, self._current_state(session), latest)
 
     @staticmethod
     def _current_state(session: Session) -> dict:

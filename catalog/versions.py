@@ -18,6 +18,14 @@ every store write records its changeset in its own transaction, serialised by th
 revision row lock, so version ids follow the order in which changes were committed.
 
 A rollback to N publishes the diff current -> state at N as a new version (kind "rollback"):
+it undoes every version published *after* N, and keeps N. To undo version N alone (like
+`git revert`), a revert (kind "revert", `revert_plan`) publishes the inverse of N's own changeset:
+each record N touched goes back to its `before`. It is refused, record by record, where a later
+version touched the same record (undoing N there would silently discard that later change), where
+a re-created or renamed test case would take a query another case holds now, and where it would
+leave a test case or a block naming a task that would not exist.
+
+
 history only grows, and a rollback can itself be rolled back. Before it does, the admin sees
 that same diff (`changes_between`, a RollbackPlan): what rolling back would undo, record by
 record, and which newest version the plan was computed at, so that a rollback confirmed on a
@@ -238,3 +246,144 @@ def last_versions(versions: Iterable[VersionRecord]) -> dict[Key, int]:
 
 def _sortable(key: str) -> tuple:
     return (0, int(key), "") if key.isdigit() else (1, 0, key)
+
+
+# -- reverting one version (like `git revert`) -------------------------------------------------
+@dataclass(frozen=True)
+class RevertConflict:
+    """Why one record of version N cannot go back: `later`, the versions published after N that
+    touched it (or, for a clash, the record in the way), newest last."""
+
+    kind: str
+    key: str
+    label: str
+    later: tuple[int, ...]
+    reason: str
+
+    def sentence(self, version_id: int) -> str:
+        """The refusal in words, naming the record and the later version(s)."""
+        return f"{_record_words(self.kind, self.key, self.label)} {self.reason}" + _later_words(self.later, version_id)
+
+
+@dataclass(frozen=True)
+class RevertPlan:
+    """What reverting `version_id` alone would publish, computed when the newest version was
+    `latest`: `changes` (before: the record now; after: what it goes back to, None to delete it),
+    or the `conflicts` that refuse it; `tasks` and `cases`: the catalog after the revert."""
+
+    version_id: int
+    latest: int | None
+    changes: tuple[Change, ...]
+    conflicts: tuple[RevertConflict, ...]
+    tasks: tuple[TaskRecord, ...]
+    cases: tuple[CaseRecord, ...]
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.conflicts)
+
+    def refusal(self) -> str:
+        """One message naming every record in the way and the later version that touched it."""
+        return (f"Version {self.version_id} cannot be reverted on its own: "
+                + "; ".join(c.sentence(self.version_id) for c in self.conflicts) + ".")
+
+
+def revert_plan(version: VersionRecord, later: Sequence[VersionRecord], current: State,
+                latest: int | None) -> RevertPlan:
+    """The inverse of `version`'s own changeset applied to `current`, given every version
+    published after it (`later`). A record a later version touched is a conflict (its current
+    content is no longer what `version` left, so going back would discard the later change)."""
+    touched = _touched_by(later)
+    conflicts = [RevertConflict(c.kind, c.key, c.label, touched[(c.kind, c.key)], "was changed again by")
+                 for c in version.changes if (c.kind, c.key) in touched]
+    blocked = {(c.kind, c.key) for c in conflicts}
+    changes = tuple(Change(c.kind, c.key, current.get((c.kind, c.key)), c.before)
+                    for c in _ordered(version.changes) if (c.kind, c.key) not in blocked)
+    after = apply(current, changes)
+    if not conflicts:
+        conflicts = _query_clashes(changes, after, touched) + _dangling(current, after, touched)
+    tasks, cases = records_of(after)
+    return RevertPlan(version.id, latest, changes if not conflicts else (), tuple(conflicts),
+                      tuple(tasks), tuple(cases))
+
+
+def apply(state: State, changes: Sequence[Change]) -> State:
+    """The state after `changes` (a new dict): the counterpart of `undo`."""
+    later = dict(state)
+    for change in changes:
+        if change.after is None:
+            later.pop((change.kind, change.key), None)
+        else:
+            later[(change.kind, change.key)] = dict(change.after)
+    return later
+
+
+def _touched_by(versions: Iterable[VersionRecord]) -> dict[Key, tuple[int, ...]]:
+    """{record: the ids of the versions among `versions` that changed it, oldest first}."""
+    touched: dict[Key, list[int]] = {}
+    for version in sorted(versions, key=lambda v: v.id):
+        for change in version.changes:
+            ids = touched.setdefault((change.kind, change.key), [])
+            if version.id not in ids:
+                ids.append(version.id)
+    return {key: tuple(ids) for key, ids in touched.items()}
+
+
+def _ordered(changes: Iterable[Change]) -> list[Change]:
+    """Tasks before cases before blocks, keys in `diff`'s stable order: the page lists them so."""
+    rank = {TASK: 0, CASE: 1, BLOCK: 2}
+    return sorted(changes, key=lambda c: (rank.get(c.kind, 3), _sortable(c.key)))
+
+
+def _query_clashes(changes: Sequence[Change], after: State, touched: dict) -> list[RevertConflict]:
+    """A test case the revert re-creates or renames onto a query that another case holds (the
+    query is unique): that other case took it in a later version."""
+    holders: dict[str, list[str]] = {}
+    for (kind, key), snapshot in after.items():
+        if kind == CASE:
+            holders.setdefault(snapshot["query"], []).append(key)
+    clashes = []
+    for change in changes:
+        if change.kind != CASE or change.after is None:
+            continue
+        others = [k for k in holders.get(change.after["query"], []) if k != change.key]
+        for other in others:
+            clashes.append(RevertConflict(CASE, change.key, change.after["query"], touched.get((CASE, other), ()),
+                                          f"would take the query that test case #{other} holds now, set by"))
+    return clashes
+
+
+def _dangling(current: State, after: State, touched: dict) -> list[RevertConflict]:
+    """A test case's gold or a block naming a task that the revert would leave missing (a task
+    is never referenced by a key the database checks, so the revert must)."""
+    tasks_after = {key for kind, key in after if kind == TASK}
+    found = []
+    for (kind, key), snapshot in sorted(after.items(), key=lambda item: (item[0][0], _sortable(item[0][1]))):
+        named = snapshot.get("gold") or () if kind == CASE else (snapshot.get("task_id"),) if kind == BLOCK else ()
+        missing = [t for t in named if t not in tasks_after]
+        before = current.get((kind, key)) or {}
+        was_missing = {t for t in (before.get("gold") or (before.get("task_id"),)) if t and (TASK, t) not in current}
+        for task_id in missing:
+            if task_id in was_missing:
+                continue
+            later = tuple(sorted(set(touched.get((kind, key), ())) | set(touched.get((TASK, task_id), ()))))
+            label = snapshot.get("query", key)
+            found.append(RevertConflict(kind, key, label, later,
+                                        f"would name task {task_id}, which would not exist; see"))
+    return found
+
+
+def _record_words(kind: str, key: str, label: str) -> str:
+    if kind == CASE:
+        return f"test case #{key} \u201c{label}\u201d"
+    if kind == BLOCK:
+        return f"the block of learned evidence \u201c{label}\u201d"
+    return f"task {key}"
+
+
+def _later_words(later: Sequence[int], version_id: int) -> str:
+    if not later:
+        return f" a change made after version {version_id}"
+    names = ", ".join(str(v) for v in later)
+    return f" version{'s' if len(later) > 1 else ''} {names} (after version {version_id}): revert " \
+           f"{'them' if len(later) > 1 else 'it'} first, or edit the record by hand"

@@ -31,6 +31,7 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 # argon2 at its cheapest: tests verify the logic of hashing, not its cost
 FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
@@ -104,6 +105,20 @@ def demo_tasks():
 @pytest.fixture(scope="session")
 def demo_cases(demo_tasks):
     return load_cases_file(DEMO_CASES, {t.id for t in demo_tasks})
+
+
+@pytest.fixture
+def prefix():
+    """A Redis key prefix of this test alone (rate limits, throttle, event caps); its keys are
+    deleted afterwards."""
+    import redis as redis_lib
+
+    name = f"tftest:{uuid.uuid4().hex[:10]}:"
+    yield name
+    client = redis_lib.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=name + "*"))
+    if keys:
+        client.delete(*keys)
 
 
 @contextmanager

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
-import uuid
 
 import pytest
-import redis as redis_lib
 from limits.storage import MemoryStorage
 from sqlalchemy import func, select
 
@@ -26,24 +23,12 @@ from analytics.records import EventRecord
 from catalog.models import utcnow
 from catalog.records import TaskRecord
 from settings import Settings
-from tests.conftest import build_app, close_app, make_settings
+from tests.conftest import REDIS_URL, build_app, close_app, make_settings
 
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 DOWN_REDIS_URL = "redis://127.0.0.1:1/0"   # nothing listens on port 1
 TASKS = [TaskRecord(id="lead", name="Lead Screening", help="Blood lead level results.", category="health")]
 SID = "E" * 22
 VICTIM = "203.0.113.77"
-
-
-@pytest.fixture
-def prefix():
-    """A key prefix of this test alone; its keys are deleted afterwards."""
-    name = f"tftest:{uuid.uuid4().hex[:10]}:"
-    yield name
-    client = redis_lib.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=name + "*"))
-    if keys:
-        client.delete(*keys)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Per-client rate limits (web.limits, Flask-Limiter) and the login throttle (admin.throttle) on
+"""Per-client rate limits (web.limits, `limits` moving windows) and the login throttle (admin.throttle) on
 real Redis (127.0.0.1:6379, or TEST_REDIS_URL), each test under its own key prefix; API security
 headers.
 
@@ -9,10 +9,8 @@ workers do.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
-import uuid
 
 import pytest
 import redis as redis_lib
@@ -27,24 +25,12 @@ from web.limits import OutageReporter, ResilientStorage
 from infra.breaker import CircuitBreaker
 from web.clients import client_address
 from settings import Rate, Settings, SettingsError, parse_rate
-from tests.conftest import ADMIN_PASSWORD as PASSWORD, FAST_HASHER, admin_login, build_app, make_settings
+from tests.conftest import ADMIN_PASSWORD as PASSWORD, FAST_HASHER, REDIS_URL, admin_login, build_app, make_settings
 
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 DOWN_REDIS_URL = "redis://127.0.0.1:1/0"   # nothing listens on port 1
 TASKS = [TaskRecord(id="lead", name="Lead Screening", help="Blood lead level results.", category="health"),
          TaskRecord(id="pool", name="Application Pool", help="Applicants and selection points.", category="ersea")]
 CASES = [CaseRecord(query="eligibility", gold=("pool",), rationale="Eligibility is decided in the pool.")]
-
-
-@pytest.fixture
-def prefix():
-    """A key prefix of this test alone; its keys are deleted afterwards."""
-    name = f"tftest:{uuid.uuid4().hex[:10]}:"
-    yield name
-    client = redis_lib.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=name + "*"))
-    if keys:
-        client.delete(*keys)
 
 
 def store(prefix: str, url: str = REDIS_URL) -> ResilientStorage:
@@ -235,6 +221,34 @@ def test_login_posts_are_limited_before_the_password_is_checked(tmp_path, shared
     assert refused.status_code == 429 and refused.headers["Retry-After"]
     assert client.get("/admin/login").status_code == 200  # the form itself is not limited
     assert metric(app, "taskfinder_ratelimited_responses_total", limit="login") == 1
+
+
+def test_a_refused_client_is_refused_from_memory_until_its_window_frees(tmp_path, shared_cache_dir, prefix):
+    """Issue 33 item 11: refusing must cost less than answering. After its first refusal a
+    client's later requests are refused without asking Redis (a full moving window frees nothing
+    before its reset time): emptying Redis behind the worker's back changes nothing for it,
+    while another worker, which asks Redis, answers. ops/bench_ratelimit.py --modes
+    off,refused,refused-redis measures the cost (docs/design/abuse-and-faults.md)."""
+    env = {"REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix, "RATE_LIMIT_SEARCH": "2/minute"}
+    worker_a = make_app(tmp_path / "a", shared_cache_dir, **env).test_client()
+    assert [search(worker_a).status_code for _ in range(3)] == [200, 200, 429]
+    client = redis_lib.Redis.from_url(REDIS_URL)
+    client.delete(*client.scan_iter(match=prefix + "*"))          # the window is gone from Redis
+    again = search(worker_a)
+    assert again.status_code == 429 and 1 <= int(again.headers["Retry-After"]) <= 60
+    worker_b = make_app(tmp_path / "b", shared_cache_dir, **env).test_client()
+    assert search(worker_b).status_code == 200                     # Redis was asked: empty
+
+
+def test_the_limit_is_checked_before_anything_else_the_request_would_run(tmp_path, shared_cache_dir, prefix):
+    """A login post over its limit is refused before the CSRF check (which would answer 400)."""
+    app = make_app(tmp_path, shared_cache_dir, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix, RATE_LIMIT_LOGIN="1/minute")
+    client = app.test_client()
+    no_token = {"username": "eddie", "password": "x"}
+    first = client.post("/admin/login", data=no_token, environ_base={"REMOTE_ADDR": "198.51.100.1"})
+    assert first.status_code == 400                                 # CSRF: the request ran
+    second = client.post("/admin/login", data=no_token, environ_base={"REMOTE_ADDR": "198.51.100.1"})
+    assert second.status_code == 429
 
 
 def test_limits_switch_off(tmp_path, shared_cache_dir):

@@ -2,7 +2,7 @@
 
     clients          who the client is: the TCP peer, or behind TRUSTED_PROXIES the first untrusted
                      X-Forwarded-For hop (rate limits, login throttle, role header)
-    limits           per-client rate limits (Flask-Limiter, moving windows in Redis or this
+    limits           per-client rate limits (the `limits` library, moving windows in Redis or this
                      process) and the storage the login throttle shares with them
     headers          the JSON API's security headers (WSGI middleware)
     request_metrics  RED metrics around every request (WSGI middleware, the outermost)

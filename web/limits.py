@@ -1,19 +1,20 @@
-"""Per-client rate limits by Flask-Limiter (moving windows), answered with 429 JSON and Retry-After.
+"""Per-client rate limits (moving windows of the `limits` library), answered with 429 JSON and Retry-After.
 
     limit    paths                                methods   setting             when Redis is down
     search   /api/search, /api/kb/search          any       RATE_LIMIT_SEARCH   fail open
     events   /api/events (and below)              any       RATE_LIMIT_EVENTS   fail open
     login    /admin/login                         POST      RATE_LIMIT_LOGIN    per-process window
 
-Each rule is a Flask-Limiter limit, shared by its paths (the search API and the knowledge base
-draw on one budget) and matched on the request path, not on a view, so a route added later
-under a limited path (the events API) is limited from its first request. The client is
+Each rule is one moving window per client, shared by its paths (the search API and the
+knowledge base draw on one budget) and matched on the request path, not on a view, so a route
+added later under a limited path (the events API) is limited from its first request; it is
+checked before anything else the app does for a request (install_rate_limits). The client is
 `web.clients.client_address`: the TCP peer, or behind TRUSTED_PROXIES the first untrusted hop
 of X-Forwarded-For. The strategy is the moving window: at most `limit` requests in any
 `window_s` span (a fixed window lets twice that through across a window boundary), and
 Retry-After is exactly when the oldest counted request leaves the window. With REDIS_URL every
-worker and host shares one count per client and limit (Flask-Limiter's `limits` library keeps
-the windows in Redis, one Lua script per hit); without it each process counts alone (the
+worker and host shares one count per client and limit (the `limits` library keeps the
+windows in Redis, one Lua script per hit); without it each process counts alone (the
 embedded default, one process). RATE_LIMITS=0, or a limit set to `off`, switches limiting off.
 
 When Redis cannot be asked, the public search and events APIs answer unlimited rather than not
@@ -22,8 +23,8 @@ throttle (admin.throttle) fall back to per-process windows (a password guesser m
 unlimited). That is `ResilientStorage`, a `limits` storage around Redis with a circuit breaker
 (an outage costs one connect timeout per cooldown, not one per request). Either way the outage
 is logged once and each such decision counted in taskfinder_ratelimit_backend_errors_total.
-Flask-Limiter's own fallback (in_memory_fallback) switches every limit at once, so it cannot
-keep the search open and the login counted.
+(Flask-Limiter's fallback, in_memory_fallback, switched every limit at once, so it could not
+keep the search open and the login counted; Flask-Limiter itself is gone: install_rate_limits.)
 
 Cost (ops/bench_ratelimit.py, side by side with the old hand-written fixed window on a loaded
 2-core machine): in-process about +170 µs per limited request against +25 µs before; with Redis
@@ -38,9 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from flask import Flask, Response, g, jsonify, request
-from flask_limiter import Limit, Limiter, RequestLimit
+from flask import Flask, Response, jsonify, request
+from limits import RateLimitItemPerSecond
 from limits.storage import MemoryStorage, MovingWindowSupport, RedisStorage, Storage, storage_from_string
+from limits.strategies import MovingWindowRateLimiter
 
 from infra.breaker import CircuitBreaker
 from web.clients import client_address
@@ -124,7 +126,7 @@ class OutageReporter:
 def scope_of(key: str) -> str:
     """The scope of a `limits` key. `RateLimitItem.key_for(*identifiers)` writes
     NAMESPACE/identifier.../amount/multiples/GRANULARITY and every caller here passes the
-    scope last (Flask-Limiter: client, scope; admin.throttle: subject, scope), so it is the
+    scope last (install_rate_limits: client, scope; admin.throttle: subject, scope), so it is the
     fourth part from the right, whatever "/" a user name holds."""
     parts = key.rsplit("/", 4)
     return parts[1] if len(parts) == 5 else ""
@@ -134,8 +136,7 @@ class ResilientStorage(Storage, MovingWindowSupport):
     """A `limits` moving-window storage in Redis (`RedisStorage`, the windows shared by every
     worker and host) that never raises: when Redis fails, or its circuit breaker is open, a key
     of LOCAL_SCOPES is counted in this process's MemoryStorage and any other key is allowed
-    (fail open). Built by URI, `taskfinder+redis://host:6379/0`, so that Flask-Limiter can
-    create it from its storage_uri and storage_options."""
+    (fail open). Built by URI, `taskfinder+redis://host:6379/0` (limits' storage_from_string)."""
 
     STORAGE_SCHEME = [SCHEME + scheme for scheme in ("redis", "rediss", "redis+unix")]
 
@@ -234,44 +235,68 @@ def too_many_requests(rule: Rule, retry_after_s: int) -> Response:
     return response
 
 
-def retry_after(breached: RequestLimit) -> int:
-    """Whole seconds until the oldest request counted in the window leaves it (at least 1)."""
-    return max(1, math.ceil(breached.window.reset_time - time.time()))
+class RefusedUntil:
+    """Per (rule, client), when a refused client's window frees its oldest slot: until then every
+    request of that client is refused anyway (a moving window full at time t frees nothing before
+    its reset time; a refused hit is not counted), so it is refused from this memory without asking
+    the storage again. With Redis a refusal costs two round trips (hit, then the window's reset
+    time for Retry-After): a flooding client pays them once per window and worker, not per request.
+    Bounded: past MAX entries the oldest half is dropped (a dropped client is asked about again)."""
+
+    MAX = 10_000
+
+    def __init__(self) -> None:
+        self._until: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str], now: float) -> float | None:
+        until = self._until.get(key)
+        if until is None or until <= now:
+            return None
+        return until
+
+    def put(self, key: tuple[str, str], until: float) -> None:
+        with self._lock:
+            if len(self._until) >= self.MAX:
+                for stale in list(self._until)[: self.MAX // 2]:
+                    del self._until[stale]
+            self._until[key] = until
 
 
-def install_rate_limits(app: Flask, settings, metrics, breaker: CircuitBreaker, outage: OutageReporter) -> Limiter | None:
-    """Check every request against the first rule its path and method match, before any view
-    (and before the admin's own login and CSRF checks); None when no limit is in force.
+def install_rate_limits(app: Flask, settings, metrics, breaker: CircuitBreaker, outage: OutageReporter
+                        ) -> Callable[[], Response | None] | None:
+    """Check every request against the first rule its path and method match, FIRST: before any
+    other before-request hook (the admin's login and CSRF checks, the roles, the query-string
+    check) and before any view; None when no limit is in force. Returns the check.
 
-    One Flask-Limiter limit whose rate and scope are the matched rule's (an empty rate string
-    for an unmatched request: no limit), rather than one exempt-unless-matched limit per rule:
-    Flask-Limiter parses each limit's string on every request, so this costs one parse per
-    limited request and none on the others."""
+    The `limits` library directly (a MovingWindowRateLimiter over the storage above), not
+    Flask-Limiter: a refusal must cost less than an answer, or a flood is cheapest to serve
+    when it is refused (issue 33 item 11: every request a 429 at 724 requests/s, cached answers
+    at 1,000). Flask-Limiter resolves, filters and re-parses its limits on every request;
+    measured through the test client on this 2-core machine (ops/bench_ratelimit.py --refused):
+    docs/design/abuse-and-faults.md. The key is the one Flask-Limiter wrote (client, then
+    the rule's name as the scope), so windows in Redis carry over an upgrade."""
     rules = rules_from(settings)
     if not rules:
         return None
+    limiter = MovingWindowRateLimiter(build_storage(settings, breaker, outage))
+    items = {rule.name: RateLimitItemPerSecond(rule.rate.limit, rule.rate.window_s) for rule in rules}
+    refused_until = RefusedUntil()
 
-    def matched() -> Rule | None:
-        rule = getattr(g, "rate_limit_rule", False)
-        if rule is False:
-            rule = g.rate_limit_rule = next((r for r in rules if r.matches(request.path, request.method)), None)
-        return rule
-
-    def rate() -> str:
-        rule = matched()
-        return rule.rate.limit_string if rule else ""
-
-    def scope(_endpoint: str) -> str:
-        return matched().name
-
-    def on_breach(breached: RequestLimit) -> Response:
-        rule = matched()
+    def check_rate_limit() -> Response | None:
+        rule = next((r for r in rules if r.matches(request.path, request.method)), None)
+        if rule is None:
+            return None
+        client, item = request_client(settings), items[rule.name]
+        now = time.time()
+        reset = refused_until.get((rule.name, client), now)
+        if reset is None:
+            if limiter.hit(item, client, rule.name):
+                return None
+            reset = limiter.get_window_stats(item, client, rule.name).reset_time
+            refused_until.put((rule.name, client), reset)
         metrics.ratelimited.labels(rule.name).inc()
-        return too_many_requests(rule, retry_after(breached))
+        return too_many_requests(rule, max(1, math.ceil(reset - now)))
 
-    limiter = Limiter(lambda: request_client(settings),
-                      default_limits=[Limit(rate, scope=scope, shared=True, on_breach=on_breach)],
-                      strategy="moving-window", storage_uri=storage_uri(settings),
-                      storage_options=storage_options(settings, breaker, outage), headers_enabled=False)
-    limiter.init_app(app)
-    return limiter
+    app.before_request_funcs.setdefault(None, []).insert(0, check_rate_limit)
+    return check_rate_limit

@@ -127,12 +127,53 @@ def homepage():
     settings = current_app.config["SETTINGS"]
     if not settings.demo_homepage:
         abort(404)
+    try:
+        live = _live()
+    except Exception:   # no index and no database: the page still works, without examples
+        log.warning("no search index for the homepage's examples", exc_info=True)
+        return _page("widget/home.html", roles=[], examples=[])
     roles = []
     if switcher_enabled(settings):
-        tasks = _live().index.tasks
-        texts = [text for task in tasks for text in (task.name, *task.aliases, task.help)]
-        roles = [(role, display_label(role, texts)) for role in sorted(_live().roles)]
-    return _page("widget/home.html", roles=roles)
+        texts = [text for task in live.index.tasks for text in (task.name, *task.aliases, task.help)]
+        roles = [(role, display_label(role, texts), example_searches(live, role)) for role in sorted(live.roles)]
+    return _page("widget/home.html", roles=roles, examples=example_searches(live, None))
+
+
+# The kinds of test case that show what the search copes with, in the order they are offered.
+EXAMPLE_KINDS = ("typo", "abbreviation", "natural_language", "synonym", "multi_word")
+EXAMPLE_COUNT = 3
+EXAMPLE_MAX_CHARS = 40
+
+
+def example_searches(live, role: str | None) -> list[str]:
+    """The homepage's "Try …" searches for a viewer (`role` None: a visitor with no role):
+    written test cases of the catalog (catalog/data/headstart_cases.jsonl for the demo) whose
+    right tasks are all ones this viewer may see, so each example finds a right answer for
+    whoever it is shown to (written cases pin their answer: search.service). A role's own
+    restricted tasks come first, to show what picking it adds; one case per kind (typo,
+    abbreviation, ...), short ones only. Empty when the catalog has no such cases.
+    tests/browser/test_widget_small_things.py searches every example as its viewer."""
+    tasks = {task.id: task for task in live.index.tasks if task.active}
+
+    def visible(task_id: str) -> bool:
+        task = tasks.get(task_id)
+        return task is not None and (not task.roles or role in task.roles)
+
+    usable = [case for case in live.cases
+              if case.gold and not case.implicit and case.category in EXAMPLE_KINDS
+              and len(case.query) <= EXAMPLE_MAX_CHARS and all(visible(t) for t in case.gold)]
+    own = [case for case in usable if role and any(role in tasks[t].roles for t in case.gold)]
+    picked: list[str] = []
+    kinds: set[str] = set()
+    for pool in (own, usable):
+        for kind in EXAMPLE_KINDS:
+            for case in pool:
+                if len(picked) < EXAMPLE_COUNT and case.category == kind and kind not in kinds \
+                        and case.query not in picked:
+                    picked.append(case.query)
+                    kinds.add(kind)
+                    break
+    return picked
 
 
 @widget_bp.get("/demo/role-token")

@@ -30,7 +30,22 @@
 
   window.Taskfinder.setRoleToken(token);
   form.addEventListener("submit", function (event) { event.preventDefault(); });
+  /** "Try “a”, “b” or “c”." with the picked viewer's examples (data-examples on its <option>:
+   *  test cases it gets a right answer for, widget.blueprint.example_searches), as text. */
+  function showExamples() {
+    var target = document.getElementById("home-examples");
+    var option = select.options[select.selectedIndex];
+    if (!target || !option) return;
+    var examples = [];
+    try { examples = JSON.parse(option.getAttribute("data-examples") || "[]"); } catch (e) { examples = []; }
+    target.textContent = examples.length ? "Try " + examples.map(function (text, i) {
+      return (i === 0 ? "" : i === examples.length - 1 ? " or " : ", ") + "“" + text + "”";
+    }).join("") + "." : "";
+  }
+
+  showExamples();   // a role the browser kept selected on reload or Back
   select.addEventListener("change", function () {
+    showExamples();
     window.Taskfinder.instances.forEach(function (widget) {
       var query = widget.input.value.trim();
       if (query) widget.search(query);

@@ -10,7 +10,9 @@
  * the re-ranked list (rerank=1) on Enter or after a 700 ms pause, unless the API says re-ranking is
  * unavailable (`rerank_available: false`: the instant list is final). The input is a WAI-ARIA 1.2
  * combobox with a listbox popup: first the whole queries the same answer suggests (`completions`:
- * choosing one puts it in the box and searches it), then the tasks; the arrow keys walk both. Every string from the API is inserted with textContent (never
+ * choosing one puts it in the box and searches it), then the tasks; the arrow keys walk both;
+ * Enter with none active opens the first task. Back on the page a task was opened from, the
+ * search is brought back (sessionStorage). Every string from the API is inserted with textContent (never
  * innerHTML), task URLs must be http(s), and nothing is inline, so the widget runs under a
  * Content-Security-Policy of script-src 'self'. Searches, clicks, dwell and returns are posted
  * to <endpoint>/events with an opaque per-tab session id (sessionStorage).
@@ -40,6 +42,8 @@
   var SESSION_KEY = "taskfinder.session";
   var PENDING_KEY = "taskfinder.pending";
   var PENDING_MAX_AGE_MS = 30 * 60 * 1000;
+  var SEARCHES_KEY = "taskfinder.searches";   // {"<page URL> <widget id>": {query, at}}: brought back on return
+  var SEARCH_MAX_AGE_MS = 30 * 60 * 1000;
   var EVENT_FLUSH_MS = 1000;
   var EVENT_BATCH_MAX = 50;
   var TEXT_FIELDS = { name: true, aliases: true, help: true, category: true };
@@ -70,8 +74,12 @@
     reduced: "Search is running in a reduced mode right now; results may be less accurate.",
     noLink: "This task has no link.",
     completion: "suggested search",
-    hidden: function (n) {
-      return (n === 1 ? "1 result" : n + " results") + " hidden — sign in as a role to see them";
+    // `credential`: the response's access.credential ("none", "verified" or "rejected", api/roles.py)
+    hidden: function (n, credential) {
+      var count = n === 1 ? "1 result" : n + " results";
+      if (credential === "verified") return count + " hidden — only other roles can see them";
+      if (credential === "rejected") return count + " hidden — your role could not be verified";
+      return count + " hidden — sign in as a role to see them";
     }
   };
   var counter = 0;
@@ -308,8 +316,10 @@
     this.impressed = {};
     this.dismissed = false;   // closed by Escape: answers arriving later do not reopen it
     this.rerankAvailable = null;   // unknown until the API says (rerank_available in each answer)
+    this.opening = null;      // {name, returnTo}: a task suggestion being opened (openNamed)
     this.build(container);
     this.resumePending();
+    this.restore();
   }
 
   Widget.prototype.build = function (container) {
@@ -386,8 +396,14 @@
     window.clearTimeout(this.timers.settle);
   };
 
+  /** Whether the list shown answers what is in the box now (not an older query still being typed over). */
+  Widget.prototype.answersInput = function () {
+    return !!this.list && this.list.query === this.query();
+  };
+
   Widget.prototype.onInput = function () {
     var self = this, query = this.query();
+    this.opening = null;
     this.clearTimers();
     this.setActive(-1);
     this.dismissed = false;
@@ -407,6 +423,7 @@
     var query = this.query();
     this.clearTimers();
     this.dismissed = false;
+    this.opening = null;
     if (!query) return;
     this.settledQuery = query;
     this.request(query, this.wantsRerank(), true);
@@ -446,7 +463,8 @@
     } else if (key === "Enter") {
       event.preventDefault();   // never submits a host form around the widget
       if (this.isOpen() && this.active >= 0) this.choose(this.active);
-      else this.submit();
+      else if (this.isOpen() && this.answersInput() && this.list.results.length) this.select(0);   // the first task
+      else this.submit();   // nothing listed for what is typed (yet): search it now
     } else if (key === "Escape" || key === "Esc") {
       if (this.isOpen()) {
         this.close();
@@ -481,9 +499,20 @@
   Widget.prototype.onSuggestionClick = function (event) {
     var button = event.target.closest ? event.target.closest("button.tf-suggestion") : null;
     if (!button) return;
-    this.input.value = button.textContent;
     this.input.focus();
+    if (button.getAttribute("data-kind") === "task") { this.openNamed(button.textContent); return; }
+    this.input.value = button.textContent;   // a spelling or topic suggestion: search for it
     this.submit();
+  };
+
+  /** A suggestion that names a task (`kind: "task"`; the API gives its name only): search the
+   *  name as a whole query and open the result of that name (show) once it is listed, as if it
+   *  had been chosen from the list. Back brings back the query the suggestion was offered for. */
+  Widget.prototype.openNamed = function (name) {
+    this.clearTimers();
+    this.dismissed = false;
+    this.opening = { name: String(name), returnTo: this.query() };
+    this.request(this.opening.name, false, true);
   };
 
   /** The option at `index` of the listbox: a completion (searched) or a task (opened). */
@@ -544,6 +573,8 @@
   Widget.prototype.reset = function () {
     this.abort();
     this.clearTimers();
+    this.opening = null;
+    this.remember(null);   // emptied on purpose: not brought back
     this.list = null;
     this.settledQuery = null;
     this.setBusy(false);
@@ -665,6 +696,7 @@
   /** A failed request: a re-ranking that fails keeps the instant list of the same query (and
    *  says so); anything else clears the results and says what happened. */
   Widget.prototype.failedWith = function (query, rerank, message) {
+    this.opening = null;
     var keep = rerank && this.list && this.list.query === query && this.list.results.length;
     if (keep && message === MESSAGES.down) {
       this.setNotice(MESSAGES.quickOnly, "degraded");
@@ -682,7 +714,7 @@
 
   // -- rendering -------------------------------------------------------------------------------
   Widget.prototype.show = function (query, rerank, body) {
-    var previous = this.activeKey();
+    var previous = this.opening ? null : this.activeKey();
     if (typeof body.rerank_available === "boolean") this.rerankAvailable = body.rerank_available;
     var final = rerank || (!this.wantsRerank() && this.settledQuery === query);
     this.list = {
@@ -696,7 +728,7 @@
     };
     this.renderResults(this.list.results, this.list.completions);
     this.showEmpty(this.list.results.length ? null : body);
-    this.showHidden(body.hidden_by_role);
+    this.showHidden(body.hidden_by_role, body.access && body.access.credential);
     this.setNotice(this.degradedMessage(body), "degraded");
     this.reveal();
     if (previous) this.setActive(this.indexOfKey(previous));
@@ -706,6 +738,20 @@
     this.root.dispatchEvent(new CustomEvent("taskfinder:results", { detail: {
       query: query, stage: this.list.stage, final: final, searchId: this.list.searchId,
       completions: this.list.completions, response: body } }));
+    this.openIfNamed(query);
+  };
+
+  /** The answer to a task suggestion's name (openNamed): open the listed task of that name; if
+   *  none is listed, the name stays as the query with its results shown. */
+  Widget.prototype.openIfNamed = function (query) {
+    var opening = this.opening;
+    if (!opening || opening.name !== query) return;
+    this.opening = null;
+    var wanted = fold(query).trim(), rows = this.list.results;
+    for (var i = 0; i < rows.length; i++) {
+      if (fold(rows[i].name || "").trim() === wanted) { this.select(i, opening.returnTo); return; }
+    }
+    this.input.value = query;   // not listed: the box says what the list shown answers
   };
 
   /** What the active option stands for ("task:<id>" or "completion:<text>"), to find it again
@@ -821,6 +867,7 @@
       var item = el("li");
       var button = el("button", "tf-suggestion tf-suggestion-" + String(s.kind || "query").replace(/[^a-z]/g, ""), s.text);
       button.type = "button";
+      button.setAttribute("data-kind", String(s.kind || "query"));   // "task": opens it (openNamed)
       item.appendChild(button);
       list.appendChild(item);
     });
@@ -829,9 +876,9 @@
 
   /** How many of the best tasks the caller's roles may not see (the API's `hidden_by_role`: a
    *  count, never which), as one line under the results; 0 hides it. */
-  Widget.prototype.showHidden = function (count) {
+  Widget.prototype.showHidden = function (count, credential) {
     var n = Number(count) || 0;
-    this.hiddenNote.textContent = n > 0 ? MESSAGES.hidden(n) : "";
+    this.hiddenNote.textContent = n > 0 ? MESSAGES.hidden(n, credential) : "";
     this.hiddenNote.hidden = !(n > 0);
   };
 
@@ -839,9 +886,10 @@
   /** Open the task at `index`: record the click (sent right away, surviving the navigation),
    *  remember it for dwell/return, and navigate, unless a `taskfinder:select` listener called
    *  preventDefault() (a single-page host routes itself). */
-  Widget.prototype.select = function (index) {
+  Widget.prototype.select = function (index, returnTo) {
     var list = this.list, row = list && list.results[index];
     if (!row) return;
+    this.remember(returnTo != null ? returnTo : this.query());
     var href = safeUrl(row.url, this.opts.linkBase);
     var proceed = this.root.dispatchEvent(new CustomEvent("taskfinder:select", { cancelable: true, detail: {
       task: row, url: href, position: index + 1, searchId: list.searchId, query: list.query } }));
@@ -879,6 +927,32 @@
     } else if (here !== pending.to) {
       writeJson(PENDING_KEY, null);
     }
+  };
+
+  // -- the search, kept for the way back ------------------------------------------------------------
+  /** Keep `query` (null: forget it) as this widget's search on this page, for this tab
+   *  (sessionStorage): set when a task is opened, dropped when the box is emptied. */
+  Widget.prototype.remember = function (query) {
+    var saved = readJson(SEARCHES_KEY) || {}, now = Date.now(), key = withoutHash(window.location.href) + " " + this.id;
+    for (var k in saved) {
+      if (Object.prototype.hasOwnProperty.call(saved, k) && !(now - saved[k].at < SEARCH_MAX_AGE_MS)) delete saved[k];
+    }
+    if (query) saved[key] = { query: String(query), at: now }; else delete saved[key];
+    writeJson(SEARCHES_KEY, Object.keys(saved).length ? saved : null);
+  };
+
+  /** Back on the page a task was opened from (the Back button, a link back, or the back-forward
+   *  cache): the search is as it was left, its results open, focus in the box. A page restored
+   *  from the back-forward cache still shows it; otherwise the query is put back and searched. */
+  Widget.prototype.restore = function () {
+    var saved = readJson(SEARCHES_KEY) || {};
+    var entry = saved[withoutHash(window.location.href) + " " + this.id];
+    if (!entry || !entry.query || !(Date.now() - entry.at < SEARCH_MAX_AGE_MS)) return;
+    if (this.input.value && this.input.value !== entry.query) return;   // someone typed already
+    try { this.input.focus({ preventScroll: true }); } catch (e) { this.input.focus(); }
+    if (this.input.value === entry.query && this.answersInput()) { this.open(); return; }
+    this.input.value = entry.query;
+    this.submit();
   };
 
   Widget.prototype.setRoleToken = function (token) {
@@ -964,7 +1038,7 @@
     if (document.visibilityState === "hidden") flushAll();
   });
   window.addEventListener("pageshow", function (event) {
-    if (event.persisted) instances.forEach(function (w) { w.resumePending(); });  // back from the task (bfcache)
+    if (event.persisted) instances.forEach(function (w) { w.resumePending(); w.restore(); });  // back from the task (bfcache)
   });
 
   window.Taskfinder = {
