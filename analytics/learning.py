@@ -102,6 +102,7 @@ class LearnedPair:
     query_viewer_networks: int | None = None   # ... and their distinct networks
     query_viewer_people: int | None = None     # ... and their distinct verified people (migration 0014)
     rephrased_clicks: int = 0   # of `clicks`, those made after rephrasing the query (chain_votes; migration 0015)
+    network_sketch: bytes | None = None   # the clicking networks' sketch (search.learned.network_bits: the share rule)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class Vote:
 
 # the columns load_learned reads, in this order (plain rows: ORM objects cost 3x at 30,000 rows)
 _LOADED = ("query", "task_id", "sessions", "clicks", "examinations", "relevance", "updated_at", "networks", "people",
-           "rephrased_clicks", "session_sketch", "viewer_sketch", "viewer_network_sketch", "viewer_people_sketch")
+           "rephrased_clicks", "network_sketch", "session_sketch", "viewer_sketch", "viewer_network_sketch", "viewer_people_sketch")
 
 
 def load_learned(session, task_id: str | None = None) -> list[LearnedPair]:
@@ -164,9 +165,9 @@ def load_learned(session, task_id: str | None = None) -> list[LearnedPair]:
                  for q, seen in viewers.items()}   # once per query, not per row
     return [LearnedPair(q, task_id, int(sessions), int(clicks), float(examinations), float(relevance),
                         as_utc(updated_at), int(networks or 0), int(people or 0), *per_query[q],
-                        rephrased_clicks=int(rephrased or 0))
+                        rephrased_clicks=int(rephrased or 0), network_sketch=network_sketch)
             for (q, task_id, sessions, clicks, examinations, relevance, updated_at, networks, people, rephrased,
-                 *_) in rows]
+                 network_sketch, *_) in rows]
 
 
 def shown_positions(search: SearchRecord, impression: EventRecord | None, click: EventRecord | None,
@@ -440,7 +441,8 @@ def counting_rule(settings: Settings) -> dict:
     search.learned.eligible and search.learned.shortfall: the one place they are read."""
     return {"min_sessions": settings.learning_min_sessions, "min_relevance": settings.learning_min_relevance,
             "min_networks": settings.learning_min_networks, "min_people": settings.learning_min_people,
-            "majority_sessions": settings.learning_majority_sessions}
+            "majority_sessions": settings.learning_majority_sessions,
+            "max_network_share": settings.learning_max_network_share}
 
 
 def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:

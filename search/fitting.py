@@ -47,7 +47,7 @@ from search.learned import (LearnedExemplar, build_learned_memory, learned_cases
                             unrelated_cosine)
 from search.offtopic import load_offtopic
 from search.prefilter import (LEARNED, QUERY_EVIDENCE, SIGNALS, SPARSE_SIGNALS, TYPING_SIGNALS, AnalysedQuery,
-                              analyse_query, fuse, rank_values, signal_values)
+                              analyse_query, fuse, prefilter, rank_values, signal_values)
 from search.prototypes import encode, fit_prototypes
 from search.ranker import MODES, FusionWeights, RankerParams
 from search.typed import TYPING_CLASSES
@@ -809,24 +809,35 @@ BASELINE_SIGNALS = ("exemplar",)
 def cross_fitted_rank_metrics(queries: Sequence[CVQuery], prior: FusionWeights, mode: str,
                               signals: Sequence[str] | None = None) -> dict:
     """MRR and Hit@1 of the in-scope `queries`, each fold ranked by weights fitted on the other
-    folds (cross_fitted_rankings' protocol), computed on the fused scores directly: the gold's
-    rank is 1 + the number of tasks scored above it + half of those tied with it (a tie's order
-    is arbitrary: by name)."""
+    folds (cross_fitted_gold_ranks)."""
+    return rank_summary(cross_fitted_gold_ranks(queries, prior, mode, signals))
+
+
+def cross_fitted_gold_ranks(queries: Sequence[CVQuery], prior: FusionWeights, mode: str,
+                            signals: Sequence[str] | None = None) -> list[float]:
+    """Per in-scope query (fold by fold, in a fixed order: two calls on the same queries align),
+    the gold's rank when its fold is ranked by weights fitted on the other folds
+    (cross_fitted_rankings' protocol), computed on the fused scores directly: 1 + the number of
+    tasks scored above it + half of those tied with it (a tie's order is arbitrary: by name)."""
     in_scope = [q for q in queries if q.case.gold]
     folds = np.array([q.fold for q in in_scope])
-    reciprocal, first = [], []
+    ranks = []
     for fold in np.unique(folds):
         others = [q for q, f in zip(in_scope, folds) if f != fold]
         weights = fit_weights(others, mode, prior.for_mode(mode), signals=signals)
         for q in (q for q, f in zip(in_scope, folds) if f == fold):
             fused, _ = fuse(q.values_for(mode), weights)
             gold = fused[q.gold_rows()].max()
-            rank = 1.0 + float(np.sum(fused > gold)) + 0.5 * (float(np.sum(fused == gold)) - 1.0)
-            reciprocal.append(1.0 / rank)
-            first.append(rank == 1.0)
-    if not reciprocal:
+            ranks.append(1.0 + float(np.sum(fused > gold)) + 0.5 * (float(np.sum(fused == gold)) - 1.0))
+    return ranks
+
+
+def rank_summary(ranks: Sequence[float]) -> dict:
+    """n, MRR and Hit@1 of the gold ranks `ranks`."""
+    if not ranks:
         return {"n": 0}
-    return {"n": len(reciprocal), "mrr": round(float(np.mean(reciprocal)), 4), "hit@1": round(float(np.mean(first)), 4)}
+    ranks = np.asarray(ranks)
+    return {"n": len(ranks), "mrr": round(float(np.mean(1.0 / ranks)), 4), "hit@1": round(float(np.mean(ranks == 1.0)), 4)}
 
 
 def choose_sparse_signals(queries: Sequence[CVQuery], prior: FusionWeights) -> tuple[tuple[str, ...] | None, dict]:
@@ -843,22 +854,42 @@ def choose_sparse_signals(queries: Sequence[CVQuery], prior: FusionWeights) -> t
                                                          "kept": "fusion" if keep_fusion else "exemplar_alone"}
 
 
+# The `learned` signal must put the gold first on this many more held-out queries than it loses.
+LEARNED_SIGNAL_NET_WINS = 3
+
+
 def choose_learned_signal(queries: Sequence[CVQuery], prior: FusionWeights, fitted: Weights
                           ) -> tuple[Weights, dict | None]:
     """The full mode's weights with the `learned` signal kept only where cross-fitted CV says it
     earns its place (the protocol of choose_sparse_signals): the in-scope queries' MRR, each
     fold ranked by weights fitted on the other folds with the signal and without it; the signal
-    stays only when that MRR is higher with it. In-sample, its weight is fitted on the very
-    queries that judge it: with a few learned pairs (CLINC150 simulator, 500 and 1,000 searches)
-    it took weights of 9-13 while val Hit@1 fell by 0.5-0.8 points. `fitted` as it is, and no
-    report, where the in-sample fit gave the signal no weight."""
+    stays only when that MRR is higher with it and it puts the gold first on at least
+    LEARNED_SIGNAL_NET_WINS (3) more of the same queries than it loses (`net_first_wins`).
+    In-sample, its weight is fitted on the very queries that judge it: with a few learned pairs
+    (CLINC150 simulator, 500 and 1,000 searches) it took weights of 9-13 while val Hit@1 fell by
+    0.5-0.8 points. And a higher MRR alone can be one query: a right pair that helps the one
+    held-out case near it bought the signal a weight for every pair beside it, a wrong one
+    included; two networks can make at most 2 pairs count (search.learned.heavy_networks), so
+    they must not be able to buy a weight with 1 or 2 (issue 33 item 1). `fitted` as it is, and
+    no report, where the in-sample fit gave the signal no weight."""
     if not fitted.learned:
         return fitted, None
-    with_signal = cross_fitted_rank_metrics(queries, prior, "full")
-    without = cross_fitted_rank_metrics(queries, prior, "full", SIGNALS)
-    keep = bool(with_signal.get("n")) and with_signal["mrr"] > without["mrr"]
-    report = {"with": with_signal, "without": without, "kept": keep}
+    with_ranks = cross_fitted_gold_ranks(queries, prior, "full")
+    without_ranks = cross_fitted_gold_ranks(queries, prior, "full", SIGNALS)
+    with_signal, without = rank_summary(with_ranks), rank_summary(without_ranks)
+    first = net_first_wins(with_ranks, without_ranks)
+    keep = (bool(with_signal.get("n")) and with_signal["mrr"] > without["mrr"]
+            and first["wins"] - first["losses"] >= LEARNED_SIGNAL_NET_WINS)
+    report = {"with": with_signal, "without": without, "first_hits": first, "kept": keep}
     return (fitted if keep else fit_weights(queries, "full", prior.full, signals=SIGNALS)), report
+
+
+def net_first_wins(ranks: Sequence[float], baseline: Sequence[float]) -> dict:
+    """Of the same queries (aligned gold ranks), those `ranks` put the gold first on and
+    `baseline` does not (wins), and the other way round (losses)."""
+    wins = sum(a == 1.0 and b != 1.0 for a, b in zip(ranks, baseline))
+    losses = sum(b == 1.0 and a != 1.0 for a, b in zip(ranks, baseline))
+    return {"wins": int(wins), "losses": int(losses)}
 
 
 # --- the whole fit ------------------------------------------------------------------------------
@@ -868,6 +899,49 @@ def usable_learned(learned: Sequence[LearnedExemplar], blocked: frozenset[tuple[
     """The learned exemplars the fit may use: not blocked by the admin, on an active task."""
     active = {t.id for t in tasks if t.active}
     return tuple(e for e in learned if (e.query, e.task_id) not in blocked and e.task_id in active)
+
+
+def informative_learned(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+                        defaults: RankerParams, learned: Sequence[LearnedExemplar]) -> tuple[LearnedExemplar, ...]:
+    """The learned pairs that tell the ranking something: those whose task the ranking from the
+    written cases alone (`first_written_answers`) does not already put first for the pair's
+    query. Only these feed the `learned` signal in the CV that weighs it (fit_ranker's first
+    pass, choose_learned_signal); serving then holds every usable pair.
+
+    Why (issue 33 item 1): a click on what the ranking already puts first is no evidence that
+    the `learned` signal knows better than the written cases. Cover traffic of that kind is free
+    to make (the demo's public test-case queries + " please", each clicked on its top result),
+    and it leaked the written cases into the signal: in the CV each held-out case found its gold
+    through "<its query> please", so the signal looked predictive (weight 20 over 121 such
+    pairs) and a wrong task clicked at rank 10 by the same two networks rose to rank 3. A pair
+    that moves a task up, by contrast, must earn the weight on the written cases.
+
+    The as-cases test (choose_learned_as_cases) still weighs every pair, by McNemar on the
+    written cases: there the agreeing pairs are what generalises (judged on the informative
+    pairs alone, the simulator's 4,000 searches gave val Hit@1 0.790 instead of 0.865: no
+    exemplars taken)."""
+    if not learned:
+        return ()
+    first = first_written_answers(settings, tasks, cases, embedder, defaults, sorted({e.query for e in learned}))
+    return tuple(e for e in learned if first.get(e.query) != e.task_id)
+
+
+def first_written_answers(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], embedder,
+                          defaults: RankerParams, queries: Sequence[str]) -> dict[str, str | None]:
+    """query -> the task the catalog indexed from its written cases alone ranks first for it,
+    with the default weights of the fit's primary mode (full with embeddings, else sparse),
+    every task visible (None: nothing ranked)."""
+    index = build_index(tasks, build_lexicon(cases), settings.field_weights, cases=cases)
+    if embedder is not None:
+        index = attach_vectors(index, embedder)
+    analysed = [analyse_query(index, q, settings.typo_min_similarity) for q in queries]
+    vectors = embedder.embed([a.embedding_text for a in analysed], "query") if embedder is not None else None
+    first: dict[str, str | None] = {}
+    for i, (query, a) in enumerate(zip(queries, analysed)):
+        result = prefilter(index, a, defaults.weights, k=1, restrict_roles=False,
+                           query_vector=vectors[i] if vectors is not None else None)
+        first[query] = result.ranked[0].task.id if result.ranked else None
+    return first
 
 
 def abstention_negatives(settings: Settings, cases: Sequence[CaseRecord], unclicked: Sequence[str] = ()
@@ -956,8 +1030,10 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     when the caller has them already; `unclicked`: see abstention_negatives.
     `learned`: exemplars learned from use (search.learned.eligible), minus the `blocked`
     (query, task) pairs; the CV decides whether they feed the `learned` signal (dense: with
-    embeddings only) and whether they join the exemplar memory (choose_learned_as_cases).
-    `fold_indexes`: the memo of fold indexes the caller's CV `queries` filled (cv_queries)."""
+    embeddings only) and whether they join the exemplar memory (choose_learned_as_cases); the
+    signal's CV holds only the informative ones (informative_learned: issue 33 item 1). A caller
+    that passes `queries` built with every pair (evaluation.evaluate) has the signal weighed on
+    them all. `fold_indexes`: the memo of fold indexes the caller's CV `queries` filled (cv_queries)."""
     started = time.perf_counter()
     fold_indexes = {} if fold_indexes is None else fold_indexes
     tasks = [t for t in tasks if t.active]
@@ -969,8 +1045,10 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         report["status"] = f"defaults: fewer than {settings.fit_min_cases} in-scope test cases"
         return defaults, report
     negatives = abstention_negatives(settings, cases, unclicked)
+    # the `learned` signal's weight is judged on the pairs that tell the ranking something
+    informative = informative_learned(settings, tasks, cases, embedder, defaults, learned) if learned else ()
     if queries is None:
-        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, negatives, learned,
+        queries = cv_queries(settings, tasks, cases, embedder, FOLDS, seed, max_queries, progress, negatives, informative,
                              fold_indexes=fold_indexes)
     modes = [m for m in MODES if m == "sparse" or embedder is not None]
     sparse_signals, sparse_choice = choose_sparse_signals(queries, defaults.weights)
@@ -1014,7 +1092,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                                          "typing_weights": ranking_metrics(typed, rankings(typed, typing, mode))}
                                   for mode in modes}
     abstention = fit_abstentions(settings, tasks, cases, embedder, calibration, modes, defaults.weights, signals,
-                                 seed, max_queries, negatives, learned, typed, typing, fold_indexes)
+                                 seed, max_queries, negatives, informative, typed, typing, fold_indexes)
     # the score-tail cut of each mode, on the rankings the fit's own weights give the CV queries
     # (each mode's probabilities have their own spread: one ratio for both cut the degraded mode's
     # CLINC150 val found@5 0.929 -> 0.909)
@@ -1041,7 +1119,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing,
                           tail=tail)
     if learned:
-        report["learned"] = {"pairs": len(learned), "digest": learned_digest(learned),
+        report["learned"] = {"pairs": len(learned), "informative": len(informative), "digest": learned_digest(learned),
                              "weight": weights.full.learned if embedder is not None else None,
                              "as_cases": as_cases, "used": used}
     if unclicked:

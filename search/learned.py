@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, NamedTuple, Sequence
@@ -239,26 +240,43 @@ def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max
 def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
              blocked: frozenset[tuple[str, str]] = frozenset(),
              task_ids: Iterable[str] | None = None, min_networks: int = 1,
-             min_people: int | None = None, majority_sessions: int | None = None) -> tuple[LearnedExemplar, ...]:
+             min_people: int | None = None, majority_sessions: int | None = None,
+             max_network_share: float | None = None) -> tuple[LearnedExemplar, ...]:
     """The pairs that count (`shortfall` finds nothing missing): enough distinct clicking
     sessions (`supported`), coming from at least `min_networks` distinct client networks (pairs
     without a `networks` count: sessions) or, with `min_people`, from at least that many
     distinct verified people (pairs without a `people` count: none); relevance at least
     `min_relevance`, not blocked by the admin, and (with `task_ids`) on a known task. `pairs`:
     anything with query, task_id, sessions and relevance (analytics.learning.LearnedPair).
-    Sorted by (query, task) so that the fit's input, and its digest, are stable."""
+    With `max_network_share`, a network that holds more than that share of the pairs that
+    count vouches for none of them (`heavy_networks`), and the pairs are judged again without
+    it. Sorted by (query, task) so that the fit's input, and its digest, are stable."""
     known = frozenset(task_ids) if task_ids is not None else None
-    found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in pairs
-             if shortfall(p, min_sessions, min_relevance, blocked, known, min_networks, min_people,
-                          majority_sessions) is None]
+    pairs = list(pairs)
+
+    def counting(heavy: frozenset[int]) -> list:
+        return [p for p in pairs if shortfall(p, min_sessions, min_relevance, blocked, known, min_networks, min_people,
+                                              majority_sessions, heavy=heavy) is None]
+
+    found = counting(frozenset())
+    if max_network_share is not None:
+        heavy = heavy_networks(found, max_network_share)
+        if heavy:   # only fewer networks per pair: a subset of the pairs found
+            found = counting(heavy)
+    found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in found]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
 
 
 def shortfall(pair, min_sessions: int, min_relevance: float, blocked: frozenset[tuple[str, str]] = frozenset(),
               known: frozenset[str] | None = None, min_networks: int = 1, min_people: int | None = None,
-              majority_sessions: int | None = None) -> str | None:
+              majority_sessions: int | None = None, max_network_share: float | None = None,
+              heavy: frozenset[int] = frozenset()) -> str | None:
     """Why a learned pair does not count, in a few words (the first rule of `eligible` it
-    fails), or None when it counts: what the admin's editor shows beside each pair."""
+    fails), or None when it counts: what the admin's editor shows beside each pair.
+    `heavy`: the networks (sketch bits) that vouch for no pair (`heavy_networks`, a rule over
+    all the pairs: `eligible` finds them; `max_network_share` is accepted for the keywords of
+    analytics.learning.counting_rule and needs the other pairs, so one pair alone is not
+    judged by it)."""
     if (pair.query, pair.task_id) in blocked:
         return "blocked"
     if known is not None and pair.task_id not in known:
@@ -267,9 +285,67 @@ def shortfall(pair, min_sessions: int, min_relevance: float, blocked: frozenset[
         return "too few sessions"
     if not distinct_enough(pair, min_networks, min_people):
         return "too few networks or people"
+    if not distinct_enough(pair, min_networks, min_people, heavy):
+        return "its networks clicked too many of the pairs"
     if pair.relevance < min_relevance:
         return "relevance too low"
     return None
+
+
+# --- no network buys a share of the learned evidence (issue 33 item 1) ---------------------------
+
+# Shares are taken of at least this many pairs: with fewer, one pair would put its networks at
+# 100%. So while few pairs count, a network may vouch for at most max_share * 5 pairs' worth of
+# credit (1 at 0.2): two networks make at most 2 pairs count, too few to buy the `learned`
+# signal a weight (search.fitting.choose_learned_signal asks for 3 more first hits than losses).
+NETWORK_SHARE_FLOOR = 5
+
+
+def network_bits(pair) -> frozenset[int]:
+    """The networks that clicked a pair, as the bits of its network sketch (`sketch_of`: one bit
+    per network pseudonym, the same bit in every pair that network clicked); empty for a pair
+    without a sketch (unknown: never heavy, never discounted)."""
+    sketch = getattr(pair, "network_sketch", None)
+    if not sketch:
+        return frozenset()
+    value = int.from_bytes(sketch, "big")
+    return frozenset(bit for bit in range(len(sketch) * 8) if value >> bit & 1)
+
+
+def network_shares(pairs: Sequence, floor: int = NETWORK_SHARE_FLOOR) -> dict[int, float]:
+    """Per network (sketch bit), its share of the pairs: each pair's credit split equally among
+    the networks that clicked it, summed per network, over the number of pairs (at least
+    `floor`),
+
+        share(n) = 1 / max(|P|, floor) * sum over pairs p clicked from n of 1 / |networks(p)|
+
+    The shares add up to at most 1, so at most 1/s networks can hold more than s, however many
+    networks there are and whichever of them collide in a sketch bit (a pair clicked from 100
+    networks gives each a hundredth): a popular honest pair never makes a network heavy, while
+    two networks behind every pair hold half of the learned evidence each."""
+    shares: dict[int, float] = defaultdict(float)
+    for pair in pairs:
+        bits = network_bits(pair)
+        for bit in bits:
+            shares[bit] += 1.0 / len(bits)
+    return {bit: share / max(len(pairs), floor) for bit, share in shares.items()}
+
+
+def heavy_networks(pairs: Sequence, max_share: float, floor: int = NETWORK_SHARE_FLOOR) -> frozenset[int]:
+    """The networks holding more than `max_share` of `pairs` (`network_shares`); none with a
+    share of 1 or more.
+
+    Why: the network rule (`distinct_enough`) makes one network move nothing, but two networks
+    sufficed for any number of pairs. The audit's attacker (issue 33 item 1) clicked ~125 pairs
+    from two /24s (cover queries on their top result, and one wrong task): every pair counted,
+    and together they bought the `learned` signal a weight of 20 in the fit's CV. A network over
+    the share vouches for no pair, so a pair then needs `min_networks` other networks (or
+    verified people: the host vouches for those, and an office behind one address learns
+    through them). To hold at most s of the pairs an attacker needs more than 2/s /24
+    networks (10 at s = 0.2); with 2 networks, at most 2 pairs count (NETWORK_SHARE_FLOOR)."""
+    if max_share >= 1:
+        return frozenset()
+    return frozenset(bit for bit, share in network_shares(pairs, floor).items() if share > max_share)
 
 
 def supported(pair, min_sessions: int, majority_sessions: int | None = None) -> bool:
@@ -294,11 +370,16 @@ def supported(pair, min_sessions: int, majority_sessions: int | None = None) -> 
             and 2 * pair.sessions > query_sessions)
 
 
-def distinct_enough(pair, min_networks: int, min_people: int | None) -> bool:
+def distinct_enough(pair, min_networks: int, min_people: int | None, heavy: frozenset[int] = frozenset()) -> bool:
     """Whether a pair's clicks came from enough distinct sources (`enough_sources`); pairs
-    without a `networks` count count their sessions, pairs without a `people` count none."""
-    return enough_sources(getattr(pair, "networks", pair.sessions), getattr(pair, "people", 0),
-                          min_networks, min_people)
+    without a `networks` count count their sessions, pairs without a `people` count none.
+    `heavy`: networks that vouch for nothing (`heavy_networks`): the pair's networks are
+    counted without them."""
+    networks = getattr(pair, "networks", pair.sessions)
+    bits = network_bits(pair) if heavy else frozenset()
+    if bits & heavy:
+        networks = len(bits - heavy)
+    return enough_sources(networks, getattr(pair, "people", 0), min_networks, min_people)
 
 
 def enough_sources(networks: int, people: int, min_networks: int, min_people: int | None) -> bool:

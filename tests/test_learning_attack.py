@@ -1,0 +1,213 @@
+"""Learning cannot be steered by cover traffic from a few networks (issue 33 item 1).
+
+The audit's attack, through the real endpoints: from two /24 networks, a handful of sessions
+search the demo's public test-case queries + " please" (k=1) and click the top result (cover
+traffic that agrees with the ranking), and 2 sessions search the attack query and click a wrong
+task at rank 10; then `app.py fit` with LEARNING_SETTLE_S=0. Before the fix the learned signal
+was kept at weight 20.5 over 127 pairs and the wrong task rose from rank 10 to rank 2 for its
+query and its paraphrases (from 2 networks and from 12).
+
+What stops it (docs/learning-from-use.md, section 4):
+* a network that holds more than LEARNING_MAX_NETWORK_SHARE of the learned pairs vouches for
+  none of them (search.learned.heavy_networks): two networks make at most 2 pairs count;
+* pairs that only agree with the ranking do not feed the `learned` signal in the CV that weighs
+  it (search.fitting.informative_learned), which keeps it only with 3 more first hits than
+  losses: the same cover from 12 networks, each under the share, buys the signal no weight
+  (the exemplars path is a known gap: xfail below).
+And a control: honest corrections from many networks still count beside the attack, earn the
+signal its weight, and lift the right tasks.
+"""
+from __future__ import annotations
+
+import pytest
+
+from analytics.learning import load_learned
+from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+
+ATTACK_QUERY = "driver background check for bus staff"
+PARAPHRASES = ("background checks for bus drivers", "bus driver background check")
+WRONG_TASK = "health.daily-health-check"     # at rank 10 for the attack query on the demo's fit
+COVER_QUERIES = 126                          # ~252 cover votes, as in the audit
+VOTES_PER_SESSION = 18                       # under LEARNING_MAX_VOTES_PER_SESSION (20): full weight
+
+
+def rank_of(service, query: str, task: str) -> int | None:
+    """1-based rank of `task` among the first 10 results for `query` (None: not among them)."""
+    ids = [r["id"] for r in service.search(query, k=10)["results"]]
+    return ids.index(task) + 1 if task in ids else None
+
+
+class Widget:
+    """Searches and clicks as the widget sends them, from a given client address."""
+
+    def __init__(self, app):
+        self.client = app.test_client()
+
+    def vote(self, query: str, session: str, address: str, k: int = 10, task: str | None = None) -> str:
+        """Search `query` (k results) in `session` from `address`, send the impression, and click
+        `task` (default: the first result) where it was shown; returns the clicked task."""
+        env = {"REMOTE_ADDR": address}
+        body = self.client.get("/api/search", query_string={"q": query, "k": k, "session": session},
+                               environ_base=env).get_json()
+        ids = [r["id"] for r in body["results"]]
+        task = task or ids[0]
+        events = [{"type": "impression", "search_id": body["search_id"], "query": query, "task_ids": ids},
+                  {"type": "click", "search_id": body["search_id"], "task_id": task, "position": ids.index(task) + 1}]
+        response = self.client.post("/api/events", json={"session_id": session, "events": events}, environ_base=env)
+        assert response.status_code == 202
+        return task
+
+
+def networks(n: int) -> list[str]:
+    """n distinct /24 networks (one address block each)."""
+    return [f"198.51.{i}" for i in range(n)]
+
+
+def attack(app, cases, blocks: list[str]) -> None:
+    """The audit's traffic: each cover query ("<test-case query> please", k=1, its top result
+    clicked) and the attack query (the wrong task clicked at rank 10) get 2 sessions, from two
+    networks of `blocks` in turn; each session makes at most VOTES_PER_SESSION votes, each
+    address at most a few sessions (under the per-address cap)."""
+    widget = Widget(app)
+    queries = sorted({c.query for c in cases if c.gold})[:COVER_QUERIES]
+    plan = [(f"{q} please", 1, None) for q in queries] + [(ATTACK_QUERY, 10, WRONG_TASK)]
+    for copy in range(2):
+        for i, (query, k, task) in enumerate(plan):
+            block = blocks[(2 * i + copy) % len(blocks)]
+            session_no = (i // VOTES_PER_SESSION) * 2 + copy
+            session = f"attacker-{block.replace('.', '-')}-{session_no:04d}-session"
+            widget.vote(query, session, f"{block}.{1 + session_no % 200}", k, task)
+    app.extensions["taskfinder_analytics"].flush()
+
+
+@pytest.fixture
+def demo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    """The demo app with its shipped fit, aggregating every event at once (LEARNING_SETTLE_S=0)."""
+    app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40),
+                    demo_tasks, demo_cases)
+    install_demo_fit(app)
+    yield app
+    close_app(app)
+
+
+def fit(app) -> dict:
+    """`app.py fit`: aggregate, refit, serve the new fit."""
+    service = app.extensions["taskfinder"].search
+    report = service.refit_now()
+    service.live(wait=True)
+    return report
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_cover_traffic_from_two_networks_cannot_steer_a_wrong_task_up(demo, demo_cases):
+    """The audit's attack from 2 networks: they hold half the pairs each, over the share, and
+    vouch for none (heavy_networks): no pair counts, and the wrong task stays where it was for
+    its query and its paraphrases. Failed before (rank 10 -> 2, 7 -> 2, 7 -> 2; weight 20.5)."""
+    service = demo.extensions["taskfinder"].search
+    before = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    assert before[ATTACK_QUERY] == 10
+    attack(demo, demo_cases, networks(2))
+    report = fit(demo)
+    after = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    print("attack 2 networks:", before, "->", after, report.get("learned"))
+    for query, rank in after.items():
+        assert rank is None or before[query] is None or rank >= before[query], (query, before[query], rank)
+    assert "learned" not in report                    # no pair counts
+    assert all("learned" not in r["contributions"] for r in service.search(ATTACK_QUERY, k=10)["results"])
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_cover_traffic_from_many_networks_buys_the_learned_signal_no_weight(demo, demo_cases):
+    """The same traffic spread over 12 networks, each under the share: the pairs count, but the
+    cover only agrees with the ranking, so the signal's CV holds the informative pairs alone
+    (informative_learned) and gives the signal no weight. Failed before (weight 20.5, the wrong
+    task 10 -> 2).
+
+    Known gap (xfail below): the as-cases test still weighs every pair, and this cover passes it
+    ("<case> please" carries each held-out case's answer into its own test), so the exemplars
+    are taken with the wrong pair among them and the wrong task rises 10 -> 2. Leaving
+    near-duplicates of the held-out queries out of the as-cases folds closes it (and kept the
+    simulator at 0.860), but tests/test_fitting.py's as-cases test asserts the opposite (its
+    "good" exemplars are exactly "<case> please"): docs/learning-from-use.md, section 4."""
+    service = demo.extensions["taskfinder"].search
+    before = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    attack(demo, demo_cases, networks(12))
+    report = fit(demo)
+    signal = report["cv"]["full"].get("learned_signal")
+    print("attack 12 networks:", report.get("learned"), signal)
+    assert report["learned"]["pairs"] > 120 and report["learned"]["informative"] < 40
+    assert signal is None or not signal["kept"]
+    assert demo.extensions["taskfinder"].search.live().params.weights.full.learned == 0.0
+    if report["learned"]["as_cases"]:
+        pytest.xfail("known gap: agreeing cover from 12 networks still buys the exemplars (as-cases)")
+    after = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    for query, rank in after.items():
+        assert rank is None or before[query] is None or rank >= before[query], (query, before[query], rank)
+
+
+# Queries near a written case that the written ranking answers wrongly, each with its right task
+# and that task's rank on the demo's fit (found by ranking 1,308 variants of the demo's case
+# queries: these 4 were the only ones whose right task was shown below rank 1).
+CORRECTIONS = (("teacher-child interaction", "education.class-observation", 2),
+               ("where do I record a child's", "health.immunizations", 2),
+               ("classes attendance", "family.parenting-curriculum", 4),
+               ("a child", "ersea.withdrawal", 3))
+
+
+def honest(app, blocks: list[str], sessions_per_query: int = 3) -> None:
+    """Honest corrections: per CORRECTIONS query, `sessions_per_query` people, each in a session
+    of their own, search it and click its right task where it is shown; person i comes from
+    network blocks[i % len(blocks)]."""
+    widget = Widget(app)
+    person = 0
+    for query, task, _ in CORRECTIONS:
+        for _ in range(sessions_per_query):
+            block = blocks[person % len(blocks)]
+            widget.vote(query, f"honest-{person:04d}-session", f"{block}.{1 + person % 200}", 10, task)
+            person += 1
+    app.extensions["taskfinder_analytics"].flush()
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_honest_corrections_from_many_networks_are_learned_beside_the_attackers_two(demo, demo_cases):
+    """The control: people on 12 networks correct the ranking of 4 queries (the right task at
+    rank 2-4) while the audit's two networks send their cover and attack traffic. The two
+    attacking networks hold half the pairs each and vouch for none; the people's 4 pairs count,
+    are informative, earn the `learned` signal its weight in the CV, and lift their right tasks;
+    the wrong task stays where it was."""
+    service = demo.extensions["taskfinder"].search
+    assert [rank_of(service, q, t) for q, t, _ in CORRECTIONS] == [r for *_, r in CORRECTIONS]
+    attack(demo, demo_cases, networks(2))
+    honest(demo, [f"203.0.{i}" for i in range(12)])
+    report = fit(demo)
+    assert len(load_learned(demo.extensions["taskfinder"].store.engine)) > 120
+    print("control:", report.get("learned"), report.get("cv", {}).get("full", {}).get("learned_signal"))
+    assert report["learned"]["pairs"] == report["learned"]["informative"] == len(CORRECTIONS)
+    assert report["learned"]["used"] and report["learned"]["weight"] > 0
+    lifted = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
+    print("control ranks:", [r for *_, r in CORRECTIONS], "->", lifted)
+    assert all(after is not None and after <= before for after, (*_, before) in zip(lifted, CORRECTIONS))
+    assert sum(after < before for after, (*_, before) in zip(lifted, CORRECTIONS)) >= 3
+    assert rank_of(service, ATTACK_QUERY, WRONG_TASK) == 10
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_two_networks_cannot_buy_the_signal_a_weight_with_right_corrections(demo):
+    """Without cover: the two networks send the 4 right corrections themselves (what earned the
+    signal its weight in the control) and then the wrong task at rank 10. Five pairs from two
+    networks: each network holds half of them (over the share, counted of at least 5 pairs), so
+    none counts. Failed before: the 5 pairs counted and bought the signal a weight of 33.4,
+    the wrong pair included (its task then fell out of the top 10 rather than rising)."""
+    service = demo.extensions["taskfinder"].search
+    blocks = networks(2)
+    honest(demo, blocks, sessions_per_query=2)
+    widget = Widget(demo)
+    for i, block in enumerate(blocks):
+        widget.vote(ATTACK_QUERY, f"attacker-wrong-{i}-session", f"{block}.99", 10, WRONG_TASK)
+    demo.extensions["taskfinder_analytics"].flush()
+    report = fit(demo)
+    print("two networks, right corrections:", report.get("learned"),
+          report.get("cv", {}).get("full", {}).get("learned_signal"))
+    rank = rank_of(service, ATTACK_QUERY, WRONG_TASK)
+    assert rank is None or rank >= 10
+    assert "learned" not in report                     # no pair counts (before: 5, weight 33.4)
