@@ -28,16 +28,16 @@ def editor_app(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
     return app
 
 
-def first_result(page, base: str) -> str:
-    response = page.request.get(f"{base}/api/search", params={"q": QUERY, "k": "1"})
+def first_result(page, base: str, query: str = QUERY) -> str:
+    response = page.request.get(f"{base}/api/search", params={"q": query, "k": "1"})
     return json.loads(response.text())["results"][0]["id"]
 
 
-def wait_for_first(page, base: str, wanted: str) -> str:
+def wait_for_first(page, base: str, wanted: str, query: str = QUERY) -> str:
     deadline = time.monotonic() + 20   # the index is rebuilt in the background after a publish
-    while first_result(page, base) != wanted and time.monotonic() < deadline:
+    while first_result(page, base, query) != wanted and time.monotonic() < deadline:
         time.sleep(0.3)
-    return first_result(page, base)
+    return first_result(page, base, query)
 
 
 def test_an_editor_adds_a_case_previews_publishes_and_rolls_it_back(editor_app, live_server, page):

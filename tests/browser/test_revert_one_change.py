@@ -3,38 +3,12 @@
 change alone: the confirmation page lists exactly the one record and what it goes back to, the
 publish is a new version "Revert version N", the search answers as before the case edit, and the
 later task edit stays."""
-import json
-import time
 
-import pytest
-
-from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, make_settings
+from tests.browser.test_admin_editor import editor_app, first_result, wait_for_first  # noqa: F401 (fixture)
+from tests.conftest import ADMIN_PASSWORD
 
 QUERY = "bus stops"
 TASK = "gov.program-goals"
-
-
-@pytest.fixture
-def editor_app(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path, shared_cache_dir, SECRET_KEY="r" * 40, SESSION_COOKIE_SECURE=0),
-                    demo_tasks, demo_cases)
-    accounts = app.extensions["taskfinder"].accounts
-    accounts.hasher = FAST_HASHER
-    accounts.create_user("eddie", ADMIN_PASSWORD, "editor", actor="cli:test")
-    app.extensions["taskfinder"].search.live(wait=True)
-    return app
-
-
-def first_result(page, base: str) -> str:
-    response = page.request.get(f"{base}/api/search", params={"q": QUERY, "k": "1"})
-    return json.loads(response.text())["results"][0]["id"]
-
-
-def wait_for_first(page, base: str, wanted: str) -> str:
-    deadline = time.monotonic() + 20   # the index is rebuilt in the background after a publish
-    while first_result(page, base) != wanted and time.monotonic() < deadline:
-        time.sleep(0.3)
-    return first_result(page, base)
 
 
 def test_an_editor_reverts_one_change_from_its_version_page(editor_app, live_server, page):
@@ -43,7 +17,7 @@ def test_an_editor_reverts_one_change_from_its_version_page(editor_app, live_ser
     store = editor_app.extensions["taskfinder"].store
     case = next(c for c in store.cases() if c.query == QUERY)
     original_gold = case.gold[0]
-    assert first_result(page, base) == original_gold
+    assert first_result(page, base, QUERY) == original_gold
 
     page.goto(f"{base}/admin/login")
     page.fill("input[name=username]", "eddie")
@@ -60,7 +34,7 @@ def test_an_editor_reverts_one_change_from_its_version_page(editor_app, live_ser
     page.click("button[name=publish]")
     page.wait_for_selector("text=Published.")
     edit = store.versions(limit=1)[0].id
-    assert wait_for_first(page, base, "health.lead-screening") == "health.lead-screening"
+    assert wait_for_first(page, base, "health.lead-screening", QUERY) == "health.lead-screening"
 
     # a later, unrelated change that the revert must keep
     page.goto(f"{base}/admin/tasks/{TASK}/edit")
@@ -80,12 +54,12 @@ def test_an_editor_reverts_one_change_from_its_version_page(editor_app, live_ser
              for i in range(rows.count())}
     assert shown == {"gold": ["health.lead-screening", original_gold],
                      "rationale": ["a mistaken edit, to be reverted", case.rationale]}
-    assert first_result(page, base) == "health.lead-screening", "reviewing changed nothing"
+    assert first_result(page, base, QUERY) == "health.lead-screening", "reviewing changed nothing"
 
     page.click("button[name=confirm]")
     page.wait_for_selector(f"text=Reverted version {edit} alone")
     revert = store.versions(limit=1)[0]
     assert (revert.kind, revert.message, revert.actor) == ("revert", f"Revert version {edit}", "user:eddie")
     assert page.url == f"{base}/admin/versions/{revert.id}"
-    assert wait_for_first(page, base, original_gold) == original_gold
+    assert wait_for_first(page, base, original_gold, QUERY) == original_gold
     assert store.task(TASK).name == "Program goals (kept)"
