@@ -28,7 +28,8 @@ serve-prod: setup
 PYTEST_WORKERS ?= 2
 
 test: setup-dev llm browser axe
-	$(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	@t0=$$(date +%s); $(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS); \
+	  rc=$$?; echo "make test: the suite took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 
 setup: $(VENV)/.runtime
 

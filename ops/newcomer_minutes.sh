@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A newcomer's minutes (issue 34), measured as a newcomer meets them: a fresh clone of this
 # repository in a temporary directory, every cache empty (pip, npm, the model caches), then
-#   1. .ci/run             (= make test: set-up phases and the suite, each timed)
+#   1. .ci/run             (= make test; it prints the suite's seconds and the total)
 #   2. make run            until /healthz answers, and until the first search has answered
 #   3. app.py search       three calls, each timed from the shell
 #
