@@ -21,10 +21,9 @@ from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
 from werkzeug.routing import IntegerConverter
 
-from admin import audit, init_admin
+from admin import admin_bp, audit, init_admin
 from admin.accounts import AccountStore
 from admin.cli import COMMANDS as ADMIN_COMMANDS
-from analytics import init_analytics
 from analytics.cli import analytics_group
 from analytics.learning import fit_inputs
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
@@ -32,7 +31,6 @@ from catalog.db import make_engine, schema_problem
 from catalog.store import CatalogStore
 from catalog.validation import MAX_ID
 from evaluation.cli import evaluate_command, evaluate_prefixes_command
-from kb.api import kb_bp
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
 from rerank import Reranker
@@ -40,6 +38,8 @@ from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
 from infra.cli import llm_group
+from api.events import events_bp, init_analytics
+from api.kb import kb_bp
 from api.search import render_text, search_bp
 from search.cli import fit_command
 from api.cors import install_cors
@@ -97,8 +97,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     events_breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis_events"))
     init_analytics(app, settings, engine, metrics, build_storage(
         settings, events_breaker, OutageReporter("redis (event caps)", metrics.ratelimit_backend_errors.inc)))
+    app.register_blueprint(events_bp)
     install_cors(app, settings.cors_origins)
     init_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
+    app.register_blueprint(admin_bp)   # with its nested /admin/api and /admin/analytics (admin.blueprint)
     install_api_headers(app)                # WSGI middleware around the app...
     install_request_metrics(app, metrics)   # ...and the outermost: its duration covers everything inside
     for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,

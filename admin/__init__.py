@@ -8,10 +8,13 @@
     admin.editing    the editor's pure middle: proposals from forms/JSON, the catalog after a change
     admin.searching  the product's search inside the admin (picker, browse search box)
     admin.evaluation_views  the offline evaluation page (background runs, progress, report, chart)
+    admin.analytics  the search analytics pages under /admin/analytics (charts; top, no-result, low-CTR queries)
     admin.accounts   users, roles, argon2 passwords, API tokens
     admin.audit      the audit log helper
     admin.throttle   login throttling
     admin.cli        `python app.py users ...` and `python app.py tokens ...`
+
+create_app configures the admin (init_admin) and registers `admin_bp` with its nested blueprints.
 """
 from admin import editor, evaluation_views, learned, views  # noqa: F401  (register the routes on admin_bp)
 from admin.blueprint import admin_bp, init_admin

@@ -1,7 +1,7 @@
 """The admin blueprint and its access policy: deny by default, in one place.
 
-Every request routed to `admin_bp` (pages) or its nested `api` blueprint passes `enforce_policy`
-before any view runs:
+Every request routed to `admin_bp` (pages) or its nested `api` and `analytics` blueprints passes
+`enforce_policy` before any view runs:
 
 * anonymous callers are refused everywhere except PUBLIC_ENDPOINTS (the login page, static
   files): pages redirect to the login page, /admin/api answers 401 JSON;
@@ -42,6 +42,7 @@ from flask_login import LoginManager, current_user
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from admin.accounts import Account, AccountStore
+from admin.analytics import analytics_pages_bp
 from infra.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
 from api.roles import bearer_token
@@ -52,7 +53,10 @@ log = logging.getLogger(__name__)
 admin_bp = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates",
                      static_folder="static")
 api_bp = Blueprint("api", __name__, url_prefix="/api")  # JSON for automation: /admin/api/...
+# The blueprints nested in admin_bp, named here where it is defined (a blueprint is nested once,
+# before any app registers admin_bp; a module never nests itself as a side effect of its import):
 admin_bp.register_blueprint(api_bp)
+admin_bp.register_blueprint(analytics_pages_bp)  # /admin/analytics/ (admin/analytics/pages.py)
 
 PUBLIC_ENDPOINTS = frozenset({"admin.login", "admin.static"})
 # Viewers may sign out and preview an edit (a POST that writes nothing); publishing is the editors'.
@@ -91,8 +95,9 @@ class AdminOnlySessionInterface(SecureCookieSessionInterface):
 
 
 def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle: LoginThrottle) -> None:
-    """Configure sessions and Flask-Login on `app` and register the admin blueprint; `throttle`
-    counts failed logins (admin.throttle.build_throttle: in Redis or in this process)."""
+    """Configure sessions and Flask-Login on `app` for the admin blueprint (create_app then
+    registers `admin_bp`); `throttle` counts failed logins (admin.throttle.build_throttle: in
+    Redis or in this process)."""
     # Never a hard-coded key (anyone could forge a session), never one per process (gunicorn's
     # workers would refuse each other's sessions): SECRET_KEY, else the data directory's shared key.
     app.secret_key = settings.secret_key or shared_secret_key(settings.data_dir)
@@ -116,7 +121,6 @@ def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle:
     login_manager.init_app(app)
     app.session_interface = AdminOnlySessionInterface()
     app.extensions["taskfinder_admin"] = AdminState(throttle=throttle)
-    app.register_blueprint(admin_bp)
 
 
 def admin_state() -> AdminState:

@@ -1,5 +1,5 @@
 """Geometry of the admin analytics charts, computed here and drawn as SVG by a Jinja template
-(analytics/templates/analytics/_chart.html): no script, no inline style, every label escaped.
+(admin/analytics/templates/analytics/_chart.html): no script, no inline style, every label escaped.
 
 `line_chart` maps a daily series onto a fixed viewBox: a polyline per run of days that have a
 value (a day without searches has no rate and breaks the line), a marker per day with a value

@@ -8,7 +8,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from analytics.api import EXTENSION
+from api.events import EXTENSION
 from analytics.recorder import AnalyticsRecorder
 from analytics.report import load_report, load_rollup_report
 from catalog.models import utcnow

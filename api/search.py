@@ -23,10 +23,10 @@ from dataclasses import replace
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from analytics import analytics_recorder, person_of
 from analytics.records import SESSION_ID, search_record
 from analytics.store import AnalyticsStore
 from api.completions import LiveCompletions, read_popular
+from api.events import analytics_recorder, person_of
 from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from search.service import BadQuery

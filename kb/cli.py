@@ -12,6 +12,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from evaluation.corpus import evaluate_corpus
 from kb.llm import MODES as PROMPT_MODES
 from kb.search import KB, KBConfig, MODES
 from kb.store import IngestError, parse_qrels, parse_queries
@@ -159,7 +160,7 @@ def evaluate(name, queries, qrels, modes, limit, prompt_mode, lam, max_df, json_
     if limit:
         qs = qs[:limit]
     mode_list = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
-    result = kb.evaluate(name, qs, judged, mode_list, progress=sys.stderr.isatty())
+    result = evaluate_corpus(kb, name, qs, judged, mode_list, progress=sys.stderr.isatty())
     click.echo(f"{'mode':<12} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'n':>5}")
     for mode, m in result["modes"].items():
         if "skipped" in m:

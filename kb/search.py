@@ -1,4 +1,5 @@
-"""Search modes over a named corpus, with per-term explanations, and BEIR-style evaluation.
+"""Search modes over a named corpus, with per-term explanations (the BEIR-style evaluation of
+those modes is evaluation/corpus.py, `python app.py corpus evaluate`).
 
 Modes
   bm25         plain BM25 over the document text
@@ -20,7 +21,6 @@ from kb.expansion import DEFAULT_LAMBDA, Expansion, llm_expansion, rm3_expansion
 from kb.jobs import open_cache
 from kb.index import Index, published_version
 from kb.llm import LLM
-from evaluation.metrics import evaluate_run
 from kb.store import CorpusStore
 from infra.breaker import CircuitBreaker
 
@@ -146,24 +146,4 @@ class KB:
             out["expansion"] = {"source": exp.source, "kept": [{"term": t, "df": d} for t, d in exp.kept],
                                 "dropped": [{"term": t, "reason": r} for t, r in exp.dropped], "note": exp.note}
         out["took_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        return out
-
-    def evaluate(self, name: str, queries: list[dict], qrels: dict, modes: list[str], k: int = 100,
-                 progress: bool = False) -> dict:
-        """{"modes": {mode: metrics | {"skipped": reason}}} over queries that have qrels."""
-        from tqdm import tqdm
-
-        queries = [q for q in queries if q["_id"] in qrels]
-        out: dict = {"modes": {}}
-        for mode in modes:
-            reason = self.unavailable(name, mode)
-            if reason:
-                out["modes"][mode] = {"skipped": reason}
-                continue
-            started = time.perf_counter()
-            run = {q["_id"]: self.ranking(name, q["text"], mode, k)
-                   for q in tqdm(queries, desc=mode, disable=not progress, leave=False)}
-            metrics = evaluate_run(run, qrels)
-            metrics["ms_per_query"] = round((time.perf_counter() - started) * 1000 / max(len(queries), 1), 3)
-            out["modes"][mode] = metrics
         return out

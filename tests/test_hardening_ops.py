@@ -149,7 +149,7 @@ def test_workers_without_secret_key_give_one_address_one_network(two_workers):
     """Issue 33 item 2: the network pseudonym's key was random per process, so two sessions pinned
     to two gunicorn workers from ONE address counted as two networks (a pair's network rule
     bought with one address). Both workers now key it with the shared key file."""
-    from analytics.api import bind_to_address
+    from api.events import bind_to_address
     from analytics.schema import parse_batch
     from catalog.models import utcnow
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import flask
 import pytest
 
-from kb.api import kb_bp
+from api.kb import kb_bp
 from kb.cli import corpus_group
 from kb.store import CorpusStore
 from settings import Settings

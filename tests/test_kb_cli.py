@@ -9,7 +9,7 @@ from pathlib import Path
 import flask
 import pytest
 
-from kb.api import kb_bp
+from api.kb import kb_bp
 from kb.cli import corpus_group
 from evaluation.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
 from kb.store import CorpusStore

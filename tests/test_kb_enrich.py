@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from catalog.records import TaskRecord
+from evaluation.corpus import evaluate_corpus
 from kb.enrich import enrich_corpus, enrich_tasks
 from kb.jobs import cache_key, open_cache
 from kb.llm import LLM
@@ -150,8 +151,8 @@ def test_query_expansion_sage_and_modes(tmp_path):
         enrich_corpus(store, "mini", kb.llm, kb.cache, "fake-model", variant="sage", progress=False)
         out = kb.search("mini", "alpha keyword", 3, "sage")
         assert len(out["results"]) == 3
-        res = kb.evaluate("mini", [{"_id": "q1", "text": "Myocardial infarction survivors"}],
-                          {"q1": {"d1": 1}}, ["bm25", "enriched", "enriched_qe", "qe", "sage"])
+        res = evaluate_corpus(kb, "mini", [{"_id": "q1", "text": "Myocardial infarction survivors"}],
+                              {"q1": {"d1": 1}}, ["bm25", "enriched", "enriched_qe", "qe", "sage"])
         assert res["modes"]["enriched"]["ndcg@10"] == 1.0
         assert res["modes"]["bm25"]["ndcg@10"] < 1.0
 

@@ -200,7 +200,7 @@ def test_one_address_coming_back_on_later_days_stays_one_network(settings, demo_
     from one address, one a day, each searching, seeing and clicking the same task, are one
     network, so the pair never counts. (A network key that changed with the day made them
     three networks: the pair counted on the third day.)"""
-    import analytics.api
+    import api.events
     from catalog.models import utcnow
     from tests.conftest import build_app, close_app
 
@@ -211,7 +211,7 @@ def test_one_address_coming_back_on_later_days_stays_one_network(settings, demo_
         env = {"REMOTE_ADDR": "203.0.113.7"}
         shown = set()
         for day in range(3):
-            monkeypatch.setattr(analytics.api, "utcnow", lambda day=day: start + timedelta(days=day))
+            monkeypatch.setattr(api.events, "utcnow", lambda day=day: start + timedelta(days=day))
             session = f"returning-day-{day}-session"
             body = client.get(f"/api/search?q=lead screening&k=8&session={session}", environ_base=env).get_json()
             first = body["results"][0]["id"]

@@ -19,21 +19,33 @@ so a click can arrive before its search is stored, and a search may have been dr
 queue) or purged. Such events are stored and purged like the others; the measures count only
 events whose search is in the log (analytics.formulas.intents), and the analytics page shows
 how many were not matched. A made-up id therefore cannot change any measure.
+
+`init_analytics` (called by create_app) gives the app its analytics writer (analytics.recorder)
+and what this endpoint needs; /api/search (api.search) queues its searches through
+`analytics_recorder()` and `person_of`. The log, the measures and the writer themselves are in
+analytics/, which knows nothing of HTTP.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from limits.storage import Storage
+from sqlalchemy import Engine
 
-from analytics.budget import Admission
+from analytics.budget import Admission, build_event_budget
 from analytics.recorder import AnalyticsRecorder
 from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
 from analytics.sources import AddressSessions, gate_key, network_pseudonym, person_pseudonym
+from analytics.store import AnalyticsStore
 from api.roles import resolve_access
+from infra.secret_key import shared_secret_key
 from web.limits import request_client
+from web.metrics import Metrics
 from catalog.models import utcnow
 from catalog.validation import JSONRefused, decode_json
+from settings import Settings
 
 events_bp = Blueprint("events", __name__)
 EXTENSION = "taskfinder_analytics"   # app.extensions key of the app's AnalyticsRecorder
@@ -45,8 +57,32 @@ ACCEPTED_TYPES = ("application/json", "text/plain")
 RETRY_AFTER_S = 5
 
 
+def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metrics,
+                   event_storage: Storage) -> AnalyticsRecorder:
+    """Create this app's analytics writer and what POST /api/events needs (its flood caps, the
+    per-address session gate, the pseudonyms' key). create_app registers `events_bp` itself."""
+    recorder = AnalyticsRecorder(AnalyticsStore(engine), queue_size=settings.analytics_queue_size,
+                                 flush_interval_s=settings.analytics_flush_interval_s,
+                                 retention_days=settings.analytics_retention_days,
+                                 enabled=settings.analytics_enabled, on_count=metrics.analytics_listener(),
+                                 rollup_interval_s=settings.analytics_rollup_interval_s)
+    app.extensions[EXTENSION] = recorder
+    app.extensions[SOURCES_EXTENSION] = AddressSessions(settings.learning_sessions_per_address)
+    # the flood caps of POST /api/events, shared by every worker through Redis (analytics.budget)
+    app.extensions[BUDGET_EXTENSION] = build_event_budget(settings, event_storage)   # the caps' counts (analytics.budget)
+    # the key of the network and person pseudonyms (analytics.sources): derived from SECRET_KEY, else
+    # from the key file every process of this data directory shares (infra.secret_key), so that
+    # all workers give one address one pseudonym (issue 33 item 2: a key per process made one
+    # address two "networks" on gunicorn). Derived, so that the session-signing key itself is not
+    # used for a second purpose; the two pseudonyms hash distinct messages under it.
+    secret = settings.secret_key or shared_secret_key(settings.data_dir)
+    app.extensions[PSEUDONYM_KEY_EXTENSION] = hashlib.sha256(
+        b"taskfinder network pseudonym\0" + secret.encode("utf-8")).digest()
+    return recorder
+
+
 def analytics_recorder() -> AnalyticsRecorder:
-    """The current app's analytics writer (analytics.init_analytics)."""
+    """The current app's analytics writer (init_analytics)."""
     return current_app.extensions[EXTENSION]
 
 

@@ -2,8 +2,10 @@
 charts, the top searches and results, the top no-result and low-CTR queries, each with a link
 that turns it into a test case. It reads the daily roll-ups (analytics.rollup).
 
-The blueprint is nested in admin_bp, so every request passes admin.blueprint.enforce_policy
+The blueprint is nested in admin_bp (admin.blueprint does that, where admin_bp is defined;
+importing this module registers nothing), so every request passes admin.blueprint.enforce_policy
 (login, and CSRF plus the editor role for writes) before a view runs; its pages are read-only.
+Its templates (templates/analytics/) and stylesheet (static/) sit beside this module.
 """
 from __future__ import annotations
 
@@ -12,16 +14,14 @@ from datetime import timedelta
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
-from admin.blueprint import admin_bp
-from analytics.api import analytics_recorder
 from analytics.charts import line_chart, number, percent
 from analytics.report import Report, load_rollup_report, new_case_url
+from api.events import analytics_recorder
 from catalog.models import utcnow
 from catalog.validation import bounded_int
 
 analytics_pages_bp = Blueprint("analytics", __name__, url_prefix="/analytics", template_folder="templates",
                                static_folder="static")
-admin_bp.register_blueprint(analytics_pages_bp)
 
 SPANS = (7, 30, 90)
 DEFAULT_SPAN = 30

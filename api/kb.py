@@ -1,4 +1,4 @@
-"""Flask blueprint: GET /api/kb/search?corpus=&q=&k=&mode=
+"""Flask blueprint `kb`: GET /api/kb/search?corpus=&q=&k=&mode= (the HTTP part of kb/, the corpus engine).
 
 Settings come from current_app.config["SETTINGS"]; loaded indexes are cached in
 current_app.extensions["kb"] (a kb.search.KB). Bad parameters are HTTP 400 {"error": ...}.

@@ -1,0 +1,5 @@
+"""The admin analytics pages under /admin/analytics (admin.analytics.pages), with their
+templates and static files beside them; admin.blueprint nests `analytics_pages_bp` in admin_bp."""
+from admin.analytics.pages import analytics_pages_bp
+
+__all__ = ["analytics_pages_bp"]
