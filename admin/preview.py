@@ -67,15 +67,14 @@ import numpy as np
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import k_folds
 from evaluation.metrics import gold_rank
-from lexicon.rationale import RationaleLexicon, build_lexicon, pin_key
+from lexicon.rationale import RationaleLexicon, pin_key
 from lexicon.text import stem, words
-from search.confidence import assess
+from search.confidence import shown
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
-from search.fitting import FOLDS, attach_vectors
-from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, build_index, embedding_text
-from search.learned import build_learned_memory, learned_cases, normalised_query
-from search.prefilter import AnalysedQuery, analyse_query, fuse, mode_of, rank_order, rank_values, signal_values
-from search.prototypes import INIT_SCALE
+from search.fitting import FOLDS, cases_digest
+from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, embedding_text
+from search.learned import normalised_query
+from search.pipeline import Pipeline, attach, serving_index
 from search.ranker import RankerParams
 from settings import Settings
 
@@ -111,7 +110,8 @@ class RankedTask:
 
 @dataclass(frozen=True)
 class Ranking:
-    """One query's top 5 as a user would see it, and where its first gold task is."""
+    """One query's top 5 as a user would see it (after the score-tail cut), and where its first
+    gold task is."""
 
     tasks: tuple[RankedTask, ...]
     gold_rank: int | None        # 1-based, within the top CV_DEPTH; None: further down or no gold
@@ -121,7 +121,8 @@ class Ranking:
         return () if self.abstained else tuple(t.id for t in self.tasks)
 
     def hit(self) -> bool:
-        return not self.abstained and self.gold_rank is not None and self.gold_rank <= TOP_K
+        """A gold task is shown: `tasks` is a prefix of the ranking (the tail cut keeps one)."""
+        return not self.abstained and self.gold_rank is not None and self.gold_rank <= len(self.tasks)
 
 
 @dataclass(frozen=True)
@@ -236,26 +237,34 @@ def _plain(value):
 # -- indexes, built once each ----------------------------------------------------------------------
 @dataclass
 class _Indexed:
-    """An index with its visible rows, and the rankings already asked of it (an index shared by
-    before and after answers each query once)."""
+    """An index and the fit that ranks with it (a Pipeline), the viewer-independent visible rows,
+    and the rankings already asked of it (an index shared by before and after answers each
+    query once)."""
 
-    index: SearchIndex
+    pipeline: Pipeline
     rows: np.ndarray
     visible: tuple[TaskRecord, ...]
     rankings: dict = field(default_factory=dict)
+
+    @property
+    def index(self) -> SearchIndex:
+        return self.pipeline.index
+
+    @property
+    def params(self) -> RankerParams:
+        return self.pipeline.params
 
 
 class _Workbench:
     """Builds the indexes one preview needs, reusing the case-independent parts: the analysed
     task text and task vectors per task list, every embedding (memoised), and whole indexes
-    whose tasks and cases repeat. Lives for one preview."""
+    whose tasks, cases and fit repeat. Lives for one preview."""
 
-    def __init__(self, settings: Settings, params: RankerParams, embedder, abstain: bool,
+    def __init__(self, settings: Settings, embedder, abstain: bool,
                  enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None,
                  live_index: SearchIndex | None = None, view_as: str | None = ANONYMOUS):
         self.settings = settings
         self.view_as = view_as
-        self.params = params
         self.embedder = MemoEmbedder(embedder) if embedder is not None else None
         self.abstain = abstain
         self.enrichment = enrichment
@@ -270,50 +279,52 @@ class _Workbench:
         self._task_text: dict[tuple, TaskText] = {}
         self._task_vectors: dict[tuple, np.ndarray] = {}
         self._indexes: dict[tuple, _Indexed] = {}
+        self._params: dict[int, RankerParams] = {}   # keeps each keyed fit alive (keys hold its id)
 
-    def adopt(self, index: SearchIndex, cases: Sequence[CaseRecord]) -> None:
-        """Use a live index (built by the service from these active tasks and `cases`, with its
-        vectors and fitted prototypes) instead of building the same again."""
+    def _key(self, tasks, cases, params: RankerParams, fitted_prototypes: bool, held_out) -> tuple:
+        self._params[id(params)] = params
+        return tuple(t for t in tasks if t.active), tuple(cases), id(params), fitted_prototypes, held_out
+
+    def adopt(self, index: SearchIndex, cases: Sequence[CaseRecord], params: RankerParams) -> None:
+        """Use a live index (built by the service from these active tasks and `cases` for
+        `params`, with its vectors and fitted prototypes) instead of building the same again."""
         rows, visible = index.visible(None, restrict=False)
-        self._indexes[(index.tasks, tuple(cases), True, frozenset())] = _Indexed(index, rows, visible)
+        self._indexes[self._key(index.tasks, cases, params, True, frozenset())] = _Indexed(
+            self._pipeline(index, params), rows, visible)
 
-    def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], fitted_prototypes: bool,
-              held_out: frozenset[str] = frozenset()) -> _Indexed:
-        """The index of the active `tasks` and `cases`. `fitted_prototypes`: rank the prototype
-        signal with the fitted prototypes (the live ranking) rather than the cases' own scaled
-        centroids (cross-validation; see the module docstring). `held_out`: normalised queries
-        whose learned exemplars the index leaves out (a CV fold's held-out queries)."""
-        active = tuple(t for t in tasks if t.active)
-        key = (active, tuple(cases), fitted_prototypes, held_out)
+    def _pipeline(self, index: SearchIndex, params: RankerParams) -> Pipeline:
+        return Pipeline(index, params, self.settings.typo_min_similarity, self.abstain)
+
+    def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], params: RankerParams,
+              fitted_prototypes: bool, held_out: frozenset[str] = frozenset()) -> _Indexed:
+        """The index `params` would serve for the active `tasks` and `cases`
+        (search.pipeline.serving_index). `fitted_prototypes`: rank the prototype signal with the
+        fitted prototypes (the live ranking) rather than the cases' own scaled centroids
+        (cross-validation; see the module docstring). `held_out`: normalised queries whose
+        learned exemplars the index leaves out (a CV fold's held-out queries)."""
+        key = self._key(tasks, cases, params, fitted_prototypes, held_out)
         if key not in self._indexes:
-            self._indexes[key] = self._build(active, tuple(cases), fitted_prototypes, held_out)
+            self._indexes[key] = self._build(key[0], key[1], params, fitted_prototypes, held_out)
         return self._indexes[key]
 
-    def _build(self, tasks: tuple[TaskRecord, ...], cases: tuple[CaseRecord, ...], fitted_prototypes: bool,
-               held_out: frozenset[str] = frozenset()) -> _Indexed:
+    def _build(self, tasks: tuple[TaskRecord, ...], cases: tuple[CaseRecord, ...], params: RankerParams,
+               fitted_prototypes: bool, held_out: frozenset[str] = frozenset()) -> _Indexed:
         if tasks not in self._task_text:
             enrichment = self.enrichment(tasks) if self.enrichment is not None else None
             self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights, enrichment)
-        if self.params.learned_as_cases:   # the live fit put the learned exemplars in the memory too
-            cases = (*cases, *learned_cases(self.params.learned, held_out))
-        index = build_index(tasks, build_lexicon(cases), self.settings.field_weights, cases=cases,
-                            task_text=self._task_text[tasks])
-        if self.params.learned:   # the learned evidence the live fit weighed (module docstring)
-            index = index.with_learned(build_learned_memory([t.id for t in tasks], self.params.learned, held_out))
+        index = serving_index(self.settings, tasks, cases, params, task_text=self._task_text[tasks],
+                              held_out=held_out, written=False)
         if self.embedder is not None and tasks:
             if tasks not in self._task_vectors:
                 self._task_vectors[tasks] = self.embedder.embed([embedding_text(t) for t in tasks], "passage")
-            index = attach_vectors(index, self.embedder, self._task_vectors[tasks])
-            if fitted_prototypes:
-                index = index.with_prototypes(self.params.prototype_matrix(index))
-            elif self.params.prototypes is not None and index.exemplars.centroids is not None:
-                index = index.with_prototypes(INIT_SCALE * index.exemplars.centroids)
+            index = attach(index, params, self.embedder, self._task_vectors[tasks],
+                           prototypes="fitted" if fitted_prototypes else "centroids")
         rows, visible = index.visible(None, restrict=False)
-        return _Indexed(index, rows, visible)
+        return _Indexed(self._pipeline(index, params), rows, visible)
 
     def rank(self, side: _Indexed, query: str, gold: Iterable[str], as_user: bool) -> Ranking:
-        """`query` ranked by `side`: `as_user` with pins and abstention (what a user would see),
-        otherwise neither (cross-validation)."""
+        """`query` ranked by `side`: `as_user` with pins, abstention and the tail cut (what a
+        user would see), otherwise none of them (cross-validation)."""
         gold = tuple(gold)
         key = (query, gold, as_user)
         if key not in side.rankings:
@@ -321,31 +332,21 @@ class _Workbench:
         return side.rankings[key]
 
     def _rank(self, side: _Indexed, query: str, gold: tuple[str, ...], as_user: bool) -> Ranking:
-        index = side.index
+        pipeline = side.pipeline
+        analysed = pipeline.analyse(query)
         # a user sees what the viewer may see; cross-validation ranks every active task
-        rows, visible = index.visible(*visibility(self.view_as)) if as_user else (side.rows, side.visible)
-        analysed = analyse_query(index, query, self.settings.typo_min_similarity)
-        if not visible or not analysed.words:
+        roles, restrict = visibility(self.view_as) if as_user else (None, False)
+        if not analysed.words or not pipeline.index.visible(roles, restrict)[1]:
             return Ranking((), None, abstained=as_user)
-        vector = self._query_vector(index, analysed)
-        values = signal_values(index, analysed, rows, vector)
-        mode = mode_of(values)
-        pins = index.lexicon.pinned_for(query) if as_user else ()
-        weights = self.params.weights_for(analysed.unfinished)   # as SearchService ranks it
-        fused, _ = fuse(values, weights.for_mode(mode))
-        order = rank_order(visible, fused, pins, CV_DEPTH)
-        ids = [visible[i].id for i in order]
-        mean = float(fused.mean())
-        top = tuple(RankedTask(visible[i].id, visible[i].name, round(float(fused[i]) - mean, 4),
-                               visible[i].id in pins) for i in order[:TOP_K])
-        abstained = False
-        if as_user:   # search.confidence decides, as for SearchService.search
-            model = self.params.abstention_for(mode) if self.abstain else None
-            oos = index.exemplars.nearest_out_of_scope(vector) if mode == "full" else None
-            abstained = not assess(rank_values(visible, values, weights, 2, pins, oos), model, analysed.unfinished).answer
-        return Ranking(top, gold_rank(ids, set(gold)) if gold else None, abstained)
+        vector = self._query_vector(pipeline.index, analysed)
+        ranked = pipeline.rank(analysed, vector, CV_DEPTH, roles, restrict, pins=as_user, explain=False)
+        ids = [item.task.id for item in ranked.result.ranked]
+        top = shown(ranked.result.ranked[:TOP_K], ranked.tail) if as_user else ranked.result.ranked[:TOP_K]
+        tasks = tuple(RankedTask(item.task.id, item.task.name, item.score, item.pinned) for item in top)
+        abstained = as_user and not ranked.answered   # search.confidence decides, as for SearchService.search
+        return Ranking(tasks, gold_rank(ids, set(gold)) if gold else None, abstained)
 
-    def _query_vector(self, index: SearchIndex, analysed: AnalysedQuery) -> np.ndarray | None:
+    def _query_vector(self, index: SearchIndex, analysed) -> np.ndarray | None:
         if self.embedder is None or not index.has_vectors:
             return None
         return self.embedder.embed([analysed.embedding_text], "query")[0]
@@ -429,12 +430,14 @@ def _link_weight(index: SearchIndex, term: str, task_id: str) -> float | None:
     return round(weight, 4) if weight else None
 
 
-def cross_validate(bench: _Workbench, before_tasks, before_cases, after_tasks, after_cases
+def cross_validate(bench: _Workbench, before_tasks, before_cases, after_tasks, after_cases,
+                   before_params: RankerParams, after_params: RankerParams
                    ) -> tuple[CVFigures, CVFigures, list[CVChange], list[CVChange]]:
-    """CV figures before and after, and the cases (present on both sides, judged by the gold of
-    each side) whose CV Hit@5 flips (see the module docstring)."""
-    before = _cv_ranks(bench, before_tasks, before_cases)
-    after = _cv_ranks(bench, after_tasks, after_cases)
+    """CV figures before and after (each side with the fit that ranks it), and the cases
+    (present on both sides, judged by the gold of each side) whose CV Hit@5 flips (see the
+    module docstring)."""
+    before = _cv_ranks(bench, before_tasks, before_cases, before_params)
+    after = _cv_ranks(bench, after_tasks, after_cases, after_params)
     failing, passing = [], []
     for key in sorted(set(before) & set(after)):
         was, now = before[key], after[key]
@@ -446,15 +449,15 @@ def cross_validate(bench: _Workbench, before_tasks, before_cases, after_tasks, a
     return _figures(before), _figures(after), failing, passing
 
 
-def _cv_ranks(bench: _Workbench, tasks, cases) -> dict[str, tuple[tuple[str, ...], int | None]]:
+def _cv_ranks(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str, tuple[tuple[str, ...], int | None]]:
     """query -> (gold, cross-validated rank of its first gold task) of every in-scope case."""
     out = {}
     for fit, held in k_folds(list(cases), FOLDS, CV_SEED):
         held = [c for c in held if c.gold]
         if not held:
             continue
-        held_out = frozenset(normalised_query(c.query) for c in held) if bench.params.learned else frozenset()
-        side = bench.index(tasks, fit, fitted_prototypes=False, held_out=held_out)
+        held_out = frozenset(normalised_query(c.query) for c in held) if params.learned else frozenset()
+        side = bench.index(tasks, fit, params, fitted_prototypes=False, held_out=held_out)
         for case in held:
             out.setdefault(case.query, (tuple(case.gold), bench.rank(side, case.query, case.gold, as_user=False).gold_rank))
     return out
@@ -479,29 +482,43 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     """The preview of changing (before_tasks, before_cases) into (after_tasks, after_cases);
     `queries`: the edited query or queries; `view_as`: whose rankings (ANONYMOUS, a role name,
     EVERY_ROLE; see the module docstring). `service`: a SearchService (its settings, embedder
-    and current ranker parameters are used; it is not changed). Embeddings that cannot be had
-    make the whole preview rank in the degraded (sparse) mode, as the service would."""
+    and fits are used; it is not changed). Each side ranks with the fit that serves it: before,
+    the live one; after, the one the service will rank the changed data with once it is
+    published (SearchService.params_for: after a rollback, the fit that data had), through the
+    same pipeline (search.pipeline). Embeddings that cannot be had make the whole preview rank
+    in the degraded (sparse) mode, as the service would."""
     started = time.perf_counter()
     before_cases, after_cases = _content(before_cases), _content(after_cases)
     live = service.live()
+    after_params = after_fit(service, live, after_tasks, after_cases)
     embedder = service.embedder if live.vectors_ok else None
     settings = service.settings
     try:
-        bench = _Workbench(settings, live.params, embedder, settings.abstain, service.enrichment, live.index, view_as)
+        bench = _Workbench(settings, embedder, settings.abstain, service.enrichment, live.index, view_as)
         if embedder is not None and _content(live.cases) == before_cases and \
                 live.index.tasks == tuple(t for t in before_tasks if t.active):
-            bench.adopt(live.index, before_cases)
-        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries)
+            bench.adopt(live.index, before_cases, live.params)
+        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries,
+                        live.params, after_params)
     except EmbeddingUnavailable:
-        bench = _Workbench(settings, live.params, None, settings.abstain, service.enrichment, view_as=view_as)
-        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries)
+        bench = _Workbench(settings, None, settings.abstain, service.enrichment, view_as=view_as)
+        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries,
+                        live.params, after_params)
+
+
+def after_fit(service, live, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> RankerParams:
+    """The fit the service will rank (`tasks`, `cases`) with once published: the live one for
+    the live data, else what SearchService.params_for picks for that data's digest."""
+    digest = cases_digest([t for t in tasks if t.active], cases)
+    if digest == live.digest:
+        return live.params
+    return service.params_for(digest)[0]
 
 
 def _preview(bench: _Workbench, started: float, before_tasks, before_cases, after_tasks, after_cases,
-             queries) -> PreviewReport:
-    params = bench.params
-    before = bench.index(before_tasks, before_cases, fitted_prototypes=True)
-    after = bench.index(after_tasks, after_cases, fitted_prototypes=True)
+             queries, before_params: RankerParams, after_params: RankerParams) -> PreviewReport:
+    before = bench.index(before_tasks, before_cases, before_params, fitted_prototypes=True)
+    after = bench.index(after_tasks, after_cases, after_params, fitted_prototypes=True)
     gold_of = judged_gold(before_cases, after_cases)
     edited = [compare_query(bench, before, after, q, gold_of.get(q, _pinned_gold(after.index.lexicon, q)))
               for q in dict.fromkeys(q.strip() for q in queries if q and q.strip())]
@@ -509,19 +526,21 @@ def _preview(bench: _Workbench, started: float, before_tasks, before_cases, afte
     one_side = set(before_cases) ^ set(after_cases)
     added, removed, recounted = lexicon_changes(before, after, one_side, names)
     cases = changed_cases(bench, before, after, before_cases, after_cases)
-    cv_before, cv_after, failing, passing = cross_validate(bench, before_tasks, before_cases, after_tasks, after_cases)
+    cv_before, cv_after, failing, passing = cross_validate(bench, before_tasks, before_cases, after_tasks, after_cases,
+                                                           before_params, after_params)
     mode = "full" if bench.embedder is not None and after.index.has_vectors else "sparse"
     return PreviewReport(
         queries=tuple(edited), links_added=tuple(added), links_removed=tuple(removed), links_changed=tuple(recounted),
         changed_cases=tuple(cases), cv_before=cv_before, cv_after=cv_after,
         newly_failing=tuple(failing), newly_passing=tuple(passing),
         mode=mode,
-        ranker={"source": params.source, "fit_id": params.fit_id},
+        ranker={"source": after_params.source, "fit_id": after_params.fit_id,
+                "before": {"source": before_params.source, "fit_id": before_params.fit_id}},
         elapsed_ms=round((time.perf_counter() - started) * 1000.0, 1),
         view_as=bench.view_as or ANONYMOUS,
         roles=tuple(sorted({r for t in [*before_tasks, *after_tasks] if t.active for r in t.roles})),
         hidden_gold=hidden_gold(after_tasks, [*edited, *cases], bench.view_as),
-        abstention=abstention_note(params, mode, bench.abstain, before_cases, after_cases))
+        abstention=abstention_note(after_params, mode, bench.abstain, before_cases, after_cases))
 
 
 def hidden_gold(tasks: Sequence[TaskRecord], shown: Sequence[QueryComparison], view_as: str | None

@@ -27,8 +27,8 @@ from evaluation.evaluate import fit_on_training
 from evaluation.metrics import hit_at, reciprocal_rank
 from evaluation.prefix_engine import build_prefix_engine
 from evaluation.replay import heldout_index, heldout_queries
-from search.confidence import assess, shown
-from search.prefilter import rank_values
+from search.confidence import shown
+from search.pipeline import Pipeline
 from search.ranker import default_params
 
 CUTS = (3, 5, 8)
@@ -41,15 +41,15 @@ def prefix_cases(test, cut: int | None):
             if case.gold and (case.query[:cut] if cut else case.query).strip()]
 
 
-def score(queries, params, mode: str) -> dict:
-    """found@5, hit@5, MRR and the refused share of the product's answers to `queries`."""
+def score(queries, pipeline: Pipeline, mode: str) -> dict:
+    """found@5, hit@5, MRR and the refused share of the product's answers to `queries`
+    (evaluation.replay.HeldOutQuery), ranked by `pipeline` (the held-out index and the fit)."""
     hits, found, refused, reciprocal = [], [], [], []
     shown_counts = {"uncut": [0, 0], "cut": [0, 0]}   # [results shown, of which wrong], answered queries
     found_cut = []                              # found@5 with the tail cut: the gold among what is shown
     for query in queries:
-        result = rank_values(query.tasks, query.values_for(mode), params.weights_for(query.unfinished), DEPTH,
-                             query.pinned, query.out_of_scope_similarity)
-        answered = assess(result, params.abstention_for(result.mode), query.unfinished).answer
+        ranked = pipeline.fuse(query.for_mode(mode), DEPTH)   # the fit's weights, abstention and tail cut
+        result, answered = ranked.result, ranked.answered
         ranking, gold = [item.task.id for item in result.ranked], set(query.case.gold)
         hit = hit_at(ranking, gold, 5)
         hits.append(hit)
@@ -59,7 +59,7 @@ def score(queries, params, mode: str) -> dict:
         kept = {name: [] for name in ("uncut", "cut")}   # what is shown: every top 5, and after the tail cut
         if answered:
             kept = {name: [item.task.id for item in shown(result.ranked[:5], ratio)] for name, ratio in
-                    (("uncut", 0.0), ("cut", params.tail_for(mode, query.unfinished)))}
+                    (("uncut", 0.0), ("cut", ranked.tail))}
         for name, ids in kept.items():
             shown_counts[name][0] += len(ids)
             shown_counts[name][1] += sum(task_id not in gold for task_id in ids)
@@ -95,6 +95,7 @@ def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_ma
     else:
         params, _, _ = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show=False)
     index = heldout_index(settings, tasks, train, embedder, params)
+    pipeline = Pipeline(index, params, settings.typo_min_similarity)   # abstaining, whatever settings.abstain says
     engine = build_prefix_engine(tasks, train)
     out = {}
     for cut in (*cuts, None):
@@ -103,6 +104,6 @@ def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_ma
         # after the last word finishing it (AnalysedQuery.finished); the whole row likewise
         queries, _ = heldout_queries(settings, index, cases, embedder, typing=None)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
-        out[str(cut or "whole")] = {**{mode: score(queries, params, mode) for mode in modes},
+        out[str(cut or "whole")] = {**{mode: score(queries, pipeline, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}
     return out

@@ -1,26 +1,27 @@
 """Deterministic configurations, replayed over the held-out queries' signal values.
 
-The held-out queries are analysed and scored ONCE against an index built from the training cases
-(with the fit's prototypes), exactly as the live service scores them (`heldout_queries` is
-checked against `prefilter` in the tests); each configuration then only re-fuses those values
-with its own weights (search.prefilter.rank_values), so a dozen configurations cost little
-more than one.
+The held-out queries are analysed and scored ONCE (search.pipeline.Pipeline.score) against the
+index the fit would serve after importing the training cases (search.pipeline.serving_index,
+with the fit's prototypes), as the live service scores them; each configuration then only
+re-fuses those values with its own weights (Pipeline.fuse), so a dozen configurations cost
+little more than one. The product's configuration fuses with the fit's own weights, abstention
+and tail cut: the same pipeline the service answers with (tests/test_evaluation_run.py checks
+the replay against `prefilter`).
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.rationale import build_lexicon
 from lexicon.text import terms
-from search.confidence import assess
-from search.fitting import CVQuery, attach_vectors, fit_weights
-from search.index import SearchIndex, build_index
-from search.learned import build_learned_memory
-from search.prefilter import analyse_query, rank_values, signal_values
+from search.fitting import fit_weights
+from search.index import SearchIndex
+from search.pipeline import Pipeline, attach, serving_index
+from search.prefilter import Scored
 from search.ranker import FusionWeights, RankerParams
 from settings import Settings
 
@@ -30,36 +31,59 @@ from .runner import ConfigRun, QueryRun, progress
 
 def heldout_index(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], embedder,
                   params: RankerParams) -> SearchIndex:
-    """The index the product would serve after importing `train`: lexicon, exemplars, vectors and
-    the fit's prototypes, and the learned exemplars the fit weighed (params.learned)."""
-    index = build_index(tasks, build_lexicon(train), settings.field_weights, cases=train)
-    if params.learned:
-        index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
-    if embedder is None:
-        return index
-    index = attach_vectors(index, embedder)
-    return index.with_prototypes(params.prototype_matrix(index))
+    """The index the product would serve after importing `train`, ranked by `params`
+    (search.pipeline.serving_index and attach: lexicon, exemplars, the learned evidence the fit
+    weighed, vectors and the fit's prototypes)."""
+    index = serving_index(settings, tasks, train, params, written=False)
+    return index if embedder is None else attach(index, params, embedder)
+
+
+@dataclass(frozen=True)
+class HeldOutQuery:
+    """One held-out case and its signal values over every active task (Pipeline.score)."""
+
+    case: CaseRecord
+    scored: Scored
+
+    @property
+    def tasks(self):
+        return self.scored.tasks
+
+    @property
+    def values(self):
+        return self.scored.values
+
+    @property
+    def pinned(self) -> tuple[str, ...]:
+        return self.scored.pinned
+
+    @property
+    def unfinished(self) -> int:
+        return self.scored.analysed.unfinished
+
+    def for_mode(self, mode: str, pins: bool = True) -> Scored:
+        """Its values as the configuration of `mode` sees them, with or without the pins."""
+        scored = self.scored.for_mode(mode)
+        return scored if pins else replace(scored, pinned=())
 
 
 def heldout_queries(settings: Settings, index: SearchIndex, test: Sequence[CaseRecord], embedder,
-                    show: bool = False, typing: bool | None = False) -> tuple[list[CVQuery], list[float]]:
+                    show: bool = False, typing: bool | None = False) -> tuple[list[HeldOutQuery], list[float]]:
     """Each test case's signal values over every active task, and the time that took (ms).
     `typing`: as /api/search's parameter; False (the default): the test queries are whole ones,
     submitted (the widget's Enter, a host that says so); None: as a bare API request reads them;
     evaluation.prefixes ranks its cuts so."""
-    analysed = [analyse_query(index, c.query, settings.typo_min_similarity, typing=typing) for c in test]
+    pipeline = Pipeline(index, None, settings.typo_min_similarity)   # scoring every signal reads no fit
+    analysed = [pipeline.analyse(c.query, typing=typing) for c in test]
     vectors: list = [None] * len(test)
     if embedder is not None and index.has_vectors and analysed:
         vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
-    rows, visible = index.visible(None, restrict=False)
     out, millis = [], []
     for case, query, vector in progress(list(zip(test, analysed, vectors)), "held-out signals", show):
         started = time.perf_counter()
-        values = signal_values(index, query, rows, vector)
-        oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
-        pinned = tuple(t for t in index.lexicon.pinned_for(case.query) if any(v.id == t for v in visible))
+        scored = pipeline.score(query, vector, restrict=False)   # every active task (the evaluation's viewer)
         millis.append((time.perf_counter() - started) * 1000.0)
-        out.append(CVQuery(case, -1, visible, values, oos, pinned, unfinished=query.unfinished))
+        out.append(HeldOutQuery(case, scored))
     return out, millis
 
 
@@ -74,23 +98,24 @@ def spec_weights(spec: ConfigSpec, params: RankerParams, cv: Sequence[CVQuery]):
     return params.weights
 
 
-def run_replay(spec: ConfigSpec, params: RankerParams, cv: Sequence[CVQuery], queries: Sequence[CVQuery],
-               millis: Sequence[float], depth: int) -> ConfigRun:
-    """Rank every held-out query with `spec`; the product's configurations also record whether
-    the fitted abstention answers (row.extra['answered'])."""
+def run_replay(spec: ConfigSpec, params: RankerParams, cv, queries: Sequence[HeldOutQuery],
+               millis: Sequence[float], depth: int, index: SearchIndex | None = None) -> ConfigRun:
+    """Rank every held-out query with `spec` through the pipeline (Pipeline.fuse); the product's
+    configuration ranks with the fit's own weights (its typing weights for a query still being
+    typed) and records whether the fitted abstention answers (row.extra['answered'])."""
     weights = spec_weights(spec, params, cv)
+    # fusing reads the index only to explain or for deferred signals, neither of which a replay has
+    pipeline = Pipeline(index, params)   # abstaining, whatever settings.abstain says
     run = ConfigRun(spec)
     for query, ms in zip(queries, millis):
-        values = query.values_for(spec.mode)
         started = time.perf_counter()
-        typing = spec.kind == "product" and query.unfinished   # the product ranks a typed prefix as typed
-        result = rank_values(query.tasks, values, params.weights_for(True) if typing else weights, depth,
-                             query.pinned if spec.pins else (), query.out_of_scope_similarity)
+        ranked = pipeline.fuse(query.for_mode(spec.mode, spec.pins), depth,
+                               None if spec.kind == "product" else weights)
+        result = ranked.result
         latency = ms + (time.perf_counter() - started) * 1000.0
         extra = {"pinned": bool(result.ranked and result.ranked[0].pinned)}
         if spec.kind == "product":
-            confidence = assess(result, params.abstention_for(result.mode), query.unfinished)
-            extra["answered"], extra["logit"] = confidence.answer, confidence.logit
+            extra["answered"], extra["logit"] = ranked.answered, ranked.confidence.logit
         run.rows.append(QueryRun(query.case.query, query.case.gold, query.case.category,
                                  [item.task.id for item in result.ranked], [item.score for item in result.ranked],
                                  latency, extra=extra))

@@ -602,29 +602,81 @@ def learned_attribution(names: list[str], terms: np.ndarray, at: np.ndarray, sca
     return np.vstack([terms, gained]), [*names, LEARNED]
 
 
-def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
-              restrict_roles: bool = True, query_vector: np.ndarray | None = None,
-              typo_min_similarity: float = 80.0, use_pins: bool = True) -> PrefilterResult:
-    """Rank every task visible to `role` and return the top `k` with per-signal explanations.
-    `query_vector` should embed `analyse_query(...).embedding_text`. `weights` is a `Weights`
-    or anything with `for_mode(mode) -> Weights` (search.ranker.FusionWeights)."""
-    analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query, typo_min_similarity)
+@dataclass(frozen=True)
+class Scored:
+    """A query's signal values over the tasks one viewer may see: all that fusing needs,
+    computed once (an evaluation re-fuses it with each configuration's weights)."""
+
+    analysed: AnalysedQuery
+    query_vector: np.ndarray | None
+    rows: np.ndarray                      # the visible tasks' rows in the index
+    tasks: tuple[TaskRecord, ...]         # those tasks
+    values: dict[str, np.ndarray]         # signal (and evidence) values at `rows` (signal_values)
+    pinned: tuple[str, ...] = ()          # gold of a test case with this exact query
+    out_of_scope_similarity: float | None = None   # cosine to the nearest out-of-scope case (full mode)
+    deferred: frozenset[str] = frozenset()         # DEFERRABLE signals left out (weight 0)
+
+    def for_mode(self, mode: str) -> "Scored":
+        """As scored without embeddings ("sparse": the dense values and the out-of-scope
+        similarity dropped), or unchanged ("full")."""
+        if mode == "full" or mode_of(self.values) == "sparse":
+            return self
+        kept = {name: v for name, v in self.values.items()
+                if name in SPARSE_SIGNALS or name in TYPING_SIGNALS or name in QUERY_EVIDENCE}
+        return replace(self, values=kept, out_of_scope_similarity=None, deferred=frozenset())
+
+
+def score_query(index: SearchIndex, analysed: AnalysedQuery, query_vector: np.ndarray | None, role=None,
+                restrict_roles: bool = True, use_pins: bool = True, defer: frozenset[str] = frozenset()) -> Scored:
+    """Every available signal's value over the tasks visible to `role` (signal_values), the
+    pins of the exact query and the nearest out-of-scope case. `defer`: DEFERRABLE signals to
+    leave out (their weight is 0: rank_scored computes them at the returned tasks only)."""
     rows, visible = index.visible(role, restrict_roles)
     if rows.size == 0:
-        return PrefilterResult([], analysed.corrections, {})
+        return Scored(analysed, query_vector, rows, visible, {})
     full = query_vector is not None and index.has_vectors   # as mode_of the values will say
-    defer = deferrable(weights, "full") if full else frozenset()
+    defer = defer if full else frozenset()
     values = signal_values(index, analysed, rows, query_vector, defer)
     pinned = index.lexicon.pinned_for(analysed.text) if use_pins else ()
     oos = index.exemplars.nearest_out_of_scope(query_vector) if mode_of(values) == "full" else None
-    attribute = None
-    if index.written is not None:   # cases learned from use joined this index: say what they did
-        reached = values.get(WRITTEN_NEIGHBOUR)
+    return Scored(analysed, query_vector, rows, visible, values, pinned, oos, defer)
 
-        def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
-            return written_values(index, analysed, rows[order], query_vector, typo_min_similarity,
-                                  None if reached is None else reached[order])
-    return _rank_values(visible, values, weights, k, pinned, oos, analysed.corrections,
-                        deferred_signals(index, rows, query_vector, defer),
-                        lambda order: explain_rows(index, rows[order].tolist(), analysed.words, analysed.corrections),
-                        attribute)
+
+def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, typo_min_similarity: float = 80.0,
+                explain: bool = True) -> PrefilterResult:
+    """The top `k` of `scored` fused with `weights` (a `Weights`, or anything with
+    `for_mode(mode) -> Weights`), its deferred signals computed at the returned tasks; with
+    `explain`, which query words matched where and (where cases learned from use joined the
+    index) what use added to each score (learned_attribution)."""
+    analysed, rows = scored.analysed, scored.rows
+    if rows.size == 0:
+        return PrefilterResult([], analysed.corrections, {})
+    deferred = deferred_signals(index, rows, scored.query_vector, scored.deferred) if scored.deferred else {}
+    if deferred:
+        mode_weights = weights.for_mode("full") if hasattr(weights, "for_mode") else weights
+        assert not any(float(getattr(mode_weights, name)) for name in deferred), "a deferred signal is weighed"
+    attribute = explain_words = None
+    if explain:
+        explain_words = lambda order: explain_rows(index, rows[order].tolist(), analysed.words,  # noqa: E731
+                                                   analysed.corrections)
+        if index.written is not None:   # cases learned from use joined this index: say what they did
+            reached = scored.values.get(WRITTEN_NEIGHBOUR)
+
+            def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
+                return written_values(index, analysed, rows[order], scored.query_vector, typo_min_similarity,
+                                      None if reached is None else reached[order])
+    return _rank_values(scored.tasks, scored.values, weights, k, scored.pinned, scored.out_of_scope_similarity,
+                        analysed.corrections, deferred, explain_words, attribute)
+
+
+def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
+              restrict_roles: bool = True, query_vector: np.ndarray | None = None,
+              typo_min_similarity: float = 80.0, use_pins: bool = True) -> PrefilterResult:
+    """Rank every task visible to `role` and return the top `k` with per-signal explanations:
+    score_query, then rank_scored (search.pipeline.Pipeline runs the same two with a fit's
+    weights, abstention and tail cut). `query_vector` should embed
+    `analyse_query(...).embedding_text`. `weights` is a `Weights` or anything with
+    `for_mode(mode) -> Weights` (search.ranker.FusionWeights)."""
+    analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query, typo_min_similarity)
+    scored = score_query(index, analysed, query_vector, role, restrict_roles, use_pins, deferrable(weights, "full"))
+    return rank_scored(index, scored, weights, k, typo_min_similarity)

@@ -19,19 +19,18 @@ from dataclasses import dataclass, replace
 from typing import Callable, Collection, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.rationale import build_lexicon
 from lexicon.text import printable, query_problem
 from web.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from search.answer import Answer
 from search.answer_cache import AnswerCache
-from search.confidence import assess, shown, skip_rerank
+from search.confidence import shown, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
-from search.fitting import attach_vectors, cases_digest, fit_ranker, usable_learned
-from search.learned import (LearnedInputs, build_learned_memory, learned_cases, learned_digest,
-                            unclicked_digest)
-from search.index import Enrichment, SearchIndex, build_index
-from search.prefilter import PrefilterResult, analyse_query, prefilter
+from search.fitting import cases_digest, fit_ranker, usable_learned
+from search.learned import LearnedInputs, learned_digest, unclicked_digest
+from search.index import Enrichment, SearchIndex
+from search.pipeline import Pipeline, attach, params_for, serving_index
+from search.prefilter import PrefilterResult
 from search.ranker import RankerParams, default_params
 from search.suggestions import suggest
 from search.watcher import RevisionWatcher
@@ -208,54 +207,29 @@ class SearchService:
     def _build(self, revision: int) -> LiveIndex:
         build_started = time.perf_counter()  # for the rebuild-duration metric
         tasks, cases = self.source.tasks(), tuple(self.source.cases())
-        lexicon = build_lexicon(cases)
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
         digest = cases_digest(tasks, cases)
-        params, stale = self._params(digest)
-        params, stale = self._without_blocked(params, stale)
-        index = build_index(tasks, lexicon, self.settings.field_weights, enrichment, cases=cases)
-        if params.learned_as_cases and params.learned:
-            # the fit decided (CV) that the exemplars learned from use join the exemplar memory and
-            # the lexicon; the written-only index stays beside it, for contributions.learned
-            indexed = (*cases, *learned_cases(params.learned))
-            lexicon = build_lexicon(indexed)
-            index = build_index(tasks, lexicon, self.settings.field_weights, enrichment,
-                                cases=indexed).with_written(index)
-        if params.learned and params.weights.full.learned > 0:   # the `learned` signal this fit weighed
-            index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned))
+        params, stale = self.params_for(digest)
+        index = serving_index(self.settings, tasks, cases, params, enrichment)
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)
-        self.metrics.record_index_build(live, len(lexicon), time.perf_counter() - build_started)
+        self.metrics.record_index_build(live, len(index.lexicon), time.perf_counter() - build_started)
         enough = sum(1 for c in cases if c.gold) >= self.settings.fit_min_cases
         if stale and enough and self.settings.auto_fit:
             self.refit_in_background(live)
         return live
 
-    def _params(self, digest: str) -> tuple[RankerParams, bool]:
-        """The newest stored fit made on exactly this data (so that a rollback ranks again with
-        the fit it had, and gives the very same answers), else the newest fit (one made on
-        slightly older cases beats the defaults), else the shipped defaults; and whether a
-        (re)fit is due (no fit was made on this data)."""
-        if not self.settings.ranker_fit:
-            return self.defaults, False
-        fit = self.source.fit_for_digest(digest)
-        if fit is not None:
-            return RankerParams.from_dict(fit.params, "fit", fit.id), False
-        fit = self.source.latest_fit()
-        if fit is None:
-            return self.defaults, True
-        return RankerParams.from_dict(fit.params, "fit", fit.id), True
-
-    def _without_blocked(self, params: RankerParams, stale: bool) -> tuple[RankerParams, bool]:
-        """The fit's learned exemplars minus the pairs the admin has blocked since (a block is a
-        catalog edit: it moves the revision, so this runs at once, never per request); a fit
-        that weighed a now-blocked pair is due again (the refit drops it: usable_learned)."""
-        blocked = self.source.blocked_pairs() if params.learned and hasattr(self.source, "blocked_pairs") else ()
-        kept = tuple(e for e in params.learned if (e.query, e.task_id) not in blocked)
-        if len(kept) == len(params.learned):
-            return params, stale
-        return replace(params, learned=kept), True
+    def params_for(self, digest: str) -> tuple[RankerParams, bool]:
+        """The fit that ranks the data of `digest` (search.pipeline.params_for: the newest fit made
+        on exactly this data, so that a rollback ranks again with the fit it had; else the newest
+        fit; else the shipped defaults), minus the learned pairs the admin blocked since (a block
+        is a catalog edit: it moves the revision, so this runs at once, never per request; a fit
+        that weighed a now-blocked pair is due again, and the refit drops it: usable_learned);
+        and whether a (re)fit is due. The change and rollback previews (admin.preview) rank
+        the data a change leaves with the fit this returns for it: the fit that will serve."""
+        blocked = getattr(self.source, "blocked_pairs", None)
+        return params_for(self.source, digest, self.defaults, self.settings.ranker_fit, blocked)
 
     def _attach_vectors(self, live: LiveIndex) -> LiveIndex:
         """Embed every task and exemplar (cached per text); without an answer, serve without
@@ -263,12 +237,9 @@ class SearchService:
         if self.embedder is None or not live.index.tasks:
             return live
         try:
-            index = attach_vectors(live.index, self.embedder)
+            index = attach(live.index, live.params, self.embedder)
         except EmbeddingUnavailable:
             return live
-        index = index.with_prototypes(live.params.prototype_matrix(index))
-        if index.written is not None:
-            index = index.with_written(index.written.with_prototypes(live.params.prototype_matrix(index.written, True)))
         return replace(live, index=index, vectors_ok=True)
 
     def refit_in_background(self, live: LiveIndex) -> threading.Thread | None:
@@ -410,8 +381,9 @@ class SearchService:
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
+        pipeline = Pipeline.for_settings(live.index, live.params, self.settings)
         stage = time.perf_counter()
-        analysed = analyse_query(live.index, query, self.settings.typo_min_similarity, finished=finished, typing=typing)
+        analysed = pipeline.analyse(query, finished=finished, typing=typing)
         timings["analyse"] = _ms(stage)
 
         stage = time.perf_counter()
@@ -430,14 +402,12 @@ class SearchService:
         shortlist_size = max(k, params.shortlist_size)
         # TaskRecord.visible_to takes a set of roles as well as one role; a frozenset is hashable,
         # so the index's visibility cache keys on it unchanged.
-        result = prefilter(live.index, analysed, params.weights_for(analysed.unfinished), shortlist_size,
-                           role=visible or None, restrict_roles=restrict_roles, query_vector=query_vector)
+        ranked_query = pipeline.rank(analysed, query_vector, shortlist_size, visible or None, restrict_roles)
+        result, confidence = ranked_query.result, ranked_query.confidence
         timings["prefilter"] = _ms(stage)
 
-        confidence = assess(result, params.abstention_for(result.mode) if self.settings.abstain else None,
-                            analysed.unfinished)
         confident = confidence.answer
-        hidden = self._hidden_by_role(live, analysed, query_vector, k, visible) if restrict_roles else 0
+        hidden = self._hidden_by_role(pipeline, analysed, query_vector, k, visible, live) if restrict_roles else 0
         nearest = result.ranked
         if not confident:
             result = replace(result, ranked=[])
@@ -452,8 +422,7 @@ class SearchService:
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
         # the score-tail cut (search.confidence.shown), kept by identity: results keep their position
-        kept = {id(item) for item in shown([item for _, item in ranked[:k]],
-                                           params.tail_for(result.mode, analysed.unfinished))}
+        kept = {id(item) for item in shown([item for _, item in ranked[:k]], ranked_query.tail)}
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
                    for position, item in ranked[:k] if id(item) in kept]
         if not results:
@@ -482,19 +451,16 @@ class SearchService:
             "hidden_by_role": hidden,
         }, timings)
 
-    def _hidden_by_role(self, live: LiveIndex, analysed, query_vector, k: int, visible: frozenset[str]) -> int:
+    @staticmethod
+    def _hidden_by_role(pipeline: Pipeline, analysed, query_vector, k: int, visible: frozenset[str],
+                        live: LiveIndex) -> int:
         """How many of the top `k` tasks for every role (a confident answer only) the caller may
-        not see: a count, never which. Costs a second prefilter only when some task is hidden
+        not see: a count, never which. Costs a second ranking only when some task is hidden
         from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
         if not (live.roles - visible):
             return 0
-        everyone = prefilter(live.index, analysed, live.params.weights_for(analysed.unfinished), k,
-                             restrict_roles=False, query_vector=query_vector)
-        model = live.params.abstention_for(everyone.mode) if self.settings.abstain else None
-        if not assess(everyone, model, analysed.unfinished).answer:
-            return 0
-        tail = live.params.tail_for(everyone.mode, analysed.unfinished)   # what would be shown, as _answer shows it
-        return sum(1 for item in shown(everyone.ranked[:k], tail) if not item.task.visible_to(visible or None))
+        everyone = pipeline.rank(analysed, query_vector, k, restrict=False, explain=False)
+        return sum(1 for item in everyone.shown(k) if not item.task.visible_to(visible or None))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:
