@@ -44,7 +44,7 @@ from api.search import render_text, search_bp
 from search.cli import fit_command
 from api.cors import install_cors
 from search.embeddings import build_embedder
-from search.service import BadQuery, SearchService
+from serving.service import BadQuery, SearchService
 from settings import Settings
 from web.headers import install_api_headers
 from web.json_provider import OrjsonProvider

@@ -163,10 +163,10 @@ class Settings:
     # Score the shipped generic off-topic memory (search.offtopic) as negatives in every fit.
     abstain_offtopic: bool = True
     catalog_enrichment: bool = False
-    # How often each serving process reads the store revision (search.watcher) to notice edits
+    # How often each serving process reads the store revision (serving.watcher) to notice edits
     # made by any process sharing the database; requests never read it themselves.
     revision_poll_s: float = 0.5
-    # Finished answers without re-ranking kept per live index, per process (search.answer_cache):
+    # Finished answers without re-ranking kept per live index, per process (serving.answer_cache):
     # a repeated type-ahead prefix costs a lookup. 0 switches the cache off.
     answer_cache_size: int = 1024
     # embeddings

@@ -28,7 +28,7 @@ from catalog.store import NotFound, RevertRefused, StaleEdit, StaleRevert, Stale
 from catalog.validation import (MAX_ID, JSONRefused, bounded_id, bounded_int, decode_json, json_problem,
                                 task_id_problem, text_problem)
 from admin.preview import ANONYMOUS, EVERY_ROLE, preview_change
-from search.service import SearchService
+from serving.service import SearchService
 
 PICKER_RESULTS = 10
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024

@@ -11,22 +11,31 @@ The chart is an SVG drawn by the template from `bar_chart`'s geometry: no script
 
 The page speaks to the catalog's admin first: what users get (the product's own held-out Hit@1
 and Hit@5, and how many off-topic queries it answered, in plain words: `headline`), then the
-queries it gets wrong, each with its fix one click away (`failing_queries`: the test case's
-edit form pre-filled with the error analysis's suggested rationale, which links the query's
-words to the gold task, previewed before anything is published). The comparison with simpler
-methods and the ablations (bm25, centroid, hybrid_rationale, ...) follow, collapsed.
+queries it gets wrong, each with the fix that can work (`failing_queries`). A failing query is
+held out: its own test case is never learned from in a run (catalog.splits: a hash of the wording
+puts it on the held-out side), so editing that case cannot change its result. What can is
+teaching its words through a case the run learns from: the edit form of a training-side case of
+the same task, pre-filled with a rationale sentence linking the query's words to the task
+(evaluation.errors.rationale_sentence), previewed before anything is published; or, when every
+case of that task is held out, a new case in other words. The comparison with simpler methods
+and the ablations (bm25, centroid, hybrid_rationale, ...) follow, collapsed, each configuration's
+Hit@5 set against the product's with the report's paired significance test (`versus_product`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from flask import current_app, g, jsonify, redirect, render_template, url_for
 
 from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import bucket
 from evaluation.configs import config_specs
-from evaluation.runs import EvaluationBusy, EvaluationJob, EvaluationRuns, RunRecord
+from evaluation.errors import rationale_sentence
+from evaluation.runs import HOLDOUT, SEED, EvaluationBusy, EvaluationJob, EvaluationRuns, RunRecord
+from lexicon.text import terms
 from search.fitting import usable_learned
 
 CHART_METRICS = (("hit@1", "Hit@1"), ("hit@5", "Hit@5"), ("mrr", "MRR"))
@@ -137,23 +146,82 @@ class FailingQuery:
     gold_rank: int | None
     reason: str                          # in plain words (PLAIN_REASONS)
     unknown_words: tuple[str, ...]
-    case_id: int | None                  # its test case now (None: deleted since the run)
-    rationale: str                       # the suggested rationale (evaluation.errors.suggest_case)
+    case_id: int | None                  # its own test case now (None: deleted since the run); held out
+    rationale: str                       # the suggested rationale sentence (evaluation.errors.rationale_sentence)
+    teach: tuple[int, str] | None        # (id, query) of the case to add it to: one the run learns from
 
 
-def failing_queries(report: Mapping, names: Mapping[str, str], case_ids: Mapping[str, int],
+def learned_from(query: str) -> bool:
+    """Whether a run fits on the case with this query: the training side of the page's split
+    (evaluation.runs: catalog.splits.holdout_split, HOLDOUT, SEED), decided by the wording alone."""
+    return bucket(SEED, query) >= HOLDOUT
+
+
+def teaching_case(query: str, gold: tuple[str, ...], cases: Sequence[CaseRecord]) -> CaseRecord | None:
+    """The test case to teach a held-out query's words through: a case of one of its right tasks
+    that the run learns from, the one sharing the most words with the query (then the first);
+    None when every case of those tasks is held out."""
+    mine = set(terms(query))
+    candidates = [c for c in cases if set(c.gold) & set(gold) and c.query != query and learned_from(c.query)]
+    return max(candidates, key=lambda c: len(mine & set(terms(c.query))), default=None)
+
+
+def failing_queries(report: Mapping, tasks: Mapping[str, TaskRecord], cases: Sequence[CaseRecord],
                     limit: int = MAX_FAILING) -> list[FailingQuery]:
     """The product's held-out misses (gold not in the top five), worst first, each with what
-    its fix needs: the test case it is now and the suggested rationale."""
+    its fix needs: the rationale sentence (from the tasks as they are now) and the case that
+    can carry it (`teaching_case`)."""
     analysis = (report.get("error_analysis") or {}).get(PRODUCT_CONFIGS[0]) or {}
+    case_ids = {c.query: c.id for c in cases}
     out = []
     for miss in analysis.get("misses", [])[:limit]:
         top = miss.get("top") or []
+        gold = tuple(miss.get("gold", ()))
+        teacher = teaching_case(miss["query"], gold, cases)
         out.append(FailingQuery(
-            miss["query"], tuple((g, names.get(g, g)) for g in miss.get("gold", ())),
-            (top[0], names.get(top[0], top[0])) if top else None, miss.get("gold_rank"),
+            miss["query"], tuple((g, tasks[g].name if g in tasks else g) for g in gold),
+            (top[0], tasks[top[0]].name if top[0] in tasks else top[0]) if top else None, miss.get("gold_rank"),
             PLAIN_REASONS.get(miss.get("cls"), miss.get("reason", "")), tuple(miss.get("unknown_words") or ()),
-            case_ids.get(miss["query"]), (miss.get("suggestion") or {}).get("rationale", "")))
+            case_ids.get(miss["query"]), rationale_sentence(miss["query"], [tasks[g] for g in gold if g in tasks]),
+            (teacher.id, teacher.query) if teacher is not None else None))
+    return out
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A configuration's held-out Hit@5 against the product's, in queries, and whether the
+    difference is more than chance (the report's paired randomisation test, p < SIGNIFICANCE)."""
+    difference: int          # queries found in the top five, minus the product's (same n)
+    n: int
+    p: float | None          # None: no test (the product itself, or a run without it)
+
+    @property
+    def significant(self) -> bool:
+        return self.p is not None and self.p < SIGNIFICANCE
+
+    @property
+    def p_text(self) -> str:
+        return "p < 0.001" if self.p is not None and self.p < 0.001 else (
+            f"p = {self.p:.3f}" if self.p is not None and self.p < 0.01 else f"p = {self.p:.2f}")
+
+
+SIGNIFICANCE = 0.05
+
+
+def versus_product(configs: Mapping[str, dict]) -> dict[str, Versus]:
+    """Per configuration that ran on the product's queries: its Hit@5 difference from the
+    product (PRODUCT_CONFIGS[0]) in queries, with the p-value the report computed for it
+    (evaluation.evaluate.summarise: `p_value_vs_prefilter`)."""
+    product = configs.get(PRODUCT_CONFIGS[0]) or {}
+    if product.get("skipped") or not product.get("n"):
+        return {}
+    n = int(product["n"])
+    out = {}
+    for name, c in configs.items():
+        if c.get("skipped") or name == PRODUCT_CONFIGS[0] or int(c.get("n") or 0) != n or c.get("hit@5") is None:
+            continue
+        p = (c.get("p_value_vs_prefilter") or {}).get("hit@5")
+        out[name] = Versus(round(c["hit@5"] * n) - round(product["hit@5"] * n), n, p)
     return out
 
 
@@ -163,13 +231,15 @@ def render_page(run: RunRecord | None, status: int = 200, error: str | None = No
     services = current_app.extensions["taskfinder"]
     specs = config_specs(services.settings.weights)
     report = run.report if run is not None and run.status == "done" else None
-    failing, lead = [], None
+    failing, lead, versus = [], None, {}
     if report:
         lead = headline(report["configs"])
-        names = {t.id: t.name for t in services.store.tasks(include_inactive=True)}
-        failing = failing_queries(report, names, {c.query: c.id for c in services.store.cases()})
+        tasks = {t.id: t for t in services.store.tasks(include_inactive=True)}
+        failing = failing_queries(report, tasks, services.store.cases())
+        versus = versus_product(report["configs"])
     return render_template(
         "admin/evaluation.html", run=run, runs=runs, report=report, error=error, lead=lead, failing=failing,
+        versus=versus, product=PRODUCT_CONFIGS[0], significance=SIGNIFICANCE,
         n_failing=len(((report or {}).get("error_analysis") or {}).get(PRODUCT_CONFIGS[0], {}).get("misses", [])),
         chart=bar_chart(report["configs"]) if report else None,
         descriptions={name: spec.description for name, spec in specs.items()},

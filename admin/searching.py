@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import current_app
 
 from catalog.records import TaskRecord
-from search.service import BadQuery
+from serving.service import BadQuery
 
 
 def tasks_by_id() -> dict[str, TaskRecord]:

@@ -477,7 +477,7 @@ def learned_and_unclicked(pairs: Sequence[LearnedPair], settings: Settings, now:
 
 
 def fit_inputs(engine: Engine, settings: Settings, now: datetime | None = None) -> LearnedInputs:
-    """What a per-catalog fit takes from use (search.service.SearchService.learned_evidence):
+    """What a per-catalog fit takes from use (serving.service.SearchService.learned_evidence):
     the eligible learned exemplars (after folding in the log since the last run), the admin's
     blocked pairs (the fit drops those: search.fitting.usable_learned), and the queries people
     were shown results for and did not click (search.learned.unclicked_queries: negative

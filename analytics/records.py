@@ -62,7 +62,7 @@ class SearchRecord:
 
 
 def search_record(response: dict, session_id: str | None, at: datetime, person: str | None = None) -> SearchRecord:
-    """What the search log keeps of a /api/search response body (search.service's `search`),
+    """What the search log keeps of a /api/search response body (serving.service's `search`),
     under a fresh search id; `person`: the pseudonym of the person the request verified."""
     return SearchRecord(id=new_search_id(), at=at, session_id=session_id, query=normalise_query(response["query"]),
                         rerank=bool(response["rerank"]["requested"]),

@@ -3,7 +3,7 @@ index, and the popular searches read from the analytics store. /api/search adds 
 answer (api.search).
 
 **When they are built.** The tasks and test cases come from the live index the search service
-serves (search.service.LiveIndex), so completions follow each catalog edit, publish or rollback
+serves (serving.service.LiveIndex), so completions follow each catalog edit, publish or rollback
 exactly when the results do: the first request that sees a new live index builds them (one
 thread builds, others wait: 20 ms on the demo catalog, once per rebuild and process).
 
@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 from analytics.store import AnalyticsStore
 from search.completions import Completions, PopularSearch, popular_searches, still_answered
-from search.service import LiveIndex
+from serving.service import LiveIndex
 
 log = logging.getLogger(__name__)
 

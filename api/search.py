@@ -29,7 +29,7 @@ from api.completions import LiveCompletions, read_popular
 from api.events import analytics_recorder, person_of
 from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
-from search.service import BadQuery
+from serving.service import BadQuery
 from settings import PROJECT_ROOT
 from web.clients import client_address
 
@@ -57,7 +57,7 @@ def install_completions(state) -> None:
 
 def completions_for(body: dict) -> list[dict]:
     """The completions of an answer's query for the roles it was answered for (its `roles`:
-    the caller's verified roles as the search narrowed them, search.service.visible_roles)."""
+    the caller's verified roles as the search narrowed them, serving.service.visible_roles)."""
     live = services().search.live()
     return current_app.extensions[COMPLETIONS].complete(live, body["query"], frozenset(body["roles"]))
 
@@ -165,7 +165,7 @@ def api_search():
         return bad_request(str(exc))
     record = search_record(answer.body, session_id, utcnow(), person_of(access.subject))
     analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
-    # search.answer: a cached answer's results are not encoded again, only these fields
+    # serving.answer: a cached answer's results are not encoded again, only these fields
     body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body),
                           rerank_available=svc.search.reranker is not None, completions=completions_for(answer.body))
     response = current_app.response_class(body + b"\n", mimetype="application/json")

@@ -29,7 +29,7 @@ from kb.enrich import catalog_enrichment
 from web.metrics import Metrics
 from search.fitting import cases_digest
 from search.ranker import RankerParams
-from search.service import SearchService
+from serving.service import SearchService
 from settings import Settings
 
 from .configs import ConfigSpec

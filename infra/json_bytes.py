@@ -1,4 +1,4 @@
-"""JSON as bytes through orjson: the one encoder of search answers (search.answer) and of every
+"""JSON as bytes through orjson: the one encoder of search answers (serving.answer) and of every
 Flask response (web.json_provider). No Flask here, so the services below the web layer use it too.
 """
 from __future__ import annotations

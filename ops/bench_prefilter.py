@@ -30,7 +30,7 @@ from catalog.store import CatalogStore  # noqa: E402
 from web.metrics import Metrics  # noqa: E402
 from search.embeddings import build_embedder  # noqa: E402
 from search.prefilter import analyse_query, prefilter  # noqa: E402
-from search.service import SearchService  # noqa: E402
+from serving.service import SearchService  # noqa: E402
 from settings import Settings  # noqa: E402
 
 

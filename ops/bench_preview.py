@@ -34,7 +34,7 @@ from catalog.store import CatalogStore  # noqa: E402
 from web.metrics import Metrics  # noqa: E402
 from search.embeddings import build_embedder  # noqa: E402
 from admin.preview import preview_change  # noqa: E402
-from search.service import SearchService  # noqa: E402
+from serving.service import SearchService  # noqa: E402
 from settings import PROJECT_ROOT, Settings  # noqa: E402
 
 

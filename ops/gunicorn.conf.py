@@ -7,7 +7,7 @@ Everything comes from the typed Settings (settings.py): HOST, PORT, WEB_CONCURRE
 WEB_THREADS, WEB_TIMEOUT_S, PROMETHEUS_MULTIPROC_DIR; gunicorn's own command-line flags still
 override them (e.g. `--workers 4`). Each worker builds its own search index before it takes
 requests (post_worker_init), so the first search on a new worker is not the slow one, and
-starts its own store-revision watcher thread there (search.watcher: started in the worker after
+starts its own store-revision watcher thread there (serving.watcher: started in the worker after
 the fork, never in the master) that picks up edits published by any process; worker_exit stops it.
 
 PROMETHEUS_MULTIPROC_DIR must be in the environment of the gunicorn command itself (not set

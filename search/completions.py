@@ -19,7 +19,7 @@ never offered: the test cases hold typos on purpose ("imunizations"), and a comp
 spelling people then search with.
 
 **Visibility**, per set of visible roles (what /api/search computes: the caller's verified roles,
-narrowed by `role`, search.service.SearchService.visible_roles): a candidate is offered only when
+narrowed by `role`, serving.service.SearchService.visible_roles): a candidate is offered only when
 the caller may see every task it needs (catalog.records.TaskRecord.visible_to), and only when none
 of its words is a word of a task the caller may not see that no task they may see has anywhere in
 its text (`hidden_stems`). So a restricted task's name, a case about it, or a popular search that
@@ -301,7 +301,7 @@ class Completions:
         self.view(frozenset())
 
     def view(self, roles: frozenset[str]) -> CompletionView:
-        """The view of `roles` (visible roles, as search.service computes them), built on first use."""
+        """The view of `roles` (visible roles, as serving.service computes them), built on first use."""
         view = self._views.get(roles)
         if view is None:
             view = CompletionView(ranked_entries(visible_candidates(self.candidates, self.tasks, roles)))

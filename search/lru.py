@@ -1,6 +1,6 @@
 """LRU: a small thread-safe mapping that keeps the `capacity` most recently used entries.
 
-Used for the per-index answer cache (search.answer_cache) and the in-memory front of the
+Used for the per-index answer cache (serving.answer_cache) and the in-memory front of the
 embedding disk cache (search.embeddings). A capacity of 0 keeps nothing.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@
 
 `Pipeline(index, params)` binds the index and the fit (search.ranker.RankerParams: fusion
 weights, typing weights, abstention models, tail cut) that rank together. Serving
-(search.service), the change and rollback previews (admin.preview), the evaluation replay
+(serving.service), the change and rollback previews (admin.preview), the evaluation replay
 (evaluation.replay) and the prefix evaluation (evaluation.prefixes) all call it with the index
 and fit they mean, so a preview or an evaluation ranks exactly as the service would with that
 index and fit; none reaches into the stages (signal_values, fuse, rank_order, assess).
@@ -18,7 +18,7 @@ learned exemplars in the memory) and `attach` adds its vectors and the fit's pro
 service, the previews and the evaluation build their indexes with them.
 
 What stays outside: the embedder (I/O; the caller embeds `AnalysedQuery.embedding_text`), the
-LLM re-ranking (rerank/), the response (search.service), and the fitting's inner loops
+LLM re-ranking (rerank/), the response (serving.service), and the fitting's inner loops
 (search.fitting re-fuses cached signal values thousands of times to choose the weights).
 """
 from __future__ import annotations

@@ -12,12 +12,27 @@ prefilter already computed for this query, in this order:
 
 Everything comes from tasks the caller may see (the prefilter ranked only those), so a
 suggestion never reveals a restricted task. The widget shows them as clickable queries.
+
+Out-of-scope test cases (no right task) are the developers saying "this query is no task", and
+their rationale usually names the task it is not ("Emergency Drills covers severe-weather drills,
+not forecasts"). A suggestion never contradicts one (`out_of_scope`: (query, rationale) of each):
+
+    covers    the case's query has the query's words (the same content terms, in any order,
+              case and punctuation aside), or those of its spelling suggestion: no task is
+              suggested at all, only the spelling or the topics
+    about     the case's content terms are a part of the query's, or the other way round
+              ("weather tomorrow" and "weather forecast for tomorrow"): no task its rationale
+              names (`named_in`) is suggested
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
+
+from lexicon.text import normalise, terms
 
 # A correction is offered only when it is this close (normalised Indel similarity in [0, 1]):
 # the same bar as the embedder's in-place typo replacement (search.prefilter.EMBED_CORRECTION_MIN),
@@ -62,13 +77,56 @@ def common_topics(categories: Iterable[str | None]) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 
+@lru_cache(maxsize=8192)
+def content_terms(text: str) -> frozenset[str]:
+    """The stemmed content words of `text` (stopwords, case, punctuation and order aside)."""
+    return frozenset(terms(text))
+
+
+def named_in(rationale: str, task_name: str) -> bool:
+    """Whether `rationale` names the task: its name, or its name before a parenthesis
+    ("Emergency Drills (Shelter-in-Place/Lockdown)" -> "Emergency Drills"), as whole words."""
+    text = f" {' '.join(re.findall(r'[0-9a-z]+', normalise(rationale)))} "
+    full = task_name.split(" (")[0] if " (" in task_name else task_name
+    for name in {task_name, full}:
+        words = " ".join(re.findall(r"[0-9a-z]+", normalise(name)))
+        if words and f" {words} " in text:
+            return True
+    return False
+
+
+def contradicted(query: str, out_of_scope: Iterable[tuple[str, str]]) -> tuple[bool, tuple[str, ...]]:
+    """(whether an out-of-scope case covers `query`, the rationales of the cases about it); see
+    the module docstring."""
+    mine = content_terms(query)
+    if not mine:
+        return False, ()
+    about = []
+    for case_query, rationale in out_of_scope:
+        theirs = content_terms(case_query)
+        if not theirs:
+            continue
+        if theirs == mine:
+            return True, ()
+        if theirs <= mine or mine <= theirs:
+            about.append(rationale or "")
+    return False, tuple(about)
+
+
 def suggest(query: str, query_words: Sequence[str], corrections: Mapping[str, Sequence[tuple[str, float]]],
             nearest: Sequence[tuple[str, float]], visible_categories: Iterable[str | None],
-            limit: int = SUGGESTION_LIMIT) -> list[Suggestion]:
+            limit: int = SUGGESTION_LIMIT, out_of_scope: Iterable[tuple[str, str]] = ()) -> list[Suggestion]:
     """Up to `limit` distinct suggestions (see the module docstring). `nearest` holds (task name,
     fused score) of the prefilter's ranking before abstention, best first; a score <= 0 means no
     better than the average visible task, so it is no suggestion. Nothing equal to the query
-    itself (ignoring case and spacing) is suggested."""
+    itself (ignoring case and spacing) is suggested. `out_of_scope`: (query, rationale) of the
+    catalog's out-of-scope test cases; no task they rule out is suggested."""
+    spelling = corrected_query(query_words, corrections)
+    cases = tuple(out_of_scope)
+    covered, rejecting = contradicted(query, cases)
+    if spelling and not covered:   # the query meant: "wether forecast" is covered like "weather forecast"
+        covered, also = contradicted(spelling, cases)
+        rejecting += also
     seen = {" ".join(query.lower().split())}
     out: list[Suggestion] = []
 
@@ -78,11 +136,10 @@ def suggest(query: str, query_words: Sequence[str], corrections: Mapping[str, Se
             seen.add(key)
             out.append(Suggestion(text, kind))
 
-    spelling = corrected_query(query_words, corrections)
     if spelling:
         add(spelling, "spelling")
-    for name, score in nearest:
-        if score > 0:
+    for name, score in ([] if covered else nearest):
+        if score > 0 and not any(named_in(rationale, name) for rationale in rejecting):
             add(name, "task")
     if not out:
         for topic in common_topics(visible_categories):

@@ -1,10 +1,10 @@
-"""search.answer.Answer: the response split into the ranking's body (shared, encoded once when
+"""serving.answer.Answer: the response split into the ranking's body (shared, encoded once when
 cached) and per-response fields, and the JSON it writes."""
 import json
 
 import pytest
 
-from search.answer import Answer
+from serving.answer import Answer
 from tests.test_answer_cache import make_service
 
 

@@ -1,15 +1,15 @@
-"""The answer cache (search.answer_cache): a repeated search without re-ranking is answered
+"""The answer cache (serving.answer_cache): a repeated search without re-ranking is answered
 without running the pipeline again, never across indexes, roles, k, degraded or re-ranked
 answers, and the answer it gives is the one the pipeline gives."""
 import numpy as np
 import pytest
 
-import search.service
+import serving.service
 from catalog.records import TaskRecord
 from web.metrics import Metrics
-from search.answer_cache import AnswerCache
+from serving.answer_cache import AnswerCache
 from search.embeddings import EmbeddingUnavailable
-from search.service import SearchService
+from serving.service import SearchService
 from tests.test_index_refresh import NEW_TASK, MemorySource
 
 TASKS = [
@@ -24,13 +24,13 @@ def pipeline_runs(monkeypatch):
     """One entry per run of the pipeline (SearchService._answer: analyse, prefilter, fuse, and for
     a catalog with restricted tasks the all-roles prefilter behind `hidden_by_role`)."""
     calls = []
-    real = search.service.SearchService._answer
+    real = serving.service.SearchService._answer
 
     def counting(self, *args, **kwargs):
         calls.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(search.service.SearchService, "_answer", counting)
+    monkeypatch.setattr(serving.service.SearchService, "_answer", counting)
     return calls
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from catalog.records import CaseRecord
 from web.metrics import Metrics
-from search.service import SearchService
+from serving.service import SearchService
 from tests.conftest import build_app, make_settings
 
 

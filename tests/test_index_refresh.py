@@ -8,7 +8,7 @@ import numpy as np
 
 from catalog.records import TaskRecord
 from web.metrics import Metrics
-from search.service import SearchService
+from serving.service import SearchService
 
 TASKS = [
     TaskRecord(id="health.asq3", name="ASQ-3 Screening", help="Ages and Stages developmental screening"),

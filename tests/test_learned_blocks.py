@@ -104,7 +104,7 @@ def test_the_serving_index_drops_a_pair_blocked_after_its_fit(loaded, settings):
     from search.fitting import cases_digest
     from search.learned import LearnedExemplar
     from search.ranker import default_params
-    from search.service import SearchService
+    from serving.service import SearchService
 
     store = loaded
     learned = (LearnedExemplar("enroll kid", "a.one", 0.9, 4), LearnedExemplar("who came", "b.two", 0.8, 3))

@@ -16,7 +16,7 @@ from lexicon.text import stem, words
 from web.metrics import Metrics
 from search.index import analyse_tasks, build_index
 from admin.preview import EVERY_ROLE, preview_change
-from search.service import SearchService
+from serving.service import SearchService
 
 ASQ = "health.asq3-screening"
 FPA = "family.fpa"

@@ -76,7 +76,7 @@ class Metrics:
         self.degraded = Counter("taskfinder_degraded_responses", "Search responses served degraded, by flag",
                                 ["flag"], registry=r)
         self.answer_cache = Counter("taskfinder_answer_cache_lookups",
-                                    "Lookups of finished answers without re-ranking (search.answer_cache), "
+                                    "Lookups of finished answers without re-ranking (serving.answer_cache), "
                                     "by result (hit, miss)", ["result"], registry=r)
         self.zero_results = Counter("taskfinder_zero_result_searches", "Searches that returned no result",
                                     registry=r)
@@ -192,7 +192,7 @@ class Metrics:
             self.bound(self.request_seconds, endpoint, str(status)).observe(seconds)
 
     def record_index_build(self, live, lexicon_links: int, seconds: float) -> None:
-        """One finished rebuild of the search index (`live`: a search.service.LiveIndex)."""
+        """One finished rebuild of the search index (`live`: a serving.service.LiveIndex)."""
         self.index_rebuilds.inc()
         self.index_rebuild_seconds.observe(seconds)
         self.index_tasks.set(len(live.index.tasks))

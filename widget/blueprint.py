@@ -149,7 +149,7 @@ def example_searches(live, role: str | None) -> list[str]:
     """The homepage's "Try …" searches for a viewer (`role` None: a visitor with no role):
     written test cases of the catalog (catalog/data/headstart_cases.jsonl for the demo) whose
     right tasks are all ones this viewer may see, so each example finds a right answer for
-    whoever it is shown to (written cases pin their answer: search.service). A role's own
+    whoever it is shown to (written cases pin their answer: serving.service). A role's own
     restricted tasks come first, to show what picking it adds; one case per kind (typo,
     abbreviation, ...), short ones only. Empty when the catalog has no such cases.
     tests/browser/test_widget_small_things.py searches every example as its viewer."""

@@ -10,12 +10,12 @@ an empty one, so an answer is never served from an index that is no longer live.
 
 Only answers that are complete are stored: never a degraded one (the embeddings may be back on
 the next request) nor a re-ranked one (the LLM has its own cache, rerank/cache.py). Each is
-kept with its JSON encoding (search.answer), so a hit costs neither the pipeline nor encoding
+kept with its JSON encoding (serving.answer), so a hit costs neither the pipeline nor encoding
 its results again.
 """
 from __future__ import annotations
 
-from search.answer import Answer
+from serving.answer import Answer
 from search.lru import LRU
 
 

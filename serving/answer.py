@@ -2,7 +2,7 @@
 
     body        everything the ranking decided (query, results, weights, ranker, re-rank...): a
                 pure function of (index, query, k, roles, re-rank outcome). Shared, read-only,
-                between the answers the answer cache replays (search.answer_cache).
+                between the answers the answer cache replays (serving.answer_cache).
     timings_ms  this response's own stage timings.
     encoded     `body` as JSON, encoded once: a cached answer carries the bytes of its first
                 encoding, so replaying it costs no encoding of the results again.

@@ -5,7 +5,7 @@ query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrain
 
 It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both in the
 background when the store's revision moves (a catalog or test-case edit, or a new per-catalog
-fit, noticed by the revision watcher thread of search.watcher) while requests keep the old ones,
+fit, noticed by the revision watcher thread of serving.watcher) while requests keep the old ones,
 and talks to the embedder and the LLM, degrading instead of failing. When the test cases have
 changed since the newest fit, it refits in a background thread (search.fitting) and stores the
 result, which in turn moves the revision for every serving process.
@@ -22,8 +22,8 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import printable, query_problem
 from web.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
-from search.answer import Answer
-from search.answer_cache import AnswerCache
+from serving.answer import Answer
+from serving.answer_cache import AnswerCache
 from search.confidence import shown, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import cases_digest, fit_ranker, usable_learned
@@ -33,7 +33,7 @@ from search.pipeline import Pipeline, attach, params_for, serving_index
 from search.prefilter import PrefilterResult
 from search.ranker import RankerParams, default_params
 from search.suggestions import suggest
-from search.watcher import RevisionWatcher
+from serving.watcher import RevisionWatcher
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class SearchService:
 
     def live(self, wait: bool = False) -> LiveIndex:
         """The current index, kept off the request path. A request reads no database: the
-        revision watcher (search.watcher, one thread per process) polls the store revision every
+        revision watcher (serving.watcher, one thread per process) polls the store revision every
         REVISION_POLL_S seconds and starts ONE background refresh when it moves; every request
         keeps being served from the old index until the new one replaces it. A rebuild embeds
         every task, which takes seconds; holding requests behind it would stall the whole API on
@@ -358,7 +358,7 @@ class SearchService:
         return answer
 
     def _replay(self, cached: Answer, started: float) -> Answer:
-        """A cached answer (search.answer_cache) as a new response: the same body and encoding,
+        """A cached answer (serving.answer_cache) as a new response: the same body and encoding,
         its own timings (0 for the stages it did not run, `answer_cache` for the lookup), and
         the same per-response metrics as a computed answer (the zero-result rate divides by
         stage="total")."""
