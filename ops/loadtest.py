@@ -483,7 +483,7 @@ def events_route_present(base_url: str) -> bool:
 
 def main() -> None:
     from settings import Settings
-    from tests.llm_fault_server import FaultLLMServer
+    from ops.llm_fault_server import FaultLLMServer
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per phase")

@@ -43,7 +43,7 @@ def cache_key(model: str, query: str, candidates: Sequence[Candidate], examples:
     return f"rerank:{digest}"
 
 
-class AnswerCache:
+class RerankCache:
     """A thin, never-raising wrapper around an optional `diskcache.Cache`."""
 
     def __init__(self, cache: diskcache.Cache | None):

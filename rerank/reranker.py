@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import openai
 
 from infra.breaker import OPEN, CircuitBreaker
-from .cache import AnswerCache, cache_key
+from .cache import RerankCache, cache_key
 from infra.chat import ChatClient, LLMUnavailable
 from .prompt import build_messages
 from .records import INVALID, UNAVAILABLE, Candidate, Example, RerankOutcome
@@ -75,7 +75,7 @@ class Reranker:
             client = client.with_options(timeout=settings.llm_timeout_s, max_retries=0)
             self._chat = ChatClient(client, settings.llm_model, settings.llm_response_format)
         self._max_tokens = max_tokens
-        self._cache = AnswerCache(cache)
+        self._cache = RerankCache(cache)
         self._breaker = breaker or CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
 
     def available(self) -> bool:

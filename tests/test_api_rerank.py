@@ -2,7 +2,7 @@
 misbehaves on purpose: whatever it answers, the API answers 200 with catalog tasks only, and
 the drop counters and degradation flags say why."""
 import pytest
-from llm_fault_server import INJECTED_NAME, INVENTED_NAME, FaultLLMServer
+from ops.llm_fault_server import INJECTED_NAME, INVENTED_NAME, FaultLLMServer
 
 from tests.conftest import build_app, make_settings
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from settings import DegradedWeights
-from llm_fault_server import send_json
+from ops.llm_fault_server import send_json
 from ops.servers import free_port
 
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder

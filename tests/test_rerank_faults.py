@@ -1,4 +1,4 @@
-"""The re-ranker against a real loopback server that misbehaves on purpose (tests/llm_fault_server.py).
+"""The re-ranker against a real loopback server that misbehaves on purpose (ops/llm_fault_server.py).
 
 Every fault must end in a permutation of the shortlist and the documented degradation, never
 in an exception; nothing outside the shortlist may ever come out.
@@ -11,7 +11,7 @@ import time
 
 import diskcache
 import pytest
-from llm_fault_server import INJECTED_NAME, INVENTED_NAME, FaultLLMServer
+from ops.llm_fault_server import INJECTED_NAME, INVENTED_NAME, FaultLLMServer
 
 from rerank import INVALID, UNAVAILABLE, Candidate, Example, Reranker
 from settings import Settings
@@ -290,7 +290,7 @@ def test_a_failing_answer_cache_is_a_miss_logged_in_one_line(caplog):
     """The healing cache (infra.cache) repairs the store; the re-rank cache only says what failed."""
     import logging
 
-    from rerank.cache import AnswerCache
+    from rerank.cache import RerankCache
 
     class Broken:
         def get(self, key):
@@ -299,7 +299,7 @@ def test_a_failing_answer_cache_is_a_miss_logged_in_one_line(caplog):
         def set(self, key, value, expire=None):
             raise OSError("database disk image is malformed")
 
-    cache = AnswerCache(Broken())
+    cache = RerankCache(Broken())
     with caplog.at_level(logging.WARNING, logger="rerank.cache"):
         assert cache.get("rerank:x") is None
         cache.put("rerank:x", object())
