@@ -479,7 +479,8 @@ WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedW
                  ("field_weights", FieldWeights, "FIELD_WEIGHT_"))
 
 # One line per variable of ENVIRONMENT (its default comes from Settings), then one per weight group
-# (by prefix) and one per field of a group: the configuration reference is generated from these
+# (by prefix) and one per field of FieldWeights (a fusion weight's field is a signal: its line is
+# the signal's own `source`, search/signal/): the configuration reference is generated from these
 # (`python ops/gen_config_doc.py > docs/configuration.md`; tests/test_docs.py fails when a
 # variable has no line here or the file is stale).
 DESCRIPTIONS = {
@@ -571,17 +572,6 @@ DESCRIPTIONS = {
     "WEIGHT_": "the shipped default fusion weights (full mode), used until the catalog has its own fit; chosen on pooled CV of four catalogs (`python -m evaluation.defaults`, see docs/results.md). Dense weights are large because their signals are raw cosines; lexical is 0 because the exemplar BM25 document already holds the task text",
     "DEGRADED_WEIGHT_": "the shipped default weights of the degraded mode (embeddings unavailable), fitted for that mode, not rescaled",
     "FIELD_WEIGHT_": "BM25F field weights: a name match counts 3× a help-text match",
-    "lexical": "BM25F over name / aliases / category / help",
-    "rationale": "the rationale lexicon built from test cases, weighted P(t|w)·idf(w)",
-    "embedding": "cosine of the query to the task text",
-    "typo": "typo-corrected terms through the lexical and rationale matrices",
-    "exemplar": "BM25 over name + aliases + help + the task's case queries",
-    "centroid": "cosine to the mean of the task's exemplars",
-    "neighbour": "cosine to the task's nearest exemplar",
-    "prototype": "logit of the per-catalog softmax regression over the exemplars (exists only with a fit)",
-    "learned": "cosine to the task's nearest learned exemplar (queries staff found it with; exists only with a fit that has learned evidence, full mode only; see docs/learning-from-use.md)",
-    "typed": "BM25 over the task's words as typed (stopwords kept), the last word read as a prefix: only for a query still being typed (docs/prefix-search.md)",
-    "begins": "the share of the task's known queries (cases, name, aliases) that begin as typed: only for a query still being typed (docs/prefix-search.md)",
     "name": "the task's name",
     "aliases": "its aliases",
     "category": "its category",

@@ -21,9 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search.prefilter import DENSE_SIGNALS
+from search.signal import REGISTRY
 from settings import Weights
 
-BASELINES = ("bm25", "lexical", "embedding", "centroid", "neighbour")
+#: bm25, then each signal's single-signal baseline (Signal.baseline, search/signal/)
+SINGLE_SIGNALS = tuple(s for s in REGISTRY if s.baseline)
+BASELINES = ("bm25", *(s.name for s in SINGLE_SIGNALS))
 LADDER = ("hybrid_rationale", "exemplar", "prefilter_defaults", "prefilter", "prefilter_sparse")
 LLM_CONFIGS = ("rerank", "llm_direct")
 ALL_CONFIGS = BASELINES + LADDER + LLM_CONFIGS
@@ -56,10 +59,7 @@ class ConfigSpec:
 def config_specs(defaults: Weights) -> dict[str, ConfigSpec]:
     specs = [
         ConfigSpec("bm25", "bm25", "plain BM25 (bm25s) over name + help + the training cases' queries per task"),
-        ConfigSpec("lexical", "fixed", "BM25F over task name/aliases/category/help only", _only("lexical")),
-        ConfigSpec("embedding", "fixed", "e5 cosine to the task text only", _only("embedding")),
-        ConfigSpec("centroid", "fixed", "e5 cosine to the centroid of the task's exemplars only", _only("centroid")),
-        ConfigSpec("neighbour", "fixed", "e5 cosine to the task's nearest exemplar only", _only("neighbour")),
+        *(ConfigSpec(s.name, "fixed", s.baseline, _only(s.name)) for s in SINGLE_SIGNALS),
         ConfigSpec("hybrid_rationale", "fitted", "the earlier design's signals (lexical, rationale lexicon, typo, "
                    "task embedding) with pins, weights fitted by CV", signals=("lexical", "rationale", "typo", "embedding"),
                    pins=True),

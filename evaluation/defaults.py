@@ -36,10 +36,12 @@ from search.fitting import (CVQuery, attach_vectors, cv_queries, design_matrices
 from lexicon.rationale import build_lexicon
 from search.index import build_index
 from search.prefilter import SPARSE_SIGNALS, analyse_query, signal_values
+from search.signal import REGISTRY
 from search.ranker import FusionWeights
 from settings import Settings, Weights
 
-POOL_SIGNALS = {"full": ("lexical", "rationale", "typo", "exemplar", "embedding", "centroid", "neighbour"),
+# The signals with a shipped default weight (not Signal.fit_only) of each mode (search/signal/).
+POOL_SIGNALS = {"full": tuple(s.name for s in REGISTRY if s.family in ("sparse", "dense") and not s.fit_only),
                 "sparse": SPARSE_SIGNALS}
 
 

@@ -19,9 +19,11 @@ query (search.fitting.CVQuery over the index built from the TRAINING cases):
 5. ``fusion``: anything else: one signal alone places a gold task in the top 5 but the fused
    score does not (a weighting problem rather than missing knowledge).
 
-Classes 2 and 3 (and usually 1) are fixed by adding a test case; each miss therefore comes with
-a suggested case: the query, its gold ids and a rationale built from the gold task's name and
-help text plus the query words that did not link to it.
+Classes 2 and 3 (and usually 1) are fixed by teaching the query's words to the gold task; each
+miss therefore comes with a suggested case: the query, its gold ids and a rationale that reads as
+a sentence (`rationale_sentence`): the query as typed, the gold task's name and its help. A miss is
+a held-out query, so its own case is never learned from: the admin page
+(admin.evaluation_views) adds that sentence to a case the run does learn from.
 """
 from __future__ import annotations
 
@@ -58,16 +60,24 @@ def _rank_of(scores: np.ndarray, row: int) -> int:
     return int(np.count_nonzero(scores > scores[row])) + 1
 
 
+def rationale_sentence(query: str, gold_tasks) -> str:
+    """A rationale that reads as a sentence and links the query's words, in the order the user
+    typed them, to its right task(s): '"driver's morning check of the bus before leaving" should
+    find Vehicle Inspections: Pre-trip/post-trip checklists and annual inspections.' Its other
+    words ("should", "find") are stopwords, so the lexicon learns nothing from them; the task's
+    name and first help sentence say what the task is (one task only: several are just named)."""
+    names = [task.name for task in gold_tasks]
+    sentence = f'"{" ".join(query.split())}" should find ' + (" or ".join(names) if names else "its right task")
+    if len(gold_tasks) == 1 and gold_tasks[0].help:
+        sentence += ": " + gold_tasks[0].help.split(". ")[0].strip().rstrip(".")
+    return sentence + "."
+
+
 def suggest_case(query: str, gold: tuple[str, ...], category: str | None, tasks_by_id, unlinked: list[str]) -> dict:
-    gold_tasks = [tasks_by_id[g] for g in gold if g in tasks_by_id]
-    parts = []
-    for task in gold_tasks:
-        help_text = task.help.split(". ")[0].rstrip(".") if task.help else ""
-        parts.append(f"{task.name}" + (f": {help_text}" if help_text else ""))
-    rationale = "; ".join(parts) + "."
-    if unlinked:
-        rationale += f" Users say \"{' '.join(unlinked)}\" for this task."
-    row = {"query": query, "gold": list(gold), "rationale": rationale}
+    """The test case a miss suggests: its query, gold and `rationale_sentence` (the query holds
+    every word that did not link to the gold task, `unlinked`, in its own order)."""
+    row = {"query": query, "gold": list(gold),
+           "rationale": rationale_sentence(query, [tasks_by_id[g] for g in gold if g in tasks_by_id])}
     if category:
         row["category"] = category
     return row

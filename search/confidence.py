@@ -31,11 +31,15 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from search.signal import REGISTRY
+
 if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
 
-SPARSE_EVIDENCE = ("lexical", "rationale", "typo", "exemplar")
-TYPING_EVIDENCE = ("typed", "begins")   # only for a query still being typed (search.prefilter.TYPING_SIGNALS)
+# The signals whose value says a query word points at a task (Signal.abstention_evidence,
+# search/signal/): the sparse ones, and the typing ones, present only for a query still being typed.
+SPARSE_EVIDENCE = tuple(s.name for s in REGISTRY if s.abstention_evidence and s.family == "sparse")
+TYPING_EVIDENCE = tuple(s.name for s in REGISTRY if s.abstention_evidence and s.family == "typing")
 FULL_FEATURES = ("neighbour", "neighbour_gap", "embedding", "centroid", "sparse_evidence", "coverage", "probability",
                  "margin", "oos_gap")
 SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "coverage", "probability", "margin")

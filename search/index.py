@@ -18,6 +18,7 @@ from lexicon.rationale import RationaleLexicon
 from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedMemory
+from search.signal import REGISTRY
 from search.typed import TypedIndex, build_typed_index
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
 from settings import FieldWeights
@@ -91,6 +92,9 @@ class SearchIndex:
     # measured against (search.prefilter.learned_attribution). None otherwise.
     written: "SearchIndex | None" = None
     typed: TypedIndex | None = None         # the typed signal's index (search.typed): words as typed, prefixes
+    # What a signal prepared at index time that the shared parts above do not hold: signal name ->
+    # Signal.prepare(tasks, cases, index) (search/signal/base.py), once per build_index
+    prepared: Mapping[str, object] = field(default_factory=dict)
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
     _prefixes: dict = field(default_factory=dict, compare=False, repr=False)
@@ -248,13 +252,15 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
 
     rationale_matrix = rationale.matrix(shape)
     exemplars = build_exemplars(tasks, cases, vocabulary, task_text.documents)
-    return SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical_matrix, rationale=rationale_matrix,
+    index = SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical_matrix, rationale=rationale_matrix,
                        lexical_ideal=IdealWeights.of(lexical_matrix), rationale_ideal=IdealWeights.of(rationale_matrix),
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks),
                        term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical),
                        typed=build_typed_index(tasks, cases))
+    prepared = {signal.name: signal.prepare(tasks, cases, index) for signal in REGISTRY if signal.prepare is not None}
+    return replace(index, prepared=prepared) if prepared else index
 
 
 def term_support(*matrices: sparse.csc_matrix) -> np.ndarray:

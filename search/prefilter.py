@@ -35,13 +35,17 @@ import numpy as np
 from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
-from search.learned import learned_available, learned_signal, learned_values
-from search.typed import begins_signal, typed_signal, typing_class_of, unfinished as typing_unfinished
-from search.signals import column_sum, coverage_normalise, fuzzy_corrections, softmax, unique
+from search.learned import learned_available, learned_values
+from search.signal import REGISTRY, QueryContext, named
+from search.signal import exemplar as exemplar_signal, lexical as lexical_signal, rationale as rationale_signal
+from search.signal import typo as typo_signal
+from search.typed import typing_class_of, unfinished as typing_unfinished
+from search.signals import fuzzy_corrections, softmax, unique
 from settings import Weights
 
-SPARSE_SIGNALS = ("lexical", "rationale", "typo", "exemplar")
-DENSE_SIGNALS = ("embedding", "centroid", "neighbour", "prototype")
+# The signals by family, from their registry (search/signal/: one module per signal).
+SPARSE_SIGNALS = named("sparse")     # lexical, rationale, typo, exemplar
+DENSE_SIGNALS = named("dense")       # embedding, centroid, neighbour, prototype
 SIGNALS = SPARSE_SIGNALS + DENSE_SIGNALS
 #: Evidence learned from use (search.learned): a signal only where the index has learned
 #: exemplars and vectors, so that without traffic nothing (not even the response) changes.
@@ -49,10 +53,10 @@ LEARNED = "learned"
 #: Prefix evidence of a query still being typed (search.typed): a signal only where the query is
 #: read as unfinished (AnalysedQuery.unfinished), weighed by the typing weights alone
 #: (RankerParams.weights_for), so a whole query ranks as if it did not exist.
-TYPED = "typed"
-BEGINS = "begins"            # the share of the task's known queries that begin as typed (search.typed)
-TYPING_SIGNALS = (TYPED, BEGINS)
-FUSED = SIGNALS + TYPING_SIGNALS + (LEARNED,)
+TYPING_SIGNALS = named("typing")     # typed, begins
+TYPED, BEGINS = TYPING_SIGNALS
+FUSED = SIGNALS + TYPING_SIGNALS + named("learned")
+assert named("learned") == (LEARNED,)
 
 # Evidence about the query that is no ranking signal (never fused, never in contributions), kept
 # beside the signal values for the abstention model (search.confidence): per task arrays, read at
@@ -245,21 +249,12 @@ def plan_query(index: SearchIndex, query_words: list[str], corrections,
 
 
 def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]:
-    """Lexical, rationale, typo and exemplar scores of every task, coverage-normalised to [0, ~1]."""
-    typo_cols, typo_sims = list(plan.typo_columns), list(plan.typo_columns.values())
-    prefix_cols, prefix_weights = list(plan.prefix_columns), list(plan.prefix_columns.values())
-
-    def exact(matrix) -> np.ndarray:   # the query's own terms, plus the last word's completions
-        scores = column_sum(matrix, plan.columns)
-        return scores + column_sum(matrix, prefix_cols, prefix_weights) if prefix_cols else scores
-
-    return {
-        "lexical": coverage_normalise(exact(index.lexical), plan.lexical_ideal),
-        "rationale": coverage_normalise(exact(index.rationale), plan.rationale_ideal),
-        "typo": (coverage_normalise(column_sum(index.lexical, typo_cols, typo_sims), plan.lexical_ideal)
-                 + coverage_normalise(column_sum(index.rationale, typo_cols, typo_sims), plan.rationale_ideal)),
-        "exemplar": coverage_normalise(exact(index.exemplars.lexical), plan.exemplar_ideal),
-    }
+    """Lexical, rationale, typo and exemplar scores of every task, coverage-normalised to [0, ~1]
+    (each signal's `scores`, search/signal/): the written-cases counterfactual's sparse values."""
+    context = QueryContext(index, None, None, None)
+    context.plan = plan   # (cached_property: set, not computed)
+    return {module.SIGNAL.name: module.scores(index, plan, context.exact)
+            for module in (lexical_signal, rationale_signal, typo_signal, exemplar_signal)}
 
 
 @dataclass(frozen=True)
@@ -352,24 +347,35 @@ def neighbour_signals(memory, rows: np.ndarray, centroid: np.ndarray, query_vect
 
 def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray) -> dict[str, np.ndarray]:
     """Raw cosines of the query to each visible task's text, exemplar centroid and nearest
-    exemplar, and the prototype logit (see the module docstring). A task without exemplars has
-    centroid 0 and neighbour -1 (the fitted weights know this is "no evidence")."""
-    memory = index.exemplars
-    whole = rows.size * 3 >= len(index.tasks)   # most tasks visible: multiply, then pick (no copy)
+    exemplar, and the prototype logit (the dense signals of search/signal/), with the dense
+    evidence beside them. A task without exemplars has centroid 0 and neighbour -1 (the fitted
+    weights know this is "no evidence")."""
+    context = QueryContext(index, None, rows, query_vector)
+    values = _family(context, "dense")
+    _dense_evidence(context, values)
+    return values
 
-    def project(matrix: np.ndarray) -> np.ndarray:
-        return (matrix @ query_vector)[rows] if whole else matrix[rows] @ query_vector
 
-    centroid = project(memory.centroids)
-    neighbour, written = neighbour_signals(memory, rows, centroid, query_vector, written=index.written is not None)
-    values = {"embedding": project(index.task_vectors), "centroid": centroid, "neighbour": neighbour}
+def _family(context: QueryContext, family: str, skip: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+    """The values of the registered signals of `family` (None: unavailable, left out)."""
+    values = {}
+    for signal in REGISTRY:
+        if signal.family == family and signal.name not in skip:
+            value = signal.value(context)
+            if value is not None:
+                values[signal.name] = value
+    return values
+
+
+def _dense_evidence(context: QueryContext, values: dict[str, np.ndarray]) -> None:
+    """The dense evidence that is no signal: the written cases' nearest-exemplar cosines (where
+    cases learned from use joined the index) and each task's typical neighbour cosine."""
+    written = context.neighbours[1] if "neighbour" in values else None
     if written is not None:
         values[WRITTEN_NEIGHBOUR] = written
-    if index.prototypes is not None:
-        values["prototype"] = project(index.prototypes)
-    if memory.typical is not None:
-        values["typical"] = memory.typical[rows]
-    return values
+    typical = context.index.exemplars.typical
+    if typical is not None:
+        values["typical"] = typical[context.rows]
 
 
 def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
@@ -388,20 +394,19 @@ def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
                   query_vector: np.ndarray | None, defer: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
-    """Each available signal's value for the tasks in `rows` (dense ones only with vectors), and
+    """Each available signal's value for the tasks in `rows` (search/signal/, family by family:
+    sparse always, typing for a query still being typed, dense and learned with vectors), and
     the abstention evidence beside them (QUERY_EVIDENCE, DENSE_EVIDENCE). The signals in `defer`
     (DEFERRABLE ones) are left out: `deferred_signals` gives them at the ranked rows only."""
-    plan = plan_query(index, analysed.words, analysed.corrections, analysed.prefix)
-    values = {name: scores[rows] for name, scores in sparse_signals(index, plan).items()}
+    context = QueryContext(index, analysed, rows, query_vector)
+    values = _family(context, "sparse")
     values["coverage"] = np.full(rows.size, query_coverage(index, analysed), dtype=np.float32)
     if analysed.unfinished and index.typed is not None:
-        values[TYPED] = typed_signal(index.typed, analysed.text, analysed.finished)[rows]
-        values[BEGINS] = begins_signal(index.typed, analysed.text, analysed.finished)[rows]
+        values.update(_family(context, "typing"))
     if query_vector is not None and index.has_vectors:
-        values.update(dense_signals(index, rows, query_vector))
-        learned = learned_signal(index.learned, rows, query_vector) if LEARNED not in defer else None
-        if learned is not None:
-            values[LEARNED] = learned
+        values.update(_family(context, "dense"))
+        _dense_evidence(context, values)
+        values.update(_family(context, "learned", defer))
     return values
 
 

@@ -83,16 +83,18 @@ def content_terms(text: str) -> frozenset[str]:
     return frozenset(terms(text))
 
 
+@lru_cache(maxsize=8192)
+def _spaced_words(text: str) -> str:
+    """" word word ... ": the normalised words of `text`, each between spaces (for whole-word search)."""
+    return f" {' '.join(re.findall(r'[0-9a-z]+', normalise(text)))} "
+
+
 def named_in(rationale: str, task_name: str) -> bool:
     """Whether `rationale` names the task: its name, or its name before a parenthesis
     ("Emergency Drills (Shelter-in-Place/Lockdown)" -> "Emergency Drills"), as whole words."""
-    text = f" {' '.join(re.findall(r'[0-9a-z]+', normalise(rationale)))} "
-    full = task_name.split(" (")[0] if " (" in task_name else task_name
-    for name in {task_name, full}:
-        words = " ".join(re.findall(r"[0-9a-z]+", normalise(name)))
-        if words and f" {words} " in text:
-            return True
-    return False
+    text = _spaced_words(rationale)
+    short = task_name.split(" (")[0]
+    return any(name.strip() and name in text for name in {_spaced_words(task_name), _spaced_words(short)})
 
 
 def contradicted(query: str, out_of_scope: Iterable[tuple[str, str]]) -> tuple[bool, tuple[str, ...]]:

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Callable, Collection, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
@@ -31,12 +32,14 @@ from search.learned import LearnedInputs, learned_digest, unclicked_digest
 from search.index import Enrichment, SearchIndex
 from search.pipeline import Pipeline, attach, params_for, serving_index
 from search.prefilter import PrefilterResult
+from search.signal import phrases
 from search.ranker import RankerParams, default_params
 from search.suggestions import suggest
 from serving.watcher import RevisionWatcher
 from settings import Settings
 
 log = logging.getLogger(__name__)
+PHRASES = phrases()          # signal -> the "why" line's phrase (search/signal/)
 FIT_LEASE = "ranker-fit"   # one fit at a time across every worker and host sharing the database
 FIT_LEASE_S = 1800         # a fit that dies holding it frees it after this long
 
@@ -66,6 +69,12 @@ class LiveIndex:
     params: RankerParams
     digest: str                # of the tasks and cases the index was built from
     fit_stale: bool            # the newest fit was made on other cases (or there is none)
+
+    @cached_property
+    def out_of_scope(self) -> tuple[tuple[str, str], ...]:
+        """(query, rationale) of every written out-of-scope case: what the no-answer suggestions
+        may not contradict (search.suggestions.suggest), gathered once per live index."""
+        return tuple((case.query, case.rationale) for case in self.cases if not case.gold)
 
 
 def _ms(start: float) -> float:
@@ -433,7 +442,8 @@ class SearchService:
         said = said_corrections(live.index, result.corrections, visible or None, restrict_roles)
         offered = [] if results else [s.as_dict() for s in suggest(
             query, analysed.words, said, [(item.task.name, item.score) for item in nearest],
-            (task.category for task in live.index.visible(visible or None, restrict_roles)[1]))]
+            (task.category for task in live.index.visible(visible or None, restrict_roles)[1]),
+            out_of_scope=live.out_of_scope)]
         return Answer({
             "query": query,
             "k": k,
@@ -510,7 +520,10 @@ class SearchService:
                "category": task.category, "category_label": category_labels.get(task.category),
                "score": round(item.score, 4), "signals": item.signals,
                "probability": round(item.probability, 4), "contributions": item.contributions, "matched": item.matched,
-               "pinned": item.pinned}
+               "pinned": item.pinned,
+               # what each signal that added to the score says, for the "why" line (Signal.says, search/signal/)
+               "signal_phrases": {name: PHRASES[name] for name, added in item.contributions.items()
+                                  if added > 0 and name in PHRASES}}
         if reason:
             row["reason"] = reason
         return row

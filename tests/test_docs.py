@@ -8,7 +8,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import settings
-from ops.gen_config_doc import TARGET, main, render
+from ops.gen_config_doc import TARGET, description, main, render
+from search.signal import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -27,13 +28,15 @@ def test_every_variable_has_a_one_line_description():
     names = [name for _, name, _ in settings.ENVIRONMENT]
     groups = [prefix for _, _, prefix in settings.WEIGHT_GROUPS]
     group_fields = {spec.name for _, group, _ in settings.WEIGHT_GROUPS for spec in fields(group)}
-    wanted = set(names) | set(groups) | group_fields
+    signals = {s.name for s in REGISTRY}
+    assert {spec.name for spec in fields(settings.Weights)} == signals, "one fusion weight per registered signal"
+    wanted = set(names) | set(groups) | (group_fields - signals)
     missing = sorted(wanted - set(settings.DESCRIPTIONS))
     assert not missing, f"add a one-line description to settings.DESCRIPTIONS for: {missing}"
     stale = sorted(set(settings.DESCRIPTIONS) - wanted)
-    assert not stale, f"settings.DESCRIPTIONS describes variables that do not exist: {stale}"
-    for key in wanted:
-        text = settings.DESCRIPTIONS[key]
+    assert not stale, f"settings.DESCRIPTIONS describes variables that do not exist (or signals, which describe themselves): {stale}"
+    for key in [*wanted, *signals]:
+        text = description(key)
         assert text.strip() and "\n" not in text, f"{key}: one non-empty line"
 
 

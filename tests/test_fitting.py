@@ -18,7 +18,7 @@ from search.fitting import CVQuery, cases_digest, choose_learned_signal, fit_abs
 from search.index import build_index
 from search.prefilter import prefilter
 from search.ranker import FusionWeights, RankerParams, default_params
-from search.service import SearchService
+from serving.service import SearchService
 from settings import FieldWeights, Weights
 
 TASKS = [TaskRecord(id="bal", name="Account Balance", aliases=("balance",)),

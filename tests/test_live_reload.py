@@ -1,7 +1,7 @@
 """Live everywhere: an edit published by any process reaches every serving process within 2 s,
 with no database read on the request path.
 
-First the revision watcher (search.watcher) and the service's use of it, on in-memory sources;
+First the revision watcher (serving.watcher) and the service's use of it, on in-memory sources;
 then two REAL servers sharing one database (SQLite file, PostgreSQL schema): gunicorn with two
 workers (the production command) and `python app.py serve` (the embedded default). An editor
 publishes a test case through the embedded server's admin JSON API; every process (that server
@@ -27,8 +27,8 @@ from catalog import db
 from web.metrics import Metrics
 from ops.servers import ServerProcess, free_port, gunicorn_command, http_get, prepare_demo_database, server_env, \
     waitress_command
-from search.service import SearchService
-from search.watcher import RevisionWatcher
+from serving.service import SearchService
+from serving.watcher import RevisionWatcher
 from tests.conftest import postgres_schema
 from tests.test_index_refresh import NEW_TASK, TASKS, MemorySource
 

@@ -46,7 +46,7 @@ def test_a_viewer_runs_the_evaluation_from_the_page(tmp_path, shared_cache_dir, 
     assert [p for p in problems if "status of 404" not in p] == []
 
 
-@pytest.mark.xdist_group("demo-train-fit")   # tests/conftest.py: FIT_GROUPS
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
 def test_the_demo_catalogs_evaluation_page(tmp_path, shared_cache_dir, live_server, page, demo_tasks, demo_cases):
     """The real demo catalog, evaluated from the page as its admin would: the figures shown are
     the run's own (the product's held-out Hit@1 and Hit@5), each failing query links to its fix."""
@@ -68,8 +68,14 @@ def test_the_demo_catalogs_evaluation_page(tmp_path, shared_cache_dir, live_serv
     assert f"Hit@5 = {product['hit@5']:.3f}" in lead
     misses = report["error_analysis"]["prefilter"]["misses"]
     assert page.locator("table.ev-misses tbody tr").count() == min(len(misses), 25)
-    fix = page.locator("table.ev-misses a.button").first.get_attribute("href")
-    assert re.match(r"/admin/cases/\d+/edit\?rationale=", fix)
+    # each fix works on a case the run learns from, never the held-out query's own (issue 32 item 9)
+    from admin.evaluation_views import learned_from
+    with app.app_context():
+        case_of = {c.id: c for c in app.extensions["taskfinder"].store.cases()}
+    for fix in page.locator("table.ev-misses a.button").evaluate_all("links => links.map(a => a.getAttribute('href'))"):
+        edit = re.match(r"/admin/cases/(\d+)/edit\?rationale=", fix)
+        assert edit or fix.startswith("/admin/cases/new?gold="), fix
+        assert not edit or learned_from(case_of[int(edit.group(1))].query), fix
     print("demo evaluation, run", run.id, {k: product[k] for k in ("n", "n_oos", "hit@1", "hit@5", "mrr", "oos_fpr")},
           "misses", len(misses), "fit", report["fit"].get("status"))
     page.set_viewport_size({"width": 1100, "height": 820})   # the README's screenshot: small

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from search.signal import phrases
 from tests.browser.test_widget import COMBOBOX
 from tests.conftest import build_app, close_app, install_demo_fit, make_settings
 
@@ -106,11 +107,13 @@ def test_learned_from_searches_is_said_where_learned_evidence_added_to_the_score
     def with_learned(route):
         response = route.fetch()
         body = response.json()
-        if body["results"]:
-            first = body["results"][0]["contributions"]
-            first["learned"] = max(first.values()) + 1.0
+        if body["results"]:   # as the API says a learned contribution: its value and its phrase (search/signal/)
+            first = body["results"][0]
+            first["contributions"]["learned"] = max(first["contributions"].values()) + 1.0
+            first["signal_phrases"]["learned"] = phrases()["learned"]
             for row in body["results"][1:]:
                 row["contributions"]["learned"] = 0.0
+                row["signal_phrases"].pop("learned", None)
         route.fulfill(response=response, body=json.dumps(body), content_type="application/json")
 
     page.route("**/api/search?*", with_learned)

@@ -47,21 +47,6 @@
   var EVENT_FLUSH_MS = 1000;
   var EVENT_BATCH_MAX = 50;
   var TEXT_FIELDS = { name: true, aliases: true, help: true, category: true };
-  // Each signal named by where its evidence comes from (search/prefilter.py): the catalog's text,
-  // the test cases written for it, or, for `learned` alone, searches and clicks (search/learned.py;
-  // where learned cases joined the index, what they added to any signal is counted there too, so
-  // the other signals speak for the written text and test cases only).
-  var SIGNAL_PHRASES = {
-    rationale: "uses words its test cases use",
-    exemplar: "shares words with its name, help or test cases",
-    embedding: "close in meaning to its description",
-    centroid: "close in meaning to its name and test cases",
-    neighbour: "close in meaning to its name and test cases",
-    prototype: "a model trained on the test cases ranks it here",
-    learned: "learned from searches",                         // only where it added to the score
-    typed: "has words that begin as you typed",             // search/typed.py: only while typing
-    begins: "its name or example searches begin like this"  // names, aliases and written cases
-  };
   var MESSAGES = {
     noConfident: "No confident match",
     noResults: "No tasks found",
@@ -258,13 +243,16 @@
       } else if (TEXT_FIELDS[m.field]) direct.push(m.term);
     });
     var contributions = row.contributions || {};
+    // each signal named by where its evidence comes from, as the API says it (`signal_phrases`:
+    // search/signal/, for the signals that added to this score; `learned` only where use did)
+    var phrases = row.signal_phrases || {};
     var parts = [];
     if (direct.length) parts.push("matches " + quoted(unique(direct)));
     if (fixed.length && contributions.typo > 0) parts.push("reads " + unique(fixed).join(", "));
     Object.keys(contributions)
-      .filter(function (name) { return contributions[name] > 0 && SIGNAL_PHRASES[name]; })
+      .filter(function (name) { return contributions[name] > 0 && phrases[name]; })
       .sort(function (a, b) { return contributions[b] - contributions[a]; })
-      .forEach(function (name) { parts.push(SIGNAL_PHRASES[name]); });
+      .forEach(function (name) { parts.push(String(phrases[name])); });
     parts = unique(parts).slice(0, 2);
     if (!parts.length) return "The closest task the search found";
     var line = parts.join(" · ");

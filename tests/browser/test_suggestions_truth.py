@@ -1,0 +1,54 @@
+"""Issue 32 item 8, in Chromium against the fitted demo: the widget's "try one of these" chips
+never offer a task an out-of-scope test case rules out. The demo's own "weather forecast for
+tomorrow" case says Emergency Drills is not it, so no task chip is offered for that query (the
+topics are); an out-of-scope case added to the catalog ("custom emoji in slack", whose
+rationale rejects Custom Fields) takes Custom Fields off that query's chips as soon as the
+index has it."""
+from __future__ import annotations
+
+import pytest
+
+from catalog.records import CaseRecord
+from tests.browser.test_widget_small_things import search_for
+from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+
+SLACK = "custom emoji in slack"
+
+
+@pytest.fixture
+def demo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    app = build_app(make_settings(tmp_path, shared_cache_dir), demo_tasks, demo_cases)
+    install_demo_fit(app)
+    yield app
+    close_app(app)
+
+
+def chips(page) -> list[tuple[str, str]]:
+    """(kind, text) of each suggestion chip the widget shows."""
+    return page.locator("button.tf-suggestion").evaluate_all(
+        "bs => bs.map(b => [b.className.replace('tf-suggestion ', '').replace('tf-suggestion-', ''), b.textContent])")
+
+
+def test_the_chips_never_offer_a_task_an_out_of_scope_case_rules_out(demo, live_server, page):
+    base = live_server(demo)
+    page.goto(base + "/")
+    search_for(page, "weather forecast for tomorrow")
+    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    shown = chips(page)
+    assert shown and all(kind == "topic" for kind, _text in shown), shown
+    assert page.locator("button.tf-suggestion-task").count() == 0
+
+    search_for(page, SLACK)
+    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    assert chips(page)[0] == ["task", "Custom Fields"], "the premise: the chips offer Custom Fields first"
+
+    services = demo.extensions["taskfinder"]
+    services.store.add_case(CaseRecord(SLACK, (), "Slack emoji are not a program task; Custom Fields adds fields "
+                                                 "to the program's own forms.", "natural_language"))
+    services.search.live(wait=True)
+    page.goto(base + "/")
+    search_for(page, SLACK)
+    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    shown = chips(page)
+    assert shown and "Custom Fields" not in [text for _kind, text in shown], shown
+    assert page.locator("button.tf-suggestion-task").count() == 0, shown
