@@ -100,10 +100,17 @@ def _ci(c: dict, key: str) -> str:
 def fit_section(fit: dict, data: dict, configs: dict) -> list[str]:
     """The per-catalog fit (training split only) and the abstention it chose."""
     lines = ["## Per-catalog fit (CV inside the training split)", "", f"Status: {fit.get('status')}.", ""]
-    for mode, row in (fit.get("cv") or {}).items():
+    cv = dict(fit.get("cv") or {})
+    typing = cv.pop("typing", None) or {}
+    for mode, row in cv.items():
         before, after = row["defaults"], row["fitted"]
         lines.append(f"- {mode} mode, {after['n']} CV queries: shipped defaults Hit@1 {_f(before.get('hit@1'))} / "
                      f"MRR {_f(before.get('mrr'))} -> fitted Hit@1 {_f(after.get('hit@1'))} / MRR {_f(after.get('mrr'))}")
+    for mode, row in typing.items():   # the typing weights, on prefixes of the CV queries (docs/prefix-search.md)
+        before, after = row["whole_weights"], row["typing_weights"]
+        lines.append(f"- typed prefixes, {mode} mode, {after['n']} CV cuts: whole-query weights Hit@1 "
+                     f"{_f(before.get('hit@1'))} / MRR {_f(before.get('mrr'))} -> typing weights Hit@1 "
+                     f"{_f(after.get('hit@1'))} / MRR {_f(after.get('mrr'))}")
     ranker = data.get("ranker") or {}
     if ranker.get("weights"):
         lines += ["", f"Fitted weights: `{json.dumps(ranker['weights'])}`; shortlist K = {ranker.get('shortlist_size')}; "

@@ -227,3 +227,18 @@ def test_abstention_operating_point_and_its_held_out_oracle():
     assert point["in_scope_abstain"] == pytest.approx(1 / 3)
     # a threshold above 1.5 and at most 1.0 cannot both hold: keeping both hits costs the OOS at 1.5
     assert point["oracle_oos_fpr_at_2pts"] == 0.5
+
+
+def test_the_markdown_report_reads_a_fit_with_typing_weights():
+    """`evaluate --out` on the demo: the fit's CV holds the typing weights' figures beside each
+    mode's (search.fitting.fit_typing); the report lists them instead of failing on their shape."""
+    from evaluation.report import fit_section
+
+    figures = lambda hit1: {"n": 40, "hit@1": hit1, "mrr": hit1 + 0.05}   # noqa: E731
+    fit = {"status": "fitted", "cv": {
+        "full": {"defaults": figures(0.7), "fitted": figures(0.8), "tail": {}},
+        "typing": {"full": {"whole_weights": figures(0.36), "typing_weights": figures(0.43)}}}}
+    text = "\n".join(fit_section(fit, {}, {}))
+    assert "full mode, 40 CV queries: shipped defaults Hit@1 0.700" in text
+    assert "typed prefixes, full mode, 40 CV cuts: whole-query weights Hit@1 0.360" in text
+    assert "typing weights Hit@1 0.430" in text
