@@ -74,7 +74,7 @@ from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS, cases_digest
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, embedding_text
 from search.learned import normalised_query
-from search.pipeline import Pipeline, attach, serving_index
+from search.pipeline import IndexOptions, Pipeline, attach, serving_index
 from search.ranker import RankerParams
 from settings import Settings
 
@@ -312,8 +312,8 @@ class _Workbench:
         if tasks not in self._task_text:
             enrichment = self.enrichment(tasks) if self.enrichment is not None else None
             self._task_text[tasks] = analyse_tasks(tasks, self.settings.field_weights, enrichment)
-        index = serving_index(self.settings, tasks, cases, params, task_text=self._task_text[tasks],
-                              held_out=held_out, written=False)
+        index = serving_index(self.settings, tasks, cases, params,
+                              IndexOptions(task_text=self._task_text[tasks], held_out=held_out, written=False))
         if self.embedder is not None and tasks:
             if tasks not in self._task_vectors:
                 self._task_vectors[tasks] = self.embedder.embed([embedding_text(t) for t in tasks], "passage")
@@ -430,14 +430,22 @@ def _link_weight(index: SearchIndex, term: str, task_id: str) -> float | None:
     return round(weight, 4) if weight else None
 
 
-def cross_validate(bench: _Workbench, before_tasks, before_cases, after_tasks, after_cases,
-                   before_params: RankerParams, after_params: RankerParams
+@dataclass(frozen=True)
+class Side:
+    """One side of a change: the tasks and test cases, and the fit that ranks them."""
+
+    tasks: Sequence[TaskRecord]
+    cases: Sequence[CaseRecord]
+    params: RankerParams
+
+
+def cross_validate(bench: _Workbench, before: Side, after: Side
                    ) -> tuple[CVFigures, CVFigures, list[CVChange], list[CVChange]]:
     """CV figures before and after (each side with the fit that ranks it), and the cases
     (present on both sides, judged by the gold of each side) whose CV Hit@5 flips (see the
     module docstring)."""
-    before = _cv_ranks(bench, before_tasks, before_cases, before_params)
-    after = _cv_ranks(bench, after_tasks, after_cases, after_params)
+    before = _cv_ranks(bench, before.tasks, before.cases, before.params)
+    after = _cv_ranks(bench, after.tasks, after.cases, after.params)
     failing, passing = [], []
     for key in sorted(set(before) & set(after)):
         was, now = before[key], after[key]
@@ -498,12 +506,12 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
         if embedder is not None and _content(live.cases) == before_cases and \
                 live.index.tasks == tuple(t for t in before_tasks if t.active):
             bench.adopt(live.index, before_cases, live.params)
-        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries,
-                        live.params, after_params)
+        return _preview(bench, started, Side(before_tasks, before_cases, live.params),
+                        Side(after_tasks, after_cases, after_params), queries)
     except EmbeddingUnavailable:
         bench = _Workbench(settings, None, settings.abstain, service.enrichment, view_as=view_as)
-        return _preview(bench, started, before_tasks, before_cases, after_tasks, after_cases, queries,
-                        live.params, after_params)
+        return _preview(bench, started, Side(before_tasks, before_cases, live.params),
+                        Side(after_tasks, after_cases, after_params), queries)
 
 
 def after_fit(service, live, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> RankerParams:
@@ -515,8 +523,10 @@ def after_fit(service, live, tasks: Sequence[TaskRecord], cases: Sequence[CaseRe
     return service.params_for(digest)[0]
 
 
-def _preview(bench: _Workbench, started: float, before_tasks, before_cases, after_tasks, after_cases,
-             queries, before_params: RankerParams, after_params: RankerParams) -> PreviewReport:
+def _preview(bench: _Workbench, started: float, then: Side, now: Side, queries) -> PreviewReport:
+    """The report of changing `then` (as served) into `now` (as it will serve)."""
+    before_tasks, before_cases, before_params = then.tasks, then.cases, then.params
+    after_tasks, after_cases, after_params = now.tasks, now.cases, now.params
     before = bench.index(before_tasks, before_cases, before_params, fitted_prototypes=True)
     after = bench.index(after_tasks, after_cases, after_params, fitted_prototypes=True)
     gold_of = judged_gold(before_cases, after_cases)
@@ -526,8 +536,7 @@ def _preview(bench: _Workbench, started: float, before_tasks, before_cases, afte
     one_side = set(before_cases) ^ set(after_cases)
     added, removed, recounted = lexicon_changes(before, after, one_side, names)
     cases = changed_cases(bench, before, after, before_cases, after_cases)
-    cv_before, cv_after, failing, passing = cross_validate(bench, before_tasks, before_cases, after_tasks, after_cases,
-                                                           before_params, after_params)
+    cv_before, cv_after, failing, passing = cross_validate(bench, then, now)
     mode = "full" if bench.embedder is not None and after.index.has_vectors else "sparse"
     return PreviewReport(
         queries=tuple(edited), links_added=tuple(added), links_removed=tuple(removed), links_changed=tuple(recounted),

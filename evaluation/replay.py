@@ -20,7 +20,7 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
 from search.fitting import fit_weights
 from search.index import SearchIndex
-from search.pipeline import Pipeline, attach, serving_index
+from search.pipeline import IndexOptions, Pipeline, attach, serving_index
 from search.prefilter import Scored
 from search.ranker import FusionWeights, RankerParams
 from settings import Settings
@@ -34,7 +34,7 @@ def heldout_index(settings: Settings, tasks: Sequence[TaskRecord], train: Sequen
     """The index the product would serve after importing `train`, ranked by `params`
     (search.pipeline.serving_index and attach: lexicon, exemplars, the learned evidence the fit
     weighed, vectors and the fit's prototypes)."""
-    index = serving_index(settings, tasks, train, params, written=False)
+    index = serving_index(settings, tasks, train, params, IndexOptions(written=False))
     return index if embedder is None else attach(index, params, embedder)
 
 

@@ -440,8 +440,8 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
         index, weights, learned_report = attach_learned_traffic(name, generator, data, index, space, weights, args)
 
     def run_prefilter(i: int, q):
-        return prefilter(index, q, weights, k=K, restrict_roles=False, query_vector=query_vectors[i],
-                         typo_min_similarity=typo_min)
+        query = analyse_query(index, q, typo_min) if isinstance(q, str) else q   # as prefilter() would, at this tolerance
+        return prefilter(index, query, weights, k=K, restrict_roles=False, query_vector=query_vectors[i])
 
     # Warm-up (page faults, stem cache of the query words as in a running process).
     results = [run_prefilter(i, q) for i, q in enumerate(queries)]

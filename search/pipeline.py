@@ -106,15 +106,28 @@ class Pipeline:
 
 
 # -- the index a fit serves ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IndexOptions:
+    """How serving_index builds: `enrichment` of the task text (kb.enrich), or the `task_text`
+    already analysed with it (search.index.analyse_tasks); `held_out`: normalised queries whose
+    learned exemplars stay out (a CV fold's); `written`: keep the written-cases-only index beside
+    one that holds learned cases, for contributions.learned (a preview or an evaluation, which
+    show no contributions, go without)."""
+
+    enrichment: Enrichment | None = None
+    task_text: TaskText | None = None
+    held_out: frozenset[str] = frozenset()
+    written: bool = True
+
+
 def serving_index(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
-                  params: RankerParams, enrichment: Enrichment | None = None, task_text: TaskText | None = None,
-                  held_out: frozenset[str] = frozenset(), written: bool = True) -> SearchIndex:
+                  params: RankerParams, options: IndexOptions = IndexOptions()) -> SearchIndex:
     """The index (without vectors: `attach`) that `params` ranks the active `tasks` and `cases`
     with: their lexicon and exemplar memory; where the fit put the exemplars learned from use in
-    the memory (`params.learned_as_cases`), those too, with the written-cases-only index beside
-    it for contributions.learned (`written`; a preview or an evaluation, which show no
-    contributions, go without); and the learned memory where the fit weighs the `learned`
-    signal. `held_out`: normalised queries whose learned exemplars stay out (a CV fold's)."""
+    the memory (`params.learned_as_cases`), those too (and, IndexOptions.written, the
+    written-cases-only index beside it); and the learned memory where the fit weighs the
+    `learned` signal."""
+    enrichment, task_text, held_out, written = options.enrichment, options.task_text, options.held_out, options.written
     tasks = [t for t in tasks if t.active]
     index = build_index(tasks, build_lexicon(cases), settings.field_weights, enrichment, cases=cases,
                         task_text=task_text)

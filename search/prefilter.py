@@ -36,7 +36,7 @@ from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
 from search.learned import learned_available, learned_values
-from search.signal import REGISTRY, QueryContext, named
+from search.signal import FAMILIES, REGISTRY, QueryContext, named
 from search.signal import exemplar as exemplar_signal, lexical as lexical_signal, rationale as rationale_signal
 from search.signal import typo as typo_signal
 from search.typed import typing_class_of, unfinished as typing_unfinished
@@ -356,11 +356,14 @@ def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray
     return values
 
 
+_BY_FAMILY = {family: tuple(s for s in REGISTRY if s.family == family) for family in FAMILIES}
+
+
 def _family(context: QueryContext, family: str, skip: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """The values of the registered signals of `family` (None: unavailable, left out)."""
     values = {}
-    for signal in REGISTRY:
-        if signal.family == family and signal.name not in skip:
+    for signal in _BY_FAMILY[family]:
+        if signal.name not in skip:
             value = signal.value(context)
             if value is not None:
                 values[signal.name] = value
@@ -469,18 +472,28 @@ def rank_values(tasks: Sequence[TaskRecord], values: dict[str, np.ndarray], weig
                 corrections: dict | None = None) -> PrefilterResult:
     """Fuse the signal values of `tasks` and return the top `k` (without word-level
     explanations): the part of the prefilter that the fitting and the evaluation replay."""
-    return _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections)
+    return _rank_values(tasks, values, weights, k, (pinned, out_of_scope_similarity, corrections))
 
 
-def _rank_values(tasks, values, weights, k, pinned, out_of_scope_similarity, corrections,
-                 deferred: dict | None = None, explain=None, attribute=None) -> PrefilterResult:
-    """rank_values, plus `deferred` signals (deferred_signals: weight 0, computed at the ranked
-    positions only; each contributes exactly 0), `explain` (ranked positions -> the `matched`
-    list of each) and `attribute` (ranked positions -> the written-cases-only signal values
-    there, written_values: contributions.learned, learned_attribution). The returned tasks'
-    signal values and contributions are computed as one (signals x k) array, rounded at once
-    (round_like_python)."""
-    deferred = deferred or {}
+@dataclass(frozen=True)
+class Extras:
+    """What rank_scored adds to a plain fusion (_rank_values): `deferred` signals
+    (deferred_signals: weight 0, computed at the ranked positions only; each contributes exactly
+    0), `explain` (ranked positions -> the `matched` list of each) and `attribute` (ranked
+    positions -> the written-cases-only signal values there, written_values:
+    contributions.learned, learned_attribution)."""
+
+    deferred: dict = field(default_factory=dict)
+    explain: Callable | None = None
+    attribute: Callable | None = None
+
+
+def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extras()) -> PrefilterResult:
+    """rank_values, with its `extras` (Extras). `about`: (pinned, out-of-scope similarity,
+    corrections) of the query. The returned tasks' signal values and contributions are computed
+    as one (signals x k) array, rounded at once (round_like_python)."""
+    pinned, out_of_scope_similarity, corrections = about
+    deferred, explain, attribute = extras.deferred, extras.explain, extras.attribute
     mode = mode_of(values)
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
     fused, fused_weights = fuse(values, mode_weights)
@@ -670,18 +683,19 @@ def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, typo_min_si
             def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
                 return written_values(index, analysed, rows[order], scored.query_vector, typo_min_similarity,
                                       None if reached is None else reached[order])
-    return _rank_values(scored.tasks, scored.values, weights, k, scored.pinned, scored.out_of_scope_similarity,
-                        analysed.corrections, deferred, explain_words, attribute)
+    return _rank_values(scored.tasks, scored.values, weights, k,
+                        (scored.pinned, scored.out_of_scope_similarity, analysed.corrections),
+                        Extras(deferred, explain_words, attribute))
 
 
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,
-              restrict_roles: bool = True, query_vector: np.ndarray | None = None,
-              typo_min_similarity: float = 80.0, use_pins: bool = True) -> PrefilterResult:
+              restrict_roles: bool = True, query_vector: np.ndarray | None = None) -> PrefilterResult:
     """Rank every task visible to `role` and return the top `k` with per-signal explanations:
-    score_query, then rank_scored (search.pipeline.Pipeline runs the same two with a fit's
-    weights, abstention and tail cut). `query_vector` should embed
-    `analyse_query(...).embedding_text`. `weights` is a `Weights` or anything with
+    score_query (with the exact query's pins), then rank_scored (search.pipeline.Pipeline runs
+    the same two with a fit's weights, abstention and tail cut; call those for anything else).
+    `query`: text (analysed with the default typo tolerance) or an AnalysedQuery;
+    `query_vector` should embed its `embedding_text`. `weights` is a `Weights` or anything with
     `for_mode(mode) -> Weights` (search.ranker.FusionWeights)."""
-    analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query, typo_min_similarity)
-    scored = score_query(index, analysed, query_vector, role, restrict_roles, use_pins, deferrable(weights, "full"))
-    return rank_scored(index, scored, weights, k, typo_min_similarity)
+    analysed = query if isinstance(query, AnalysedQuery) else analyse_query(index, query)
+    scored = score_query(index, analysed, query_vector, role, restrict_roles, True, deferrable(weights, "full"))
+    return rank_scored(index, scored, weights, k)

@@ -30,7 +30,7 @@ from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import cases_digest, fit_ranker, usable_learned
 from search.learned import LearnedInputs, learned_digest, unclicked_digest
 from search.index import Enrichment, SearchIndex
-from search.pipeline import Pipeline, attach, params_for, serving_index
+from search.pipeline import IndexOptions, Pipeline, attach, params_for, serving_index
 from search.prefilter import PrefilterResult
 from search.signal import phrases
 from search.ranker import RankerParams, default_params
@@ -75,6 +75,22 @@ class LiveIndex:
         """(query, rationale) of every written out-of-scope case: what the no-answer suggestions
         may not contradict (search.suggestions.suggest), gathered once per live index."""
         return tuple((case.query, case.rationale) for case in self.cases if not case.gold)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One validated search request: what `_answer` ranks, and (without re-ranking) the key of
+    the answer cache. `visible`: the roles whose restricted tasks it may show (visible_roles);
+    `role`: the one it narrowed to, if any; `finished`: a space was typed after the last word."""
+
+    query: str
+    k: int
+    visible: frozenset[str]
+    role: str | None
+    restrict_roles: bool
+    rerank: bool
+    finished: bool = False
+    typing: bool | None = None
 
 
 def _ms(start: float) -> float:
@@ -219,7 +235,7 @@ class SearchService:
         enrichment = self.enrichment(tasks) if self.enrichment is not None else None
         digest = cases_digest(tasks, cases)
         params, stale = self.params_for(digest)
-        index = serving_index(self.settings, tasks, cases, params, enrichment)
+        index = serving_index(self.settings, tasks, cases, params, IndexOptions(enrichment))
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)
@@ -354,16 +370,16 @@ class SearchService:
         role = role if role is not None and visible == {role} else None
         rerank = self.settings.rerank_default if rerank is None else rerank
         answers = self._answers if self._answers is not None and self._answers.owner is live else None
-        key = (query, finished, typing, k, visible, role, restrict_roles)
+        request = Request(query, k, visible, role, restrict_roles, rerank, finished, typing)
         if answers is not None and not rerank:
-            cached = answers.get(key)
+            cached = answers.get(request)
             self.metrics.bound(self.metrics.answer_cache, "hit" if cached is not None else "miss").inc()
             if cached is not None:
                 return self._replay(cached, started)
-        answer = self._answer(live, query, k, visible, role, rerank, restrict_roles, started, finished, typing)
+        answer = self._answer(live, request, started)
         if answers is not None and not rerank and not answer.body["degraded"]:
             answer = answer.with_encoding()  # encoded once, here, and replayed as bytes
-            answers.put(key, answer)
+            answers.put(request, answer)
         return answer
 
     def _replay(self, cached: Answer, started: float) -> Answer:
@@ -382,17 +398,17 @@ class SearchService:
         timings.update(answer_cache=total, total=total)
         return Answer(cached.body, timings, cached.encoded)
 
-    def _answer(self, live: LiveIndex, query: str, k: int, visible: frozenset[str], role: str | None,
-                rerank: bool, restrict_roles: bool, started: float, finished: bool = False,
-                typing: bool | None = None) -> Answer:
-        """The pipeline proper, on validated arguments: analyse, embed, prefilter, abstain or
+    def _answer(self, live: LiveIndex, request: Request, started: float) -> Answer:
+        """The pipeline proper, on a validated request: analyse, embed, prefilter, abstain or
         answer, re-rank; the answer with its per-stage timings."""
+        query, k, visible, role, rerank = request.query, request.k, request.visible, request.role, request.rerank
+        restrict_roles = request.restrict_roles
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
         pipeline = Pipeline.for_settings(live.index, live.params, self.settings)
         stage = time.perf_counter()
-        analysed = pipeline.analyse(query, finished=finished, typing=typing)
+        analysed = pipeline.analyse(query, finished=request.finished, typing=request.typing)
         timings["analyse"] = _ms(stage)
 
         stage = time.perf_counter()

@@ -18,7 +18,7 @@ from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon
 from search.fitting import CVQuery
 from search.index import build_index
-from search.prefilter import analyse_query, fuse, prefilter, rank_values, signal_values
+from search.prefilter import analyse_query, fuse, rank_scored, rank_values, score_query, signal_values
 from search.ranker import default_params
 from settings import FieldWeights, Weights
 from tests.conftest import make_settings
@@ -118,8 +118,8 @@ def test_replayed_ranking_equals_prefilter(demo_tasks, demo_cases, settings):
                 [analyse_query(index, query.case.query).embedding_text], "query")[0]
             weights = spec.weights if spec.kind == "fixed" else params.weights
             submitted = analyse_query(index, query.case.query, typing=False)   # held-out queries are whole ones
-            expected = prefilter(index, submitted, weights, 10, restrict_roles=False, query_vector=vector,
-                                 use_pins=spec.pins)
+            expected = rank_scored(index, score_query(index, submitted, vector, None, False, use_pins=spec.pins),
+                                   weights, 10)
             assert row.ranking == [s.task.id for s in expected.ranked], name
 
 
