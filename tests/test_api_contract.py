@@ -127,23 +127,30 @@ ADMIN_OPERATIONS = [(path, method.upper(), mode)
                     for mode in ("positive", "negative") if mode == "positive" or "parameters" in op or "requestBody" in op]
 
 
-@pytest.fixture(scope="module")
-def admin_contract(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    """A demo app (no embeddings: the edits refit nothing heavy), its admin spec, and the headers of a
-    signed-in editor's session: the session cookie and its CSRF token (issue 17 item 5)."""
-    from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, close_app, signed_in
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def admin_contract(request, tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    """A demo app (no embeddings: the edits refit nothing heavy) on each database (PostgreSQL's
+    32-bit ids, NUL bytes and string limits are its own: issue 33 items 5-6), its admin spec, and
+    the headers of a signed-in editor's session: the session cookie and its CSRF token (issue 17
+    item 5)."""
+    from contextlib import nullcontext
 
-    app = build_app(make_settings(tmp_path_factory.mktemp("admin-contract"), shared_cache_dir, SECRET_KEY="k" * 40,
-                                  SESSION_COOKIE_SECURE="0", EMBEDDINGS_ENABLED="0"), demo_tasks, demo_cases)
-    accounts = app.extensions["taskfinder"].accounts
-    accounts.hasher = FAST_HASHER
-    accounts.create_user("eddie", ADMIN_PASSWORD, "editor", actor="cli:test")
-    client, csrf = signed_in(app, "eddie")
-    cookie = client.get_cookie("taskfinder_admin", path="/admin").value
-    schema = schemathesis.openapi.from_dict(json.loads(ADMIN_SPEC.read_text()))
-    schema.app = app
-    yield schema, {"Cookie": f"taskfinder_admin={cookie}", "X-CSRF-Token": csrf}
-    close_app(app)
+    from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, close_app, postgres_schema, signed_in
+
+    database = postgres_schema() if request.param == "postgresql" else nullcontext(None)
+    with database as schema_url:
+        env = {"DATABASE_URL": schema_url[1]} if schema_url else {}
+        app = build_app(make_settings(tmp_path_factory.mktemp("admin-contract"), shared_cache_dir, SECRET_KEY="k" * 40,
+                                      SESSION_COOKIE_SECURE="0", EMBEDDINGS_ENABLED="0", **env), demo_tasks, demo_cases)
+        accounts = app.extensions["taskfinder"].accounts
+        accounts.hasher = FAST_HASHER
+        accounts.create_user("eddie", ADMIN_PASSWORD, "editor", actor="cli:test")
+        client, csrf = signed_in(app, "eddie")
+        cookie = client.get_cookie("taskfinder_admin", path="/admin").value
+        schema = schemathesis.openapi.from_dict(json.loads(ADMIN_SPEC.read_text()))
+        schema.app = app
+        yield schema, {"Cookie": f"taskfinder_admin={cookie}", "X-CSRF-Token": csrf}
+        close_app(app)   # before its schema is dropped
 
 
 @pytest.mark.parametrize("path, method, mode", ADMIN_OPERATIONS)
