@@ -150,9 +150,14 @@ def split_list(text: str, separator: str) -> list[str]:
     return [item.strip() for item in text.split(separator) if item.strip()]
 
 
-def task_row(task_id: str, name: str, help_text: str, category: str, aliases: Sequence[str], url: str,
-             roles: Sequence[str], active: bool) -> dict:
-    row: dict = {"id": task_id, "name": name, "help": help_text}
+def task_row(form, active: bool) -> dict:
+    """The task row the editor's form describes (validate_task_row checks it): aliases one per
+    line, roles separated by commas, the optional fields only where filled in; `active` as the
+    stored task has it (a new task: True)."""
+    category, url = form.get("category", ""), form.get("url", "")
+    aliases, roles = split_list(form.get("aliases", ""), "\n"), split_list(form.get("roles", ""), ",")
+    row: dict = {"id": form.get("task_id", "").strip(), "name": form.get("name", "").strip(),
+                 "help": form.get("help", "").strip()}
     if category.strip():
         row["category"] = category.strip()
     if aliases:
@@ -180,9 +185,7 @@ def task_proposal_from_form(form, existing: TaskRecord | None) -> Proposal:
             raise InvalidProposal(["only a stored task can be retired or reinstated"])
         return Proposal(TASK, action, replace(existing, active=action == "reinstate"), base, message)
     active = existing.active if existing is not None else True
-    row = task_row(form.get("task_id", "").strip(), form.get("name", "").strip(), form.get("help", "").strip(),
-                   form.get("category", ""), split_list(form.get("aliases", ""), "\n"), form.get("url", ""),
-                   split_list(form.get("roles", ""), ","), active)
+    row = task_row(form, active)
     return Proposal(TASK, action, validate_task_row(row), base, message)
 
 

@@ -36,7 +36,7 @@ from analytics.learning import (LearnedPair, counting_rule, describe_waiting, le
                                 waiting_clicks)
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
-from search.learned import shortfall
+from search.learned import CountingRule, shortfall
 
 MAX_REASON = 300
 
@@ -95,7 +95,7 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     known = frozenset(t.id for t in store.tasks())   # the active ones, as the fit sees them
     rule = counting_rule(current_app.extensions["taskfinder"].settings)
     return learned_rows(pairs, task_id, blocked, cases,
-                        lambda pair: shortfall(pair, blocked=blocked, known=known, **rule))
+                        lambda pair: shortfall(pair, CountingRule(**rule), blocked, known))
 
 
 def learned_waiting(task_id: str) -> str | None:

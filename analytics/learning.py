@@ -433,7 +433,7 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
     """Aggregate what is new, then the pairs that count (search.learned.eligible): what the
     per-catalog fit uses as learned evidence."""
     aggregate(engine, settings)
-    return math.eligible(load_learned(engine), blocked=blocked, task_ids=task_ids, **counting_rule(settings))
+    return math.eligible(load_learned(engine), math.CountingRule(**counting_rule(settings)), blocked, task_ids)
 
 
 def counting_rule(settings: Settings) -> dict:
@@ -471,9 +471,9 @@ def learned_and_unclicked(pairs: Sequence[LearnedPair], settings: Settings, now:
                           ) -> tuple[tuple[LearnedExemplar, ...], tuple[str, ...]]:
     """(the pairs that count, the queries nobody clicks) under these settings: an unclicked
     query never has a pair that counts. What the fit takes and what the dashboard shows."""
-    learned = math.eligible(pairs, **counting_rule(settings))
-    return learned, math.unclicked_queries(pairs, exclude=frozenset(e.query for e in learned), now=now,
-                                           **unclicked_rule(settings))
+    learned = math.eligible(pairs, math.CountingRule(**counting_rule(settings)))
+    return learned, math.unclicked_queries(pairs, math.UnclickedRule(**unclicked_rule(settings)),
+                                           frozenset(e.query for e in learned), now)
 
 
 def fit_inputs(engine: Engine, settings: Settings, now: datetime | None = None) -> LearnedInputs:
@@ -549,7 +549,7 @@ def fit_learning_summary(folded: dict, engine: Engine, settings: Settings, now: 
     may still have folded clicks in: they were too few to make a pair count."""
     now = now or utcnow()
     waiting = waiting_clicks(engine, settings, now)
-    counting = math.eligible(load_learned(engine), blocked=blocked_pairs(engine), **counting_rule(settings))
+    counting = math.eligible(load_learned(engine), math.CountingRule(**counting_rule(settings)), blocked_pairs(engine))
     if folded.get("status") == "aggregated" and folded.get("votes"):
         did = (f"folded {folded['clicks']} clicks ({folded['votes']} votes) into {folded['pairs']} query-task pairs, "
                f"up to {_clock(datetime.fromisoformat(folded['until']))}")

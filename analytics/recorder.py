@@ -26,6 +26,7 @@ import queue
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
@@ -53,20 +54,33 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError))
 
 
+@dataclass(frozen=True)
+class RecorderConfig:
+    """The writer's bounds and cadence (the module docstring): the queue's size in items
+    (ANALYTICS_QUEUE_SIZE), the seconds between flushes (ANALYTICS_FLUSH_INTERVAL_S), the days a
+    row is kept (ANALYTICS_RETENTION_DAYS), the seconds between roll-ups of today
+    (ANALYTICS_ROLLUP_INTERVAL_S), and whether it records at all (ANALYTICS_ENABLED)."""
+
+    queue_size: int
+    flush_interval_s: float
+    retention_days: int
+    rollup_interval_s: float = 300.0
+    enabled: bool = True
+
+
 class AnalyticsRecorder:
-    def __init__(self, store: AnalyticsStore, queue_size: int, flush_interval_s: float, retention_days: int,
-                 enabled: bool = True, on_count: Callable[[str, str, int], None] | None = None,
-                 clock: Callable[[], datetime] = utcnow, rollup_interval_s: float = 300.0):
+    def __init__(self, store: AnalyticsStore, config: RecorderConfig,
+                 on_count: Callable[[str, str, int], None] | None = None, clock: Callable[[], datetime] = utcnow):
         self.store = store
-        self.rollup_interval = timedelta(seconds=rollup_interval_s)
+        self.rollup_interval = timedelta(seconds=config.rollup_interval_s)
         self._last_rollup_check: float | None = None
-        self.enabled = enabled
-        self.flush_interval_s = flush_interval_s
-        self.retention = timedelta(days=retention_days)
+        self.enabled = config.enabled
+        self.flush_interval_s = config.flush_interval_s
+        self.retention = timedelta(days=config.retention_days)
         self.on_count = on_count
         self.clock = clock
         self.counts: Counter[tuple[str, str]] = Counter()
-        self._queue: queue.Queue[tuple[str, tuple]] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[tuple[str, tuple]] = queue.Queue(maxsize=config.queue_size)
         self._retry: list[tuple[str, tuple, int]] = []   # (kind, records, attempts so far)
         self._write_lock = threading.Lock()               # one flush at a time (thread, flush(), exit)
         self._start_lock = threading.Lock()

@@ -35,7 +35,7 @@ from limits.storage import Storage
 from sqlalchemy import Engine
 
 from analytics.budget import Admission, build_event_budget
-from analytics.recorder import AnalyticsRecorder
+from analytics.recorder import AnalyticsRecorder, RecorderConfig
 from analytics.schema import MAX_BODY_BYTES, EventBatch, EventError, parse_batch
 from analytics.sources import AddressSessions, gate_key, network_pseudonym, person_pseudonym
 from analytics.store import AnalyticsStore
@@ -61,11 +61,13 @@ def init_analytics(app: Flask, settings: Settings, engine: Engine, metrics: Metr
                    event_storage: Storage) -> AnalyticsRecorder:
     """Create this app's analytics writer and what POST /api/events needs (its flood caps, the
     per-address session gate, the pseudonyms' key). create_app registers `events_bp` itself."""
-    recorder = AnalyticsRecorder(AnalyticsStore(engine), queue_size=settings.analytics_queue_size,
-                                 flush_interval_s=settings.analytics_flush_interval_s,
-                                 retention_days=settings.analytics_retention_days,
-                                 enabled=settings.analytics_enabled, on_count=metrics.analytics_listener(),
-                                 rollup_interval_s=settings.analytics_rollup_interval_s)
+    recorder = AnalyticsRecorder(AnalyticsStore(engine),
+                                 RecorderConfig(queue_size=settings.analytics_queue_size,
+                                                flush_interval_s=settings.analytics_flush_interval_s,
+                                                retention_days=settings.analytics_retention_days,
+                                                rollup_interval_s=settings.analytics_rollup_interval_s,
+                                                enabled=settings.analytics_enabled),
+                                 on_count=metrics.analytics_listener())
     app.extensions[EXTENSION] = recorder
     app.extensions[SOURCES_EXTENSION] = AddressSessions(settings.learning_sessions_per_address)
     # the flood caps of POST /api/events, shared by every worker through Redis (analytics.budget)

@@ -13,19 +13,22 @@ the pins of the teaching cases never answer an evaluated query directly.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
-from search.fitting import MAX_CV_QUERIES
+from search.fitting import MAX_CV_QUERIES, FitContext
 from settings import Settings
 
 from .configs import config_specs
 from .metrics import per_query
 from .replay import heldout_index, heldout_queries, run_replay
+
+if TYPE_CHECKING:
+    from .evaluate import Split
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "adaptation"
 
@@ -47,12 +50,15 @@ def _score(rows) -> dict:
             "hit@5": float(np.mean([p["hit@5"] for p in per])), "mrr": float(np.mean([p["mrr"] for p in per]))}
 
 
-def run(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], test: Sequence[CaseRecord],
-        embedder, show: bool = False, directory: Path = DATA_DIR, config: str = "prefilter") -> dict:
+def run(settings: Settings, split: Split, embedder, show: bool = False, directory: Path = DATA_DIR,
+        config: str = "prefilter") -> dict:
     """New tasks and their plain-language queries, before and after adding teaching cases. The
-    ranker is fitted once on `train` (the teaching cases take effect through the lexicon, pins and
-    exemplar memory at once, before any refit)."""
+    ranker is fitted once on `split.train` (the teaching cases take effect through the lexicon,
+    pins and exemplar memory at once, before any refit); `split.test`'s in-scope cases measure
+    what the new tasks cost the existing queries."""
     from .evaluate import fit_on_training
+
+    tasks, train, test = split.tasks, split.train, split.test
 
     new_tasks, queries, teaching = load_fixture(directory)
     known = {t.id for t in tasks}
@@ -61,7 +67,7 @@ def run(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRec
         raise ValueError(f"adaptation task ids already in the catalog: {clash}")
     catalog = [*tasks, *new_tasks]
     spec = config_specs(settings.weights)[config]
-    params, _, cv = fit_on_training(settings, tasks, train, embedder, 42, MAX_CV_QUERIES, show)
+    params, _, cv = fit_on_training(FitContext(settings, tasks, train, embedder, 42, MAX_CV_QUERIES), show)
     held = [c for c in test if c.gold]
 
     def rows(catalog_tasks, cases, evaluated):

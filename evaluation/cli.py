@@ -26,25 +26,30 @@ from catalog.formats import ImportRejected, load_cases_file, load_tasks_file
 from . import adaptation as adaptation_experiment
 from . import clinc150 as clinc
 from .configs import resolve
-from .evaluate import evaluate
+from .evaluate import EvaluationOptions, Runtime, Split, evaluate
 from .report import json_safe, write_all
 from catalog.splits import holdout_split
 
 
-def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int,
-          clinc_dir: Path | None, max_per_intent: int | None, max_test_per_intent: int | None,
-          sample_seed: int | None = None):
-    if clinc_dir is not None:
-        data = clinc.load(clinc_dir, max_per_intent, max_test_per_intent, sample_seed)
-        return data.tasks, data.train, data.test, {
-            "catalog": f"clinc150:{clinc_dir}", "cases": f"{clinc_dir}/train.jsonl + oos_train.jsonl",
-            "test_cases": f"{clinc_dir}/val.jsonl + oos_val.jsonl",
-            "split": "CLINC150 train (+oos_train) -> lexicon; val (+oos_val) -> evaluation"
-                     + (f"; max {max_per_intent} training requests per intent" if max_per_intent is not None else "")
-                     + (f" (random sample, seed {sample_seed})" if sample_seed is not None else "")
-                     + (f"; max {max_test_per_intent} val requests per intent" if max_test_per_intent else ""),
-            "dropped_duplicate_requests": data.dropped_duplicates,
-            "rationale_note": "CLINC cases have no rationale: the lexicon links the training requests' own words"}
+def _load_clinc(clinc_dir: Path, max_per_intent: int | None, max_test_per_intent: int | None,
+                sample_seed: int | None = None):
+    """(tasks, train, test, source) of CLINC150: train (+oos_train) to learn from, val (+oos_val)
+    held out (evaluation.clinc150.load)."""
+    data = clinc.load(clinc_dir, max_per_intent, max_test_per_intent, sample_seed)
+    return data.tasks, data.train, data.test, {
+        "catalog": f"clinc150:{clinc_dir}", "cases": f"{clinc_dir}/train.jsonl + oos_train.jsonl",
+        "test_cases": f"{clinc_dir}/val.jsonl + oos_val.jsonl",
+        "split": "CLINC150 train (+oos_train) -> lexicon; val (+oos_val) -> evaluation"
+                 + (f"; max {max_per_intent} training requests per intent" if max_per_intent is not None else "")
+                 + (f" (random sample, seed {sample_seed})" if sample_seed is not None else "")
+                 + (f"; max {max_test_per_intent} val requests per intent" if max_test_per_intent else ""),
+        "dropped_duplicate_requests": data.dropped_duplicates,
+        "rationale_note": "CLINC cases have no rationale: the lexicon links the training requests' own words"}
+
+
+def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int):
+    """(tasks, train, test, source) of a catalog and cases file (or the current database's), split
+    by `test_cases` or a hash holdout (catalog.splits.holdout_split)."""
     if (catalog is None) != (cases is None):
         raise click.UsageError("--catalog and --cases go together (or give neither to use the current database)")
     if catalog is not None:
@@ -107,21 +112,21 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
     settings = services.settings
     try:
         names = resolve(configs)
-        tasks, train, test, source = _load(catalog, cases, test_cases, holdout, seed, clinc_dir,
-                                           max_per_intent, max_test_per_intent, sample_seed)
+        tasks, train, test, source = (_load_clinc(clinc_dir, max_per_intent, max_test_per_intent, sample_seed)
+                                      if clinc_dir is not None else _load(catalog, cases, test_cases, holdout, seed))
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
     train, test, source = without_written_negatives(train, test, source, drop_oos_train, holdout_oos)
     if not test:
         raise click.UsageError("no held-out cases: raise --holdout or pass --test-cases")
     embedder = services.search.embedder
-    report, artefacts = evaluate(settings, tasks, train, test, embedder, services.cache, names, seed=seed,
-                                 depth=depth, cv_max_queries=cv_max_queries, show=progress, data=source,
-                                 bootstrap_resamples=resamples)
+    report, artefacts = evaluate(Runtime(settings, embedder, services.cache), Split(tasks, train, test, source), names,
+                                 EvaluationOptions(seed=seed, depth=depth, cv_max_queries=cv_max_queries, show=progress,
+                                                   bootstrap_resamples=resamples))
     command = "python app.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     extra = []
     if adaptation:
-        result = adaptation_experiment.run(settings, tasks, train, test, embedder, progress)
+        result = adaptation_experiment.run(settings, Split(tasks, train, test), embedder, progress)
         report["adaptation"] = result
         extra.append(adaptation_experiment.markdown(result))
     report = json_safe(report)
@@ -202,12 +207,12 @@ def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test
 
     services = current_app.extensions["taskfinder"]
     try:
-        tasks, train, test, source = _load(catalog, cases, test_cases, holdout, seed, clinc_dir, None,
-                                           max_test_per_intent)
+        tasks, train, test, source = (_load_clinc(clinc_dir, None, max_test_per_intent) if clinc_dir is not None
+                                      else _load(catalog, cases, test_cases, holdout, seed))
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
-    result = {"source": source, "cuts": run_prefixes(services.settings, tasks, train, test, services.search.embedder,
-                                                     seed=seed, cv_max_queries=cv_max_queries,
+    result = {"source": source, "cuts": run_prefixes(services.settings, Split(tasks, train, test),
+                                                     services.search.embedder, seed=seed, cv_max_queries=cv_max_queries,
                                                      cold_start=cold_start)}
     text = json.dumps(result, indent=2, default=str)
     if json_path:

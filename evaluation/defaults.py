@@ -31,7 +31,7 @@ from catalog.demo import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.splits import bucket, holdout_split
 from search.embeddings import build_embedder
-from search.fitting import (CVQuery, attach_vectors, cv_queries, design_matrices, fit_standardised,
+from search.fitting import (CVQuery, FitContext, attach_vectors, cv_queries, design_matrices, fit_standardised,
                             ranking_metrics, rankings)
 from lexicon.rationale import build_lexicon
 from search.index import build_index
@@ -64,9 +64,9 @@ def pooled(settings: Settings, embedder, clinc_dir: Path, per_catalog: int) -> d
     full = clinc150.load(clinc_dir)
     sample = sorted([c for c in full.train if c.gold], key=lambda c: bucket(7, c.query))[:per_catalog]
     pools = {
-        "demo": cv_queries(settings, demo_tasks, demo_train, embedder),
+        "demo": cv_queries(FitContext(settings, demo_tasks, demo_train, embedder)),
         "demo-cold": cold_queries(settings, demo_tasks, [c for c in demo_train if c.gold], embedder),
-        "clinc-few": cv_queries(settings, few.tasks, few.train, embedder),
+        "clinc-few": cv_queries(FitContext(settings, few.tasks, few.train, embedder)),
         "clinc-cold": cold_queries(settings, full.tasks, sample, embedder),
     }
     return {name: sorted([q for q in qs if q.case.gold], key=lambda q: bucket(11, q.case.query))[:per_catalog]

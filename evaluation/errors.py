@@ -83,9 +83,12 @@ def suggest_case(query: str, gold: tuple[str, ...], category: str | None, tasks_
     return row
 
 
-def classify(index: SearchIndex, block: CVQuery, fused: np.ndarray, ranking: list[str], query: str,
-             gold: tuple[str, ...], shortlist_size: int, typo_min_similarity: float = 80.0) -> tuple[str, str, list[str], list[str]]:
-    """(class, reason, unknown words, unlinked words) for one miss; see the module docstring."""
+def classify(index: SearchIndex, block: CVQuery, fused: np.ndarray, ranking: list[str], miss,
+             shortlist_size: int, typo_min_similarity: float = 80.0) -> tuple[str, str, list[str], list[str]]:
+    """(class, reason, unknown words, unlinked words) for one miss, `miss` being anything with the
+    query as typed (`query`) and its gold task ids (`gold`): a QueryRun, or a CaseRecord; see the
+    module docstring."""
+    query, gold = miss.query, tuple(miss.gold)
     tasks_by_id = {t.id: t for t in index.tasks}
     task_ids = [t.id for t in block.tasks]
     rows = [task_ids.index(g) for g in gold if g in task_ids]
@@ -147,8 +150,8 @@ def analyse(index: SearchIndex, rows, blocks: dict[str, CVQuery], weights, use_p
         result = rank_values(block.tasks, block.values, weights, max(shortlist_size, 20),
                              block.pinned if use_pins else ())
         ranking = [item.task.id for item in result.ranked]
-        cls, reason, unknown, unlinked = classify(index, block, np.asarray(fused), ranking, row.query, gold,
-                                                  shortlist_size, typo_min_similarity)
+        cls, reason, unknown, unlinked = classify(index, block, np.asarray(fused), ranking, row, shortlist_size,
+                                                  typo_min_similarity)
         rank = next((i for i, t in enumerate(row.ranking, start=1) if t in gold), None)
         misses.append(Miss(row.query, gold, row.category, cls, reason, row.ranking[:5], rank, unknown,
                            suggest_case(row.query, gold, row.category, tasks_by_id, unlinked)))

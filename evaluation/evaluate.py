@@ -4,14 +4,16 @@ CIs, significance, abstention, error analysis. The report dict is what `--json` 
 from __future__ import annotations
 
 import platform
-from typing import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from rerank import Reranker
-from search.fitting import FOLDS, MAX_CV_QUERIES, abstention_negatives, cv_queries, fit_ranker
-from search.learned import LearnedExemplar, normalised_query
+from search.fitting import (FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, FitOptions, abstention_negatives,
+                            cv_queries, fit_ranker)
+from search.learned import LearnedExemplar, LearnedInputs, normalised_query
 from search.ranker import RankerParams, default_params
 from settings import Settings
 
@@ -21,6 +23,9 @@ from .metrics import METRIC_KEYS, bootstrap_ci, mean_metrics, per_query, percent
 from .replay import abstention_point, heldout_index, heldout_queries, run_bm25, run_replay
 from .runner import (ConfigRun, LLMDirect, llm_reachable, progress, run_llm_direct, run_rerank_config,
                      throwaway_service)
+
+if TYPE_CHECKING:
+    from search.embeddings import Embedder
 
 CI_KEYS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@10", "r@5")
 
@@ -89,6 +94,55 @@ STAGE_SHARES = {"cross-validating the fit": 0.8, "fitting the ranker": 0.15, "sc
 ProgressCallback = Callable[[str, float], None]
 
 
+@dataclass(frozen=True)
+class Split:
+    """The data of one evaluation: the catalog's tasks, the training cases (the fit, the lexicon
+    and the exemplar memory learn from them alone) and the held-out cases it scores; `source`
+    says where they came from (the report's `data`)."""
+
+    tasks: Sequence[TaskRecord]
+    train: Sequence[CaseRecord]
+    test: Sequence[CaseRecord]
+    source: dict | None = None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What an evaluation runs with: the settings, the embedder (None: the sparse signals only) and
+    the LLM answers' cache (the rerank and llm_direct configurations)."""
+
+    settings: Settings
+    embedder: Embedder | None = None
+    cache: object | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """How one evaluation runs: the seed of its fit's folds, its bootstrap and its significance
+    tests; the depth of each ranking; the most CV queries its fit scores (a stable hash sample);
+    whether it shows progress bars; the bootstrap's resamples per interval; and
+    `on_progress(stage, fraction of the whole run)`, told of each stage as it goes (STAGE_SHARES)."""
+
+    seed: int = 42
+    depth: int = 20
+    cv_max_queries: int | None = MAX_CV_QUERIES
+    show: bool = True
+    bootstrap_resamples: int = 1000
+    on_progress: ProgressCallback | None = None
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The product fitted on the training split, as the replayed configurations rank with it
+    (evaluation.replay.run_replay): its parameters, its CV queries, and the held-out queries
+    scored once by its index with their latencies."""
+
+    params: RankerParams
+    cv: Sequence[CVQuery]
+    queries: Sequence[CVQuery]
+    millis: Sequence[float]
+
+
 def stage_progress(on_progress: ProgressCallback | None, stage: str) -> Callable[[float], None]:
     """A reporter for `stage`: fraction-of-the-stage -> on_progress(stage, fraction-of-the-run)."""
     stages = list(STAGE_SHARES)
@@ -101,13 +155,14 @@ def stage_progress(on_progress: ProgressCallback | None, stage: str) -> Callable
     return report
 
 
-def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], embedder,
-                    seed: int, cv_max_queries: int | None, show: bool, on_progress: ProgressCallback | None = None,
+def fit_on_training(context: FitContext, show: bool, on_progress: ProgressCallback | None = None,
                     learned: Sequence[LearnedExemplar] = ()):
-    """The product's own per-catalog fit, on the training split only: (params, report, CV queries).
+    """The product's own per-catalog fit, on the training split only (`context.cases`, its seed
+    and CV sample: search.fitting.FitContext): (params, report, CV queries). The context's memo
+    keeps the fold indexes, built once for the fit's every CV pass (search.fitting.cv_queries).
     `learned`: exemplars learned from use (search.learned), weighed by the fit as in production."""
+    settings, train = context.settings, context.cases
     cv = []
-    folds: dict = {}   # the fold indexes, built once for the fit's every CV pass (search.fitting.cv_queries)
     cross_validating = stage_progress(on_progress, "cross-validating the fit")
     cross_validating(0.0)
     if sum(1 for c in train if c.gold) >= settings.fit_min_cases:
@@ -117,44 +172,50 @@ def fit_on_training(settings: Settings, tasks: Sequence[TaskRecord], train: Sequ
             bar.update(1)
             cross_validating(done / total)
 
-        cv = cv_queries(settings, tasks, train, embedder, FOLDS, seed, cv_max_queries, progress=fold_done,
-                        negatives=abstention_negatives(settings, train), learned=learned, fold_indexes=folds)
+        cv = cv_queries(context, CVPass(negatives=abstention_negatives(settings, train), learned=learned),
+                        progress=fold_done)
         bar.close()
     stage_progress(on_progress, "fitting the ranker")(0.0)
-    params, report = fit_ranker(settings, tasks, train, embedder, default_params(settings), seed, cv_max_queries,
-                                queries=cv or None, learned=learned, fold_indexes=folds)
+    params, report = fit_ranker(settings, context.tasks, train, context.embedder, default_params(settings),
+                                LearnedInputs(learned, frozenset()),
+                                FitOptions(context.seed, context.max_queries, queries=cv or None,
+                                           fold_indexes=context.fold_indexes))
     return params, report, cv
 
 
-def run_config(spec: ConfigSpec, settings: Settings, tasks, train, test, embedder, cache, params: RankerParams,
-               cv, queries, millis, depth: int, show: bool, llm: tuple[bool, str]) -> ConfigRun:
-    if spec.needs_embedding and embedder is None:
+def run_config(spec: ConfigSpec, runtime: Runtime, split: Split, replay: Replay, options: EvaluationOptions,
+               llm: tuple[bool, str]) -> ConfigRun:
+    """One configuration's run over the held-out cases: a replay of the fitted product's rankings
+    (`replay`), plain BM25, or the LLM (direct, or re-ranking the product's shortlist through a
+    throw-away service); skipped, with the reason, where it needs what is missing."""
+    settings, cache, tasks, train, test = runtime.settings, runtime.cache, split.tasks, split.train, split.test
+    if spec.needs_embedding and runtime.embedder is None:
         return ConfigRun(spec, skipped="embeddings unavailable (EMBEDDINGS_ENABLED=0 or the embedder failed)")
     if spec.kind in ("fixed", "fitted", "product"):
-        return run_replay(spec, params, cv, queries, millis, depth)
+        return run_replay(spec, replay.params, replay.cv, replay.queries, replay.millis, options.depth)
     if spec.kind == "bm25":
-        return run_bm25(spec, tasks, train, test, depth)
+        return run_bm25(spec, tasks, train, test, options.depth)
     if not llm[0]:
         return ConfigRun(spec, skipped=f"no LLM: {llm[1]}")
     if spec.kind == "llm_direct":
-        return run_llm_direct(spec, LLMDirect(settings, tasks, cache), test, show)
+        return run_llm_direct(spec, LLMDirect(settings, tasks, cache), test, options.show)
     reranker = Reranker(settings, cache)
-    with throwaway_service(settings, tasks, train, embedder, reranker, params) as (_, service):
-        return run_rerank_config(spec, service, test, depth, show, settings.llm_model)
+    with throwaway_service(settings, tasks, train, runtime.embedder, reranker, replay.params) as (_, service):
+        return run_rerank_config(spec, service, test, options.depth, options.show, settings.llm_model)
 
 
-def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord],
-             test: Sequence[CaseRecord], embedder, cache, configs: Sequence[str], seed: int = 42,
-             depth: int = 20, cv_max_queries: int | None = MAX_CV_QUERIES, show: bool = True,
-             data: dict | None = None, bootstrap_resamples: int = 1000,
-             on_progress: ProgressCallback | None = None,
+def evaluate(runtime: Runtime, split: Split, configs: Sequence[str], options: EvaluationOptions = EvaluationOptions(),
              learned: Sequence[LearnedExemplar] = ()) -> tuple[dict, dict]:
     """Fit on the training split (CV inside it), score the held-out split with every requested
     configuration, and summarise. Returns (report, artefacts); artefacts hold the per-query runs.
-    `on_progress(stage, fraction of the whole run)` hears of each stage as it goes (STAGE_SHARES).
-    `learned`: exemplars learned from use (the admin evaluation page passes the catalog's); those
-    whose query is a held-out test query are left out, so use never answers the test itself."""
-    tasks = [t for t in tasks if t.active]
+    `options.on_progress(stage, fraction of the whole run)` hears of each stage as it goes
+    (STAGE_SHARES). `learned`: exemplars learned from use (the admin evaluation page passes the
+    catalog's); those whose query is a held-out test query are left out, so use never answers the
+    test itself."""
+    settings, embedder, seed, on_progress = runtime.settings, runtime.embedder, options.seed, options.on_progress
+    tasks = [t for t in split.tasks if t.active]
+    split = replace(split, tasks=tasks)
+    train, test = split.train, split.test
     tasks_by_id = {t.id: t for t in tasks}
     wanted = [config_specs(settings.weights)[name] for name in configs]
     needs_llm = any(s.kind in ("rerank", "llm_direct") for s in wanted)
@@ -162,17 +223,17 @@ def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[Ca
 
     held_out = {normalised_query(c.query) for c in test}
     learned = tuple(e for e in learned if e.query not in held_out)
-    params, fit_report, cv = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show, on_progress,
-                                             learned)
+    params, fit_report, cv = fit_on_training(FitContext(settings, tasks, train, embedder, seed, options.cv_max_queries),
+                                             options.show, on_progress, learned)
     stage_progress(on_progress, "scoring the held-out cases")(0.0)
     index = heldout_index(settings, tasks, train, embedder, params)
-    queries, millis = heldout_queries(settings, index, test, embedder, show)
+    queries, millis = heldout_queries(settings, index, test, embedder, options.show)
+    replay = Replay(params, cv, queries, millis)
     configurations = stage_progress(on_progress, "running the configurations")
     runs = {}
     for position, spec in enumerate(wanted):
         configurations(position / len(wanted))
-        runs[spec.name] = run_config(spec, settings, tasks, train, test, embedder, cache, params, cv, queries, millis,
-                                     depth, show, llm)
+        runs[spec.name] = run_config(spec, runtime, split, replay, options, llm)
     stage_progress(on_progress, "error analysis")(0.0)
 
     by_query = {q.case.query: q for q in queries}
@@ -180,20 +241,20 @@ def evaluate(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[Ca
                                              params.shortlist_size, settings.typo_min_similarity)
                 for name in ("prefilter", "rerank") if name in runs and not runs[name].skipped}
     baseline = runs.get(BASELINE)
-    summaries = {name: summarise(run, seed, tasks_by_id, baseline, abstention_point(run), bootstrap_resamples)
+    summaries = {name: summarise(run, seed, tasks_by_id, baseline, abstention_point(run), options.bootstrap_resamples)
                  for name, run in runs.items()}
     report = {
         "configs": summaries,
         "fit": fit_report,
-        "data": {**(data or {}), "n_tasks": len(tasks), "n_train": len(train), "n_test": len(test),
+        "data": {**(split.source or {}), "n_tasks": len(tasks), "n_train": len(train), "n_test": len(test),
                  "n_test_in_scope": sum(1 for c in test if c.gold),
-                 "n_test_out_of_scope": sum(1 for c in test if not c.gold), "seed": seed, "depth": depth,
+                 "n_test_out_of_scope": sum(1 for c in test if not c.gold), "seed": seed, "depth": options.depth,
                  "lexicon_links": len(index.lexicon), "exemplars": len(index.exemplars.texts),
                  "learned_pairs": len(learned),
                  "ranker": {**params.summary(), "weights": params.weights.as_dict()},
                  "embedding_model": embedder.model if embedder is not None else None,
                  "llm_model": settings.llm_model if llm[0] else None, "llm_status": "reachable" if llm[0] else llm[1],
-                 "bootstrap_resamples": bootstrap_resamples,
+                 "bootstrap_resamples": options.bootstrap_resamples,
                  "significance": "two-sided paired randomisation (sign-flip) test, 10,000 permutations, vs prefilter",
                  "python": platform.python_version()},
         "error_analysis": analysis,

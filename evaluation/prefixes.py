@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from evaluation.evaluate import fit_on_training
+from evaluation.evaluate import Split, fit_on_training
 from evaluation.metrics import hit_at, reciprocal_rank
 from evaluation.prefix_engine import build_prefix_engine
 from evaluation.replay import heldout_index, heldout_queries
 from search.confidence import shown
+from search.fitting import FitContext
 from search.pipeline import Pipeline
 from search.ranker import default_params
 
@@ -84,16 +85,18 @@ def engine_score(engine, cases) -> dict:
     return {"n": len(hits), "hit@5": round(sum(hits) / len(hits), 4) if hits else None}
 
 
-def run(settings, tasks, train, test, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000,
+def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000,
         cold_start: bool = False) -> dict:
-    """{cut: {"full"|"sparse": score, "engine": engine_score}} for each cut and the whole query.
+    """{cut: {"full"|"sparse": score, "engine": engine_score}} for each cut and the whole query of
+    the held-out `split.test`, the product fitted on `split.train` (evaluation.evaluate.Split).
     `cold_start`: no case at all is given to the product or the engine (the shipped defaults rank)."""
-    tasks = [t for t in tasks if t.active]
+    tasks = [t for t in split.tasks if t.active]
+    train, test = split.train, split.test
     if cold_start:
         train = []
         params = default_params(settings)
     else:
-        params, _, _ = fit_on_training(settings, tasks, train, embedder, seed, cv_max_queries, show=False)
+        params, _, _ = fit_on_training(FitContext(settings, tasks, train, embedder, seed, cv_max_queries), show=False)
     index = heldout_index(settings, tasks, train, embedder, params)
     pipeline = Pipeline(index, params, settings.typo_min_similarity)   # abstaining, whatever settings.abstain says
     engine = build_prefix_engine(tasks, train)

@@ -27,7 +27,7 @@ from sqlalchemy.orm import sessionmaker
 from catalog.splits import holdout_split
 from catalog.store import CatalogStore
 from evaluation.configs import resolve
-from evaluation.evaluate import evaluate
+from evaluation.evaluate import EvaluationOptions, Runtime, Split, evaluate
 from evaluation.models import EvaluationRun
 from evaluation.report import json_safe
 from settings import Settings
@@ -168,11 +168,10 @@ def evaluate_catalog(settings: Settings, tasks, cases, embedder, cache,
                          f"{HOLDOUT:.0%} held-out split; add test cases first")
     if not [t for t in tasks if t.active]:
         raise ValueError("the catalog has no active task")
-    report, _artefacts = evaluate(settings, tasks, train, test, embedder, cache, resolve(CONFIGURATIONS),
-                                  seed=SEED, show=False, on_progress=on_progress, learned=learned,
-                                  data={"catalog": "database (admin evaluation page)", "cases": "database",
-                                        "split": f"hash holdout {HOLDOUT} seed {SEED} (catalog.splits.holdout_split)",
-                                        "holdout": HOLDOUT})
+    report, _artefacts = evaluate(Runtime(settings, embedder, cache), Split(tasks, train, test, {
+        "catalog": "database (admin evaluation page)", "cases": "database",
+        "split": f"hash holdout {HOLDOUT} seed {SEED} (catalog.splits.holdout_split)", "holdout": HOLDOUT}),
+        resolve(CONFIGURATIONS), EvaluationOptions(seed=SEED, show=False, on_progress=on_progress), learned)
     return json_safe(report)
 
 

@@ -88,7 +88,8 @@ def search(name, query, k, mode, as_json):
 @with_appcontext
 def enrich(name, prompt_mode, variant, limit, concurrency, max_df, weight, apply_only):
     """LLM corpus enrichment (resumable, cached); injects DF-filtered n-gram postings."""
-    from kb.enrich import enrich_corpus
+    from kb.enrich import EnrichOptions, enrich_corpus
+    from kb.jobs import JobOptions
 
     kb = _kb()
     if not kb.store.exists(name):
@@ -96,8 +97,9 @@ def enrich(name, prompt_mode, variant, limit, concurrency, max_df, weight, apply
     llm = None if apply_only else kb.llm
     if llm is None and not apply_only:
         raise click.ClickException("no LLM endpoint configured (LLM_BASE_URL); use --apply-only to reuse the cache")
-    report = enrich_corpus(kb.store, name, llm, kb.cache, kb.settings.llm_model, prompt_mode, variant, limit,
-                           concurrency, max_df, weight, progress=sys.stderr.isatty())
+    report = enrich_corpus(kb.store, name, llm, kb.cache, kb.settings.llm_model,
+                           EnrichOptions(prompt_mode, variant, limit, max_df, weight),
+                           JobOptions(concurrency, progress=sys.stderr.isatty()))
     click.echo(json.dumps(report, indent=1))
 
 
@@ -114,6 +116,7 @@ def enrich_catalog(max_df, concurrency):
     store's revision is bumped afterwards: serving processes only rebuild their index when the
     revision moves, and would otherwise never see the new vocabulary."""
     from kb.enrich import enrich_tasks
+    from kb.jobs import JobOptions
 
     kb = _kb()
     if kb.llm is None:
@@ -121,7 +124,7 @@ def enrich_catalog(max_df, concurrency):
     store = current_app.extensions["taskfinder"].store
     tasks = store.tasks()
     enrichment = enrich_tasks(tasks, kb.llm, kb.cache, kb.settings.llm_model, max_df=max_df,
-                              concurrency=concurrency, progress=sys.stderr.isatty())
+                              job=JobOptions(concurrency, progress=sys.stderr.isatty()))
     revision = store.bump_revision()
     enriched = {task_id: terms for task_id, terms in enrichment.items() if terms}
     click.echo(json.dumps({"tasks": len(tasks), "tasks_enriched": len(enriched), "store_revision": revision,

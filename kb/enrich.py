@@ -10,15 +10,38 @@ kb.expansion.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Sequence
 
 from kb.df import DEFAULT_MAX_DF, bound_enriched_df, df_filter
 from kb.index import Index
-from kb.jobs import JobItem, JobReport, cache_key, cached_data, open_cache, run_llm_job, text_hash
+from kb.jobs import JobItem, JobOptions, JobReport, cache_key, cached_data, open_cache, run_llm_job, text_hash
 from kb.llm import KEYWORDS_SCHEMA, LLM, MODES, TERMS_SCHEMA, doc_messages, prompt_version, sage_messages
 
 DEFAULT_ENRICH_WEIGHT = 1.0
 SAGE_KEYWORDS = 8
+
+
+@dataclass(frozen=True)
+class EnrichOptions:
+    """What a corpus enrichment asks the LLM for and injects: the prompt `mode` (kb.llm.MODES),
+    the `variant` ("sira": the proposed terms through the DF filter, as n-gram postings of the
+    `enrich` field; "sage": SAGE_KEYWORDS keywords plus the document's metadata values, as
+    bag-of-words postings of the `sage` field), the first `limit` documents only (None: all), the
+    DF bound `max_df` (a fraction of the corpus), the postings' `weight` and the longest n-gram a
+    SIRA phrase is injected as (`ngram_max`)."""
+
+    mode: str = "fact_checking"
+    variant: str = "sira"
+    limit: int | None = None
+    max_df: float = DEFAULT_MAX_DF
+    weight: float = DEFAULT_ENRICH_WEIGHT
+    ngram_max: int = 3
+
+    @property
+    def kind(self) -> str:
+        """The LLM job's kind in the cache key (kb.jobs.cache_key): "sage", or "doc" for SIRA."""
+        return "sage" if self.variant == "sage" else "doc"
 
 
 def doc_job_items(docs, kind: str, model: str, mode: str) -> list[JobItem]:
@@ -30,9 +53,10 @@ def doc_job_items(docs, kind: str, model: str, mode: str) -> list[JobItem]:
     return items
 
 
-def build_postings(index: Index, docs, cache, kind: str, model: str, mode: str,
-                   max_df: float = DEFAULT_MAX_DF, weight: float = DEFAULT_ENRICH_WEIGHT) -> tuple[dict, dict]:
-    """{doc_id: [(phrase, weight)]} from cached LLM output, through the DF filter."""
+def build_postings(index: Index, docs, cache, model: str, options: EnrichOptions) -> tuple[dict, dict]:
+    """{doc_id: [(phrase, weight)]} from cached LLM output (`model`'s answers to the options'
+    variant and mode), through the DF filter."""
+    kind, mode, max_df, weight = options.kind, options.mode, options.max_df, options.weight
     postings: dict[str, list[tuple[str, float]]] = {}
     stats = {"docs_with_output": 0, "proposed": 0, "kept": 0, "dropped": 0}
     for d in docs:
@@ -61,38 +85,37 @@ def build_postings(index: Index, docs, cache, kind: str, model: str, mode: str,
     return postings, stats
 
 
-def enrich_corpus(store, name: str, llm: LLM | None, cache, model: str, mode: str = "fact_checking",
-                  variant: str = "sira", limit: int | None = None, concurrency: int = 4,
-                  max_df: float = DEFAULT_MAX_DF, weight: float = DEFAULT_ENRICH_WEIGHT, ngram_max: int = 3,
-                  progress: bool = True, on_result=None) -> dict:
-    """Run (or resume) the LLM job over the corpus, then rebuild the injected field from cache.
+def enrich_corpus(store, name: str, llm: LLM | None, cache, model: str, options: EnrichOptions = EnrichOptions(),
+                  job: JobOptions = JobOptions()) -> dict:
+    """Run (or resume) the LLM job over the corpus (`job`: its pool, progress bar and callback),
+    then rebuild the injected field from cache (`options`: what is asked and injected).
 
     `llm=None` skips requests and only applies what is cached. Failures are written to
     corpora/NAME/enrich_failures.<variant>.json and retried on the next run.
     """
+    mode, variant = options.mode, options.variant
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     if variant not in ("sira", "sage"):
         raise ValueError("variant must be 'sira' or 'sage'")
-    kind, field_name = ("sage", "sage") if variant == "sage" else ("doc", "enrich")
+    kind, field_name = options.kind, ("sage" if variant == "sage" else "enrich")
     docs = store.documents(name)
     index = store.load_index(name)
-    subset = docs[:limit] if limit else docs
+    subset = docs[:options.limit] if options.limit else docs
     rep = JobReport(total=len(subset))
     if llm is not None:
         rep = run_llm_job(doc_job_items(subset, kind, model, mode), llm, cache,
                           KEYWORDS_SCHEMA if kind == "sage" else TERMS_SCHEMA,
-                          name="keywords" if kind == "sage" else "terms",
-                          concurrency=concurrency, progress=progress, on_result=on_result)
+                          name="keywords" if kind == "sage" else "terms", options=job)
     fail_path = store.path(name) / f"enrich_failures.{variant}.json"
     fail_path.write_text(json.dumps(rep.failures, indent=1), encoding="utf-8")
-    postings, pstats = build_postings(index, docs, cache, kind, model, mode, max_df, weight)
-    meta = {"model": model, "mode": mode, "variant": variant, "max_df": max_df, "weight": weight,
+    postings, pstats = build_postings(index, docs, cache, model, options)
+    meta = {"model": model, "mode": mode, "variant": variant, "max_df": options.max_df, "weight": options.weight,
             "prompt_version": prompt_version(kind)}
     if variant == "sage":
         injected = index.set_field(field_name, postings, ngram_max=1, meta=meta, skip_present=False, combine="sum")
     else:
-        injected = index.set_field(field_name, postings, ngram_max=ngram_max, meta=meta)
+        injected = index.set_field(field_name, postings, ngram_max=options.ngram_max, meta=meta)
     index.save(store.index_path(name))
     return {"job": rep.as_dict(), "filter": pstats, "injected": injected}
 
@@ -103,9 +126,10 @@ def task_text(rec) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def enrich_tasks(records: Sequence, llm: LLM | None, cache, model: str, max_df: float = 0.1,
-                 concurrency: int = 4, progress: bool = False, weight: float = 1.0) -> dict[str, list[tuple[str, float]]]:
-    """Per-task enrichment terms {task_id: [(term_or_phrase, weight), ...]} for the prefilter.
+def enrich_tasks(records: Sequence, llm: LLM | None, cache, model: str, max_df: float = 0.1, weight: float = 1.0,
+                 job: JobOptions = JobOptions(progress=False)) -> dict[str, list[tuple[str, float]]]:
+    """Per-task enrichment terms {task_id: [(term_or_phrase, weight), ...]} for the prefilter
+    (`job`: the LLM job's pool and progress bar).
 
     task_catalog prompt mode; cached per (task content hash, model, prompt version) like
     documents; DF filter over the catalog itself (an index of name + help + category + aliases).
@@ -119,7 +143,7 @@ def enrich_tasks(records: Sequence, llm: LLM | None, cache, model: str, max_df: 
     items = [JobItem(r.id, cache_key("doc", model, "task_catalog", hashes[r.id]),
                      doc_messages("task_catalog", task_text(r))) for r in records]
     if llm is not None:
-        run_llm_job(items, llm, cache, TERMS_SCHEMA, "terms", concurrency=concurrency, progress=progress)
+        run_llm_job(items, llm, cache, TERMS_SCHEMA, "terms", job)
     out: dict[str, list[tuple[str, float]]] = {}
     for r, it in zip(records, items):
         data = cached_data(cache, it.key)

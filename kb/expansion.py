@@ -39,14 +39,26 @@ def expansion_tokens(index: Index, phrase: str, view: str, exclude: set[str]) ->
     return toks
 
 
-def llm_expansion(index: Index, query: str, llm: LLM | None, cache, model: str, mode: str = "fact_checking",
-                  view: str = "enriched", max_df: float = DEFAULT_MAX_DF, lam: float = DEFAULT_LAMBDA,
-                  breaker: CircuitBreaker | None = None) -> Expansion:
+@dataclass(frozen=True)
+class ExpansionSource:
+    """Where a query's expansion comes from: the LLM client (None: the cache alone), the cache of
+    its answers (None: none), the model named in the cache key, and the circuit breaker that
+    stops calling an endpoint that keeps failing (None: always call)."""
+
+    llm: LLM | None
+    cache: object | None
+    model: str
+    breaker: CircuitBreaker | None = None
+
+
+def llm_expansion(index: Index, query: str, source: ExpansionSource, mode: str = "fact_checking",
+                  view: str = "enriched", max_df: float = DEFAULT_MAX_DF, lam: float = DEFAULT_LAMBDA) -> Expansion:
     """The LLM's expansion of `query` (cached), or none with a note when the LLM is absent or
-    fails. Expansion runs on the search path, so `breaker` (the re-ranker's kind) stops calling
-    an endpoint that keeps failing: during its cooldown a query costs no timeout at all. As for
-    the re-ranker, only transport failures count; an answer that arrived unusable (LLMError)
-    proves the endpoint is up."""
+    fails. Expansion runs on the search path, so `source.breaker` (the re-ranker's kind) stops
+    calling an endpoint that keeps failing: during its cooldown a query costs no timeout at all.
+    As for the re-ranker, only transport failures count; an answer that arrived unusable
+    (LLMError) proves the endpoint is up."""
+    llm, cache, model, breaker = source.llm, source.cache, source.model, source.breaker
     key = cache_key("query", model, mode, text_hash(query))
     data = cached_data(cache, key) if cache is not None else None
     if data is None:

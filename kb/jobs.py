@@ -58,10 +58,20 @@ class JobReport:
         return d
 
 
+@dataclass(frozen=True)
+class JobOptions:
+    """How a job runs: its thread pool's size, whether it shows a progress bar, and
+    `on_result(item id, succeeded)`, called as each request lands."""
+
+    concurrency: int = 4
+    progress: bool = True
+    on_result: Callable[[str, bool], None] | None = None
+
+
 def run_llm_job(items: Sequence[JobItem], llm: LLM, cache, schema: dict, name: str = "terms",
-                concurrency: int = 4, progress: bool = True,
-                on_result: Callable[[str, bool], None] | None = None) -> JobReport:
-    """Run uncached requests on a thread pool; each result is cached by its worker as it lands.
+                options: JobOptions = JobOptions()) -> JobReport:
+    """Run uncached requests on a thread pool (`options`); each result is cached by its worker
+    as it lands.
 
     A failure (HTTP error, timeout, invalid JSON) is recorded in the report and not cached, so
     the next run retries it; the job itself never raises for one bad document. If the caller's
@@ -88,8 +98,8 @@ def run_llm_job(items: Sequence[JobItem], llm: LLM, cache, schema: dict, name: s
             rep.completion_tokens += reply.completion_tokens
         return it, reply, None
 
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
-    bar = tqdm(total=len(todo), desc=f"LLM {name}", unit="req", disable=not progress, leave=False)
+    pool = ThreadPoolExecutor(max_workers=max(1, options.concurrency))
+    bar = tqdm(total=len(todo), desc=f"LLM {name}", unit="req", disable=not options.progress, leave=False)
     try:
         futures = [pool.submit(work, it) for it in todo]
         for fut in as_completed(futures):
@@ -101,8 +111,8 @@ def run_llm_job(items: Sequence[JobItem], llm: LLM, cache, schema: dict, name: s
                 rep.failed += 1
                 rep.failures[it.id] = err
             bar.update(1)
-            if on_result is not None:
-                on_result(it.id, err is None)
+            if options.on_result is not None:
+                options.on_result(it.id, err is None)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         bar.close()

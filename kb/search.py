@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kb.analysis import ngram_token
 from kb.df import DEFAULT_MAX_DF
-from kb.expansion import DEFAULT_LAMBDA, Expansion, llm_expansion, rm3_expansion
+from kb.expansion import DEFAULT_LAMBDA, Expansion, ExpansionSource, llm_expansion, rm3_expansion
 from kb.jobs import open_cache
 from kb.index import Index, published_version
 from kb.llm import LLM
@@ -101,8 +101,9 @@ class KB:
                 sources.setdefault(t, "rm3")
             return exp.weights, sources, exp
         if mode in QUERY_LLM:
-            exp = llm_expansion(index, query, self.llm, self.cache, self.settings.llm_model, self.config.prompt_mode,
-                                view, self.config.max_df, self.config.lam, breaker=self.breaker)
+            exp = llm_expansion(index, query,
+                                ExpansionSource(self.llm, self.cache, self.settings.llm_model, self.breaker),
+                                self.config.prompt_mode, view, self.config.max_df, self.config.lam)
             for t, w in exp.weights.items():
                 weights[t] = weights.get(t, 0.0) + w
                 sources.setdefault(t, "expansion")

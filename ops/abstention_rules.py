@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 def capture(clinc: str) -> dict:
     import evaluation.replay as replay
-    import search.fitting as fitting
+    import search.fitting.abstention as fitting   # the module whose fit_abstention and _cross_fitted the fit calls
     from search.confidence import answer_features
 
     captured: dict = {"fits": [], "heldout": []}

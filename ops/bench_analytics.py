@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import create_engine, text  # noqa: E402
 
-from analytics.recorder import AnalyticsRecorder  # noqa: E402
+from analytics.recorder import AnalyticsRecorder, RecorderConfig  # noqa: E402
 from analytics.records import EventRecord, SearchRecord, new_search_id  # noqa: E402
 from analytics.report import load_report, load_rollup_report  # noqa: E402
 from analytics.store import AnalyticsStore  # noqa: E402
@@ -168,7 +168,7 @@ def large(args, engine) -> None:
     n, clicks = generate_large(engine, args.large, args.days, random.Random(1))
     print(f"database: {engine.dialect.name}; generated {n:,} requests and {clicks:,} clicks over {args.days} days "
           f"in {time.perf_counter() - started:.0f} s")
-    recorder = AnalyticsRecorder(store, queue_size=10, flush_interval_s=3600, retention_days=args.days)
+    recorder = AnalyticsRecorder(store, RecorderConfig(queue_size=10, flush_interval_s=3600, retention_days=args.days))
     today = utcnow().date()
     first = today - timedelta(days=args.days - 1)
     rollup_s = []
@@ -210,7 +210,8 @@ def main() -> None:
 
         queue_us = []
         for _ in range(args.runs):
-            recorder = AnalyticsRecorder(store, queue_size=len(searches) + 1, flush_interval_s=3600, retention_days=90)
+            recorder = AnalyticsRecorder(store, RecorderConfig(queue_size=len(searches) + 1, flush_interval_s=3600,
+                                                                retention_days=90))
             started = time.perf_counter()
             for record in searches:
                 recorder.record_search(record)
@@ -224,7 +225,8 @@ def main() -> None:
             with engine.begin() as conn:
                 conn.execute(text("DELETE FROM search_events"))
                 conn.execute(text("DELETE FROM search_log"))
-            recorder = AnalyticsRecorder(store, queue_size=len(searches) + 1, flush_interval_s=3600, retention_days=90)
+            recorder = AnalyticsRecorder(store, RecorderConfig(queue_size=len(searches) + 1, flush_interval_s=3600,
+                                                                retention_days=90))
             recorder._stop.set()
             for record in searches:
                 recorder._queue.put_nowait(("search", (record,)))
@@ -244,7 +246,8 @@ def main() -> None:
             report_s.append(time.perf_counter() - started)
         print(f"report over {args.days} days from the raw log (s): {spread(report_s)}  ({report.total.searches} "
               f"searches from {report.requests} requests, CTR {report.total.click_through_rate:.2f})")
-        AnalyticsRecorder(store, queue_size=10, flush_interval_s=3600, retention_days=args.days).rollup(force=True)
+        AnalyticsRecorder(store, RecorderConfig(queue_size=10, flush_interval_s=3600,
+                                                retention_days=args.days)).rollup(force=True)
         page_s = []
         for _ in range(args.runs):
             started = time.perf_counter()

@@ -565,7 +565,7 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
     import tempfile
 
     from ops.bench_traffic import aggregate_traffic, analytics_engine, log_traffic, utc_now
-    from search.learned import build_learned_memory, eligible, normalised_query, unrelated_cosine
+    from search.learned import CountingRule, build_learned_memory, eligible, normalised_query, unrelated_cosine
 
     rng = generator.rng
     popularity = rng.permutation(len(data.tasks))
@@ -586,8 +586,9 @@ def attach_learned_traffic(name: str, generator: Generator, data: Synthetic, ind
     print(f"[{name}] logged {traffic.searches} searches ({traffic.clicks} clicks) in {traffic.write_s:.1f} s",
           file=sys.stderr)
     aggregate_took, aggregated, pairs = aggregate_traffic(engine, settings, now)
-    exemplars = eligible(pairs, settings.learning_min_sessions, settings.learning_min_relevance,
-                         task_ids=[t.id for t in data.tasks], majority_sessions=settings.learning_majority_sessions)
+    exemplars = eligible(pairs, CountingRule(settings.learning_min_sessions, settings.learning_min_relevance,
+                                             majority_sessions=settings.learning_majority_sessions),
+                         task_ids=[t.id for t in data.tasks])
     vector_of = {normalised_query(q): pool_vectors[i] for i, q in enumerate(pool)}
     if args.learned_as == "cases":
         build_took, index = timed(lambda: learned_as_cases(data, index, space, exemplars, vector_of))

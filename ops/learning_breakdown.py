@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from catalog import db
     from ops.simulate_traffic import clinc_setup
     from search.embeddings import CachedEmbedder, LocalE5Embedder
+    from search.learned import CountingRule
     from search.learned import eligible as learned_eligible
     from search.learned import normalised_query, sketch_count, sketch_union
     from settings import Settings
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                                sessions=row.sessions if sessions is None else sessions,
                                networks=row.networks if networks is None else networks,
                                query_sessions=query_sessions[row.query])
-        return bool(learned_eligible([pair], **(rule if majority else {**rule, "majority_sessions": None})))
+        return bool(learned_eligible([pair], CountingRule(**(rule if majority else
+                                                             {**rule, "majority_sessions": None}))))
 
     by_pair = {(r.query, r.task_id): r for r in rows}
     searched = {r.query for r in rows}

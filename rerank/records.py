@@ -58,12 +58,10 @@ class RerankOutcome:
         model: str,
         skipped: str | None = None,
         degraded: str | None = None,
-        dropped: dict[str, int] | None = None,
-        latency_ms: float = 0.0,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
     ) -> "RerankOutcome":
-        """The prefilter order unchanged: used when the LLM was skipped, failed or had no say.
+        """The prefilter order unchanged: used when the LLM was skipped, failed or had no say. It
+        cost nothing; what a failed attempt did cost (entries dropped, latency, tokens) its caller
+        sets on the result with dataclasses.replace (Reranker._degraded).
 
         The pipeline uses it too, e.g. `RerankOutcome.prefilter(k, model=m,
         skipped="confident_prefilter")` when search.confidence.skip_rerank says the call is not needed.
@@ -73,10 +71,10 @@ class RerankOutcome:
             llm_order=[],
             reasons={},
             degraded=degraded,
-            dropped=dict(dropped or {}),
-            latency_ms=latency_ms,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            dropped={},
+            latency_ms=0.0,
+            prompt_tokens=0,
+            completion_tokens=0,
             cached=False,
             skipped=skipped,
             model=model,

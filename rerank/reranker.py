@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Sequence
 
@@ -168,11 +169,9 @@ class Reranker:
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
     ) -> RerankOutcome:
-        return RerankOutcome.prefilter(
-            size,
-            model=self._model,
-            degraded=reason,
-            dropped=dropped,
+        return replace(
+            RerankOutcome.prefilter(size, model=self._model, degraded=reason),
+            dropped=dict(dropped or {}),
             latency_ms=_ms_since(started),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

@@ -188,11 +188,43 @@ class LearnedInputs(NamedTuple):
     unclicked: Sequence[str] = ()               # queries nobody clicks (unclicked_queries): abstention negatives
 
 
-def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max_click_share: float,
-                      max_age_days: float | None = None, exclude: frozenset[str] = frozenset(),
-                      now: datetime | None = None, min_people: int | None = None) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class CountingRule:
+    """The thresholds a learned pair must meet to count (`eligible`, `shortfall`): at least
+    `min_sessions` distinct clicking sessions (or, with `majority_sessions`, that many when they
+    are a strict majority of the query's: `supported`), from at least `min_networks` distinct
+    client networks or `min_people` distinct verified people (`distinct_enough`), and relevance at
+    least `min_relevance`; with `max_network_share`, a network holding more than that share of
+    the pairs that count vouches for none of them (`heavy_networks`). Read from the settings in
+    one place: analytics.learning.counting_rule."""
+
+    min_sessions: int
+    min_relevance: float
+    min_networks: int = 1
+    min_people: int | None = None
+    majority_sessions: int | None = None
+    max_network_share: float | None = None
+
+
+@dataclass(frozen=True)
+class UnclickedRule:
+    """When a query counts as one nobody clicks (`unclicked_queries`): its viewers, their networks
+    or verified people, the share of them that clicked, and the age of its latest evidence (None:
+    any age). `min_sessions` 0 turns it off. Read from the settings in one place:
+    analytics.learning.unclicked_rule."""
+
+    min_sessions: int
+    min_networks: int
+    max_click_share: float
+    max_age_days: float | None = None
+    min_people: int | None = None
+
+
+def unclicked_queries(pairs: Iterable, rule: UnclickedRule, exclude: frozenset[str] = frozenset(),
+                      now: datetime | None = None) -> tuple[str, ...]:
     """The queries that repeatedly ended without a click: negative evidence for the abstention
-    (search.fitting.abstention_negatives, source "unclicked"). A query qualifies when
+    (search.fitting.abstention_negatives, source "unclicked"). A query qualifies (UnclickedRule)
+    when
 
         viewers(q) >= min_sessions,
         viewer networks(q) >= min_networks  or  viewer people(q) >= min_people,
@@ -214,7 +246,7 @@ def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max
     whatever the negatives, the threshold is set on the written in-scope cases alone (the
     budget), so they can shape the abstention's score, never the share of answerable queries
     it refuses."""
-    if min_sessions <= 0:
+    if rule.min_sessions <= 0:
         return ()
     now = now or datetime.now(timezone.utc)
     latest: dict[str, object] = {}
@@ -227,24 +259,21 @@ def unclicked_queries(pairs: Iterable, min_sessions: int, min_networks: int, max
     for query, pair in latest.items():
         if query in exclude:
             continue
-        if max_age_days is not None and (now - pair.updated_at).total_seconds() > max_age_days * 86400:
+        if rule.max_age_days is not None and (now - pair.updated_at).total_seconds() > rule.max_age_days * 86400:
             continue
         viewers = int(pair.query_viewers)
         distinct = enough_sources(int(pair.query_viewer_networks or 0), int(pair.query_viewer_people or 0),
-                                  min_networks, min_people)
-        if viewers >= min_sessions and distinct and int(pair.query_sessions) <= max_click_share * viewers:
+                                  rule.min_networks, rule.min_people)
+        if viewers >= rule.min_sessions and distinct and int(pair.query_sessions) <= rule.max_click_share * viewers:
             found.append(query)
     return tuple(sorted(found))
 
 
-def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
-             blocked: frozenset[tuple[str, str]] = frozenset(),
-             task_ids: Iterable[str] | None = None, min_networks: int = 1,
-             min_people: int | None = None, majority_sessions: int | None = None,
-             max_network_share: float | None = None) -> tuple[LearnedExemplar, ...]:
-    """The pairs that count (`shortfall` finds nothing missing): enough distinct clicking
-    sessions (`supported`), coming from at least `min_networks` distinct client networks (pairs
-    without a `networks` count: sessions) or, with `min_people`, from at least that many
+def eligible(pairs: Iterable, rule: CountingRule, blocked: frozenset[tuple[str, str]] = frozenset(),
+             task_ids: Iterable[str] | None = None) -> tuple[LearnedExemplar, ...]:
+    """The pairs that count under `rule` (`shortfall` finds nothing missing): enough distinct
+    clicking sessions (`supported`), coming from at least `min_networks` distinct client networks
+    (pairs without a `networks` count: sessions) or, with `min_people`, from at least that many
     distinct verified people (pairs without a `people` count: none); relevance at least
     `min_relevance`, not blocked by the admin, and (with `task_ids`) on a known task. `pairs`:
     anything with query, task_id, sessions and relevance (analytics.learning.LearnedPair).
@@ -255,39 +284,35 @@ def eligible(pairs: Iterable, min_sessions: int, min_relevance: float,
     pairs = list(pairs)
 
     def counting(heavy: frozenset[int]) -> list:
-        return [p for p in pairs if shortfall(p, min_sessions, min_relevance, blocked, known, min_networks, min_people,
-                                              majority_sessions, heavy=heavy) is None]
+        return [p for p in pairs if shortfall(p, rule, blocked, known, heavy) is None]
 
     found = counting(frozenset())
-    if max_network_share is not None:
-        heavy = heavy_networks(found, max_network_share)
+    if rule.max_network_share is not None:
+        heavy = heavy_networks(found, rule.max_network_share)
         if heavy:   # only fewer networks per pair: a subset of the pairs found
             found = counting(heavy)
     found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in found]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
 
 
-def shortfall(pair, min_sessions: int, min_relevance: float, blocked: frozenset[tuple[str, str]] = frozenset(),
-              known: frozenset[str] | None = None, min_networks: int = 1, min_people: int | None = None,
-              majority_sessions: int | None = None, max_network_share: float | None = None,
-              heavy: frozenset[int] = frozenset()) -> str | None:
-    """Why a learned pair does not count, in a few words (the first rule of `eligible` it
-    fails), or None when it counts: what the admin's editor shows beside each pair.
+def shortfall(pair, rule: CountingRule, blocked: frozenset[tuple[str, str]] = frozenset(),
+              known: frozenset[str] | None = None, heavy: frozenset[int] = frozenset()) -> str | None:
+    """Why a learned pair does not count under `rule`, in a few words (the first rule of
+    `eligible` it fails), or None when it counts: what the admin's editor shows beside each pair.
     `heavy`: the networks (sketch bits) that vouch for no pair (`heavy_networks`, a rule over
-    all the pairs: `eligible` finds them; `max_network_share` is accepted for the keywords of
-    analytics.learning.counting_rule and needs the other pairs, so one pair alone is not
-    judged by it)."""
+    all the pairs: `eligible` finds them; the rule's `max_network_share` needs the other pairs,
+    so one pair alone is not judged by it)."""
     if (pair.query, pair.task_id) in blocked:
         return "blocked"
     if known is not None and pair.task_id not in known:
         return "not an active task"
-    if not supported(pair, min_sessions, majority_sessions):
+    if not supported(pair, rule.min_sessions, rule.majority_sessions):
         return "too few sessions"
-    if not distinct_enough(pair, min_networks, min_people):
+    if not distinct_enough(pair, rule.min_networks, rule.min_people):
         return "too few networks or people"
-    if not distinct_enough(pair, min_networks, min_people, heavy):
+    if not distinct_enough(pair, rule.min_networks, rule.min_people, heavy):
         return "its networks clicked too many of the pairs"
-    if pair.relevance < min_relevance:
+    if pair.relevance < rule.min_relevance:
         return "relevance too low"
     return None
 

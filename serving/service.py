@@ -308,7 +308,7 @@ class SearchService:
             return {"status": "another process is fitting"}
         try:
             params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults,
-                                        learned=learned, blocked=blocked, unclicked=unclicked)
+                                        LearnedInputs(learned, blocked, unclicked))
             if report["status"] == "fitted":
                 report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
             return report

@@ -189,22 +189,23 @@ def test_the_threshold_is_set_on_every_in_scope_case_not_on_the_weight_fits_samp
     threshold is a tail quantile and is set on every in-scope case up to MAX_CALIBRATION_QUERIES,
     in both calibrations (hash folds for a shuffled suite, blocks for one written in runs). With
     the sample alone, CLINC150 val refused 5.7% against a 5% budget; with all 15,000 cases, 5.2%."""
-    from search.fitting import calibration_queries, cv_queries
+    from search.fitting import FitContext, calibration_queries, cv_queries
 
     tasks = [TaskRecord(id=f"t{i}", name=topic[0], help=" ".join(topic)) for i, topic in enumerate(_TOPICS)]
     in_runs = _written_in_runs(np.random.default_rng(5), 6)
     shuffled = list(in_runs)
     np.random.default_rng(0).shuffle(shuffled)
     for cases, folds in ((shuffled, "hash"), (in_runs, "blocked")):
-        sample = cv_queries(settings, tasks, cases, None, max_queries=40)
+        sample = cv_queries(FitContext(settings, tasks, cases, None, max_queries=40))
         assert sum(1 for q in sample if q.case.gold) == 40
-        every, how = calibration_queries(settings, tasks, cases, None, sample, max_queries=40)
+        every, how = calibration_queries(FitContext(settings, tasks, cases, None, max_queries=40), sample)
         assert how["folds"] == folds
         assert sorted(q.case.query for q in every if q.case.gold) == sorted(c.query for c in cases)
-        capped, _ = calibration_queries(settings, tasks, cases, None, sample, max_queries=40, max_calibration=60)
+        capped, _ = calibration_queries(FitContext(settings, tasks, cases, None, max_queries=40), sample,
+                                        max_calibration=60)
         assert sum(1 for q in capped if q.case.gold) == 60
-    unsampled = cv_queries(settings, tasks, shuffled, None, max_queries=None)
-    assert calibration_queries(settings, tasks, shuffled, None, unsampled, max_queries=None)[0] is unsampled
+    unsampled = cv_queries(FitContext(settings, tasks, shuffled, None, max_queries=None))
+    assert calibration_queries(FitContext(settings, tasks, shuffled, None, max_queries=None), unsampled)[0] is unsampled
 
 
 def test_runs_written_together_are_held_out_in_blocks_as_long_as_the_folds_allow(settings):
@@ -214,11 +215,12 @@ def test_runs_written_together_are_held_out_in_blocks_as_long_as_the_folds_allow
     CLINC150 val blocks of the measured range (10) refused 5.24% against a 5% budget, blocks of
     20 (a fifth of its 100 per intent) 4.4%. A suite with tasks too small for blocks of 2 keeps
     the hash folds."""
-    from search.fitting import _task_runs, calibration_queries, cv_queries
+    from search.fitting import FitContext, _task_runs, calibration_queries, cv_queries
 
     tasks = [TaskRecord(id=f"t{i}", name=topic[0], help=" ".join(topic)) for i, topic in enumerate(_TOPICS)]
     cases = _written_in_runs(np.random.default_rng(5), 6)
-    calibration, how = calibration_queries(settings, tasks, cases, None, cv_queries(settings, tasks, cases, None))
+    calibration, how = calibration_queries(FitContext(settings, tasks, cases, None),
+                                           cv_queries(FitContext(settings, tasks, cases, None)))
     assert how == {"folds": "blocked", "written_together": 5, "block": 6}
     fold_of = {id(q.case): q.fold for q in calibration if q.case.gold}     # the suite's own records
     assert len(fold_of) == len(cases)
@@ -227,4 +229,5 @@ def test_runs_written_together_are_held_out_in_blocks_as_long_as_the_folds_allow
         assert all(len({fold_of[id(cases[i])] for i in block}) == 1 for block in blocks)
         assert len({fold_of[id(cases[block[0]])] for block in blocks}) > 1
     few = _written_in_runs(np.random.default_rng(5), 1, size=9)     # 9 cases a task: 9 // 5 = 1
-    assert calibration_queries(settings, tasks, few, None, cv_queries(settings, tasks, few, None))[1]["folds"] == "hash"
+    assert calibration_queries(FitContext(settings, tasks, few, None),
+                               cv_queries(FitContext(settings, tasks, few, None)))[1]["folds"] == "hash"

@@ -16,7 +16,7 @@ from sqlalchemy import select, text
 
 from analytics.models import SearchEvent, SearchLogEntry
 from analytics.records import EventRecord, SearchRecord
-from analytics.recorder import AnalyticsRecorder
+from analytics.recorder import AnalyticsRecorder, RecorderConfig
 from catalog.models import utcnow
 from tests.conftest import FAST_HASHER, build_app, close_app, make_settings, postgres_schema, signed_in
 
@@ -152,7 +152,7 @@ def test_the_writer_thread_flushes_and_purges_by_itself(app):
     old = utcnow() - timedelta(days=100)
     store.write([SearchRecord("old-search-0000001", old, "s-old-000", "old", False, ())],
                 [EventRecord(old, "old-search-0000001", "click", task_id="t", position=1)])
-    writer = AnalyticsRecorder(store, queue_size=10, flush_interval_s=0.05, retention_days=90)
+    writer = AnalyticsRecorder(store, RecorderConfig(queue_size=10, flush_interval_s=0.05, retention_days=90))
     try:
         writer.record_search(SearchRecord("new-search-0000001", utcnow(), "s-new-000", "new", True, ("t1",)))
         deadline = time.monotonic() + 20
@@ -166,7 +166,7 @@ def test_the_writer_thread_flushes_and_purges_by_itself(app):
 
 
 def test_a_full_queue_drops_and_counts_and_never_blocks(app, client):
-    small = AnalyticsRecorder(recorder(app).store, queue_size=2, flush_interval_s=3600, retention_days=90)
+    small = AnalyticsRecorder(recorder(app).store, RecorderConfig(queue_size=2, flush_interval_s=3600, retention_days=90))
     original = app.extensions["taskfinder_analytics"]
     app.extensions["taskfinder_analytics"] = small
     try:
@@ -186,7 +186,8 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(app, client):
 
 
 def test_with_analytics_off_nothing_is_recorded(app, client):
-    off = AnalyticsRecorder(recorder(app).store, queue_size=10, flush_interval_s=3600, retention_days=90, enabled=False)
+    off = AnalyticsRecorder(recorder(app).store, RecorderConfig(queue_size=10, flush_interval_s=3600, retention_days=90,
+                                                               enabled=False))
     original = app.extensions["taskfinder_analytics"]
     app.extensions["taskfinder_analytics"] = off
     try:

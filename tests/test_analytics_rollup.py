@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import text
 
-from analytics.recorder import AnalyticsRecorder
+from analytics.recorder import AnalyticsRecorder, RecorderConfig
 from analytics.records import EventRecord, SearchRecord
 from analytics.report import load_report, load_rollup_report, summarise
 from analytics.rollup import final_after
@@ -75,7 +75,8 @@ def test_the_report_from_roll_ups_equals_the_report_from_the_raw_log(engine):
     store.write(searches, events)
     last = FIRST + timedelta(days=DAYS - 1)
     now = final_after(last) + timedelta(minutes=1)
-    recorder = AnalyticsRecorder(store, queue_size=10, flush_interval_s=3600, retention_days=30, clock=lambda: now)
+    recorder = AnalyticsRecorder(store, RecorderConfig(queue_size=10, flush_interval_s=3600, retention_days=30),
+                                 clock=lambda: now)
     assert recorder.rollup() == 31          # the retention span: every day, the empty ones too
     assert recorder.rollup() == 0           # all final: nothing is rolled up again
     exact = load_report(store, FIRST, last)
@@ -99,8 +100,8 @@ def test_a_day_is_rolled_up_again_until_a_late_click_can_no_longer_change_it(eng
     search = SearchRecord("late-click-00000000001", at, "sess-late-0001", "menus", True, ("task.1",))
     store.write([search], [])
     clock = [at + timedelta(minutes=5)]
-    recorder = AnalyticsRecorder(store, queue_size=10, flush_interval_s=3600, retention_days=3,
-                                 clock=lambda: clock[0], rollup_interval_s=300)
+    recorder = AnalyticsRecorder(store, RecorderConfig(queue_size=10, flush_interval_s=3600, retention_days=3,
+                                                       rollup_interval_s=300), clock=lambda: clock[0])
     recorder.rollup(days=[day])
     assert load_rollup_report(store, day, day).total.clicked == 0
     store.write([], [EventRecord(at + timedelta(hours=3), search.id, "click", "sess-late-0001", "task.1", 1)])

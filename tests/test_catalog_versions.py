@@ -245,7 +245,7 @@ def test_records_of_round_trips_a_state():
 def test_the_index_and_the_fit_tolerate_cases_whose_gold_names_a_retired_task(settings, demo_tasks, demo_cases):
     """Retiring a task leaves the cases naming it in place (flagged in the admin): the index is
     built without the task, such a case's query still answers, and the ranker fits around it."""
-    from search.fitting import fit_ranker
+    from search.fitting import FitOptions, fit_ranker
     from search.index import build_index
     from search.prefilter import analyse_query, prefilter
     from search.ranker import default_params
@@ -262,5 +262,5 @@ def test_the_index_and_the_fit_tolerate_cases_whose_gold_names_a_retired_task(se
         ranked = prefilter(index, analyse_query(index, case.query), params.weights, 10).ranked
         assert ranked and retired not in [r.task.id for r in ranked]
     fitted_settings = settings.with_overrides(embeddings_enabled=False)
-    _, report = fit_ranker(fitted_settings, tasks, demo_cases, None, params, max_queries=60)
+    _, report = fit_ranker(fitted_settings, tasks, demo_cases, None, params, options=FitOptions(max_queries=60))
     assert report["status"] == "fitted"

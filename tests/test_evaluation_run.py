@@ -137,7 +137,7 @@ def _classify(index, query, gold, weights=Weights(1, 0.8, 0, 0.6, 0, 0, 0)):
     block = CVQuery(CaseRecord(query=query, gold=gold), -1, visible, values, None)
     fused, _ = fuse(values, weights)
     ranking = [item.task.id for item in rank_values(visible, values, weights, 4).ranked]
-    return errors.classify(index, block, np.asarray(fused), ranking, query, gold, shortlist_size=4)[0]
+    return errors.classify(index, block, np.asarray(fused), ranking, block.case, shortlist_size=4)[0]
 
 
 def test_error_classes_on_crafted_misses():

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from analytics.models import SearchEvent, SearchLogEntry
-from analytics.recorder import AnalyticsRecorder
+from analytics.recorder import AnalyticsRecorder, RecorderConfig
 from analytics.records import EventRecord, SearchRecord, new_search_id
 from analytics.store import AnalyticsStore
 from catalog.formats import ImportRejected, load_cases_bytes, load_tasks_bytes
@@ -62,7 +62,8 @@ def test_text_problem_names_the_character():
 def test_a_row_the_database_refuses_costs_only_itself(engine):
     """Before: one event with a lone surrogate made the whole batch fail three times and be
     dropped, the innocent searches with it. Now they are written and the bad item alone dropped."""
-    recorder = AnalyticsRecorder(AnalyticsStore(engine), queue_size=100, flush_interval_s=3600, retention_days=90)
+    recorder = AnalyticsRecorder(AnalyticsStore(engine), RecorderConfig(queue_size=100, flush_interval_s=3600,
+                                                                        retention_days=90))
     now = utcnow()
     searches = [SearchRecord(new_search_id(), now, SESSION, f"query {i}", True, ("t1",)) for i in range(5)]
     for record in searches[:3]:

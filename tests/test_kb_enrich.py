@@ -15,8 +15,8 @@ import pytest
 
 from catalog.records import TaskRecord
 from evaluation.corpus import evaluate_corpus
-from kb.enrich import enrich_corpus, enrich_tasks
-from kb.jobs import cache_key, open_cache
+from kb.enrich import EnrichOptions, enrich_corpus, enrich_tasks
+from kb.jobs import JobOptions, cache_key, open_cache
 from kb.llm import LLM
 from kb.search import KB, KBConfig
 from kb.store import CorpusStore
@@ -59,17 +59,17 @@ def test_enrichment_resumes_after_kill_without_losing_or_repeating(tmp_path):
                 raise Killed
 
         with pytest.raises(Killed):
-            enrich_corpus(store, "mini", llm, cache, "fake-model", concurrency=3, progress=False,
-                          on_result=kill_after_5)
+            enrich_corpus(store, "mini", llm, cache, "fake-model",
+                          job=JobOptions(concurrency=3, progress=False, on_result=kill_after_5))
         first = fake.requests
         assert 5 <= first < 12
         assert cached_docs(settings, store) == first          # every answered request was kept
-        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", concurrency=3, progress=False)
+        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", job=JobOptions(concurrency=3, progress=False))
         assert rep["job"]["cached"] == first and rep["job"]["requested"] == 12 - first
         assert fake.requests == 12                             # nothing repeated
         assert rep["job"]["prompt_tokens"] > 0 and rep["job"]["failed"] == 0
         assert rep["injected"]["docs"] >= 4
-        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", progress=False)
+        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", job=JobOptions(progress=False))
         assert fake.requests == 12 and rep["job"]["requested"] == 0
     # enriched postings make d1 findable by vocabulary absent from its text
     kb = KB(settings, use_llm=False)
@@ -84,11 +84,11 @@ def test_enrichment_survives_sigkill_of_the_process(tmp_path):
     with FakeLLM(delay_s=0.15) as fake:
         settings, store = setup_corpus(tmp_path, fake.base_url)
         code = ("import sys; from pathlib import Path; from settings import Settings; from kb.store import CorpusStore;"
-                "from kb.llm import LLM; from kb.enrich import enrich_corpus; from kb.jobs import open_cache;"
+                "from kb.llm import LLM; from kb.enrich import enrich_corpus; from kb.jobs import JobOptions, open_cache;"
                 f"s = Settings.from_env({{'TASKFINDER_DATA_DIR': {str(tmp_path)!r}, 'LLM_BASE_URL': {fake.base_url!r},"
                 " 'LLM_MODEL': 'fake-model'});"
                 "enrich_corpus(CorpusStore(s.data_dir), 'mini', LLM.from_settings(s), open_cache(s.cache_dir),"
-                " 'fake-model', concurrency=1, progress=False)")
+                " 'fake-model', job=JobOptions(concurrency=1, progress=False))")
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
         deadline = time.time() + 20
         while fake.requests < 5 and time.time() < deadline and proc.poll() is None:
@@ -100,7 +100,7 @@ def test_enrichment_survives_sigkill_of_the_process(tmp_path):
         saved = cached_docs(settings, store)
         assert saved >= killed_at - 1                          # at most the one in flight is lost
         rep = enrich_corpus(store, "mini", LLM.from_settings(settings), open_cache(settings.cache_dir),
-                            "fake-model", concurrency=1, progress=False)
+                            "fake-model", job=JobOptions(concurrency=1, progress=False))
         assert rep["job"]["requested"] == 12 - saved
         assert cached_docs(settings, store) == 12
         assert fake.requests - 12 <= 1                         # repeats: at most the in-flight request
@@ -110,12 +110,12 @@ def test_failures_recorded_and_retried_next_run(tmp_path):
     with FakeLLM(fail_markers=("Malaria vaccine",)) as fake:
         settings, store = setup_corpus(tmp_path, fake.base_url)
         llm, cache = LLM.from_settings(settings), open_cache(settings.cache_dir)
-        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", progress=False)
+        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", job=JobOptions(progress=False))
         assert rep["job"]["failed"] == 1 and "d4" in rep["job"]["failures"]
         assert "d4" in (tmp_path / "corpora" / "mini" / "enrich_failures.sira.json").read_text()
         fake.fail_markers.clear()
         before = fake.requests
-        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", progress=False)
+        rep = enrich_corpus(store, "mini", llm, cache, "fake-model", job=JobOptions(progress=False))
         assert fake.requests - before == 1 and rep["job"]["succeeded"] == 1
 
 
@@ -123,7 +123,7 @@ def test_json_schema_rejected_falls_back_to_json_object(tmp_path):
     with FakeLLM(reject_json_schema=True) as fake:
         settings, store = setup_corpus(tmp_path, fake.base_url)
         rep = enrich_corpus(store, "mini", LLM.from_settings(settings), open_cache(settings.cache_dir),
-                            "fake-model", limit=3, concurrency=1, progress=False)
+                            "fake-model", EnrichOptions(limit=3), JobOptions(concurrency=1, progress=False))
         assert rep["job"]["succeeded"] == 3 and rep["job"]["failed"] == 0
         assert fake.formats[0] == "json_schema" and set(fake.formats[1:]) == {"json_object"}  # + schema key
         assert fake.requests == 4
@@ -133,7 +133,7 @@ def test_query_expansion_sage_and_modes(tmp_path):
     with FakeLLM() as fake:
         settings, store = setup_corpus(tmp_path, fake.base_url)
         kb = KB(settings, config=KBConfig(max_df=0.5, lam=0.3))
-        enrich_corpus(store, "mini", kb.llm, kb.cache, "fake-model", progress=False)
+        enrich_corpus(store, "mini", kb.llm, kb.cache, "fake-model", job=JobOptions(progress=False))
         out = kb.search("mini", "heart attack outcomes", 5, "enriched_qe")
         kept = {k["term"] for k in out["expansion"]["kept"]}
         assert "myocardial infarction" in kept                 # exists only via enrichment postings
@@ -148,7 +148,8 @@ def test_query_expansion_sage_and_modes(tmp_path):
         kb.search("mini", "heart attack outcomes", 5, "qe")
         assert fake.requests == requests                      # query expansions are cached
         # SAGE: eight keywords as prepended bag-of-words postings
-        enrich_corpus(store, "mini", kb.llm, kb.cache, "fake-model", variant="sage", progress=False)
+        enrich_corpus(store, "mini", kb.llm, kb.cache, "fake-model", EnrichOptions(variant="sage"),
+                      JobOptions(progress=False))
         out = kb.search("mini", "alpha keyword", 3, "sage")
         assert len(out["results"]) == 3
         res = evaluate_corpus(kb, "mini", [{"_id": "q1", "text": "Myocardial infarction survivors"}],

@@ -18,7 +18,7 @@ from lexicon.text import normalise_query
 from analytics.sources import AddressSessions
 from analytics.store import AnalyticsStore
 from search import learned as math
-from search.learned import LearnedExemplar, build_learned_memory, eligible
+from search.learned import CountingRule, LearnedExemplar, build_learned_memory, eligible
 from settings import Settings
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
@@ -227,8 +227,8 @@ def test_one_address_coming_back_on_later_days_stays_one_network(settings, demo_
         (task,) = shown
         row = pairs_by_key(engine)[("lead screening", task)]
         assert (row.sessions, row.networks) == (3, 1)
-        assert eligible(load_learned(engine), SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance,
-                        min_networks=SETTINGS.learning_min_networks) == ()
+        assert eligible(load_learned(engine), CountingRule(
+            SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance, min_networks=SETTINGS.learning_min_networks)) == ()
     finally:
         close_app(app)
 
@@ -286,8 +286,9 @@ def test_an_office_behind_one_address_learns_from_verified_people_and_one_person
         (lone_task,) = alone
         lone = pairs[(normalise_query(query), lone_task)]
         assert (lone.sessions, lone.networks, lone.people) == (3, 1, 1)
-        found = eligible(load_learned(engine), SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance,
-                         min_networks=SETTINGS.learning_min_networks, min_people=SETTINGS.learning_min_people)
+        found = eligible(load_learned(engine), CountingRule(
+            SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance, min_networks=SETTINGS.learning_min_networks,
+            min_people=SETTINGS.learning_min_people))
         assert [(e.query, e.task_id) for e in found] == [("lead screening", task)]
     finally:
         close_app(app)
@@ -311,9 +312,9 @@ def test_network_pseudonyms_are_coarse_keyed_lossy_and_stable():
 
 def test_a_pair_needs_distinct_networks_as_well_as_distinct_sessions(engine):
     def found():
-        return [(e.query, e.task_id) for e in eligible(load_learned(engine), SETTINGS.learning_min_sessions,
-                                                        SETTINGS.learning_min_relevance,
-                                                        min_networks=SETTINGS.learning_min_networks)]
+        return [(e.query, e.task_id) for e in eligible(load_learned(engine), CountingRule(
+            SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance,
+            min_networks=SETTINGS.learning_min_networks))]
 
     searches, events = session_votes(4, "t5")
     write(engine, searches, [replace(e, network="same-network-00") for e in events])
@@ -332,10 +333,9 @@ def test_verified_people_are_counted_distinct_across_windows_and_never_added_to_
     window 2: "a1" once more, then "b2". People are a distinct count over both windows (the
     sketch), and the pair counts once two people clicked it, on one network."""
     def found():
-        return [(e.query, e.task_id) for e in eligible(load_learned(engine), SETTINGS.learning_min_sessions,
-                                                        SETTINGS.learning_min_relevance,
-                                                        min_networks=SETTINGS.learning_min_networks,
-                                                        min_people=SETTINGS.learning_min_people)]
+        return [(e.query, e.task_id) for e in eligible(load_learned(engine), CountingRule(
+            SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance, min_networks=SETTINGS.learning_min_networks,
+            min_people=SETTINGS.learning_min_people))]
 
     def office(n, prefix, person, start):
         searches, events = session_votes(n, "t5", prefix=prefix, start=start)
@@ -363,11 +363,13 @@ def test_a_pair_counts_only_after_min_sessions_distinct_sessions(engine):
     aggregate(engine, SETTINGS, NOW + timedelta(minutes=5))
     row = pairs_by_key(engine)[("lead screening", "t5")]
     assert row.sessions == SETTINGS.learning_min_sessions - 1 and row.clicks == row.sessions
-    assert eligible(load_learned(engine), SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance) == ()
+    assert eligible(load_learned(engine), CountingRule(SETTINGS.learning_min_sessions,
+                                                       SETTINGS.learning_min_relevance)) == ()
     more, more_events = session_votes(1, "t5", prefix="late", start=360)   # after the first run
     write(engine, more, more_events)
     aggregate(engine, SETTINGS, NOW + timedelta(minutes=10))
-    found = eligible(load_learned(engine), SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance)
+    found = eligible(load_learned(engine),
+                     CountingRule(SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance))
     assert [(e.query, e.task_id, e.sessions) for e in found] == [("lead screening", "t5", 3)]
     assert found[0].relevance > 0.5
 
@@ -458,8 +460,8 @@ def test_one_network_across_windows_stays_one_network(engine):
         aggregate(engine, SETTINGS, NOW + timedelta(hours=window, minutes=30))
     row = pairs_by_key(engine)[("lead screening", "t5")]
     assert (row.sessions, row.networks) == (3, 1)
-    assert eligible(load_learned(engine), SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance,
-                    min_networks=SETTINGS.learning_min_networks) == ()
+    assert eligible(load_learned(engine), CountingRule(
+        SETTINGS.learning_min_sessions, SETTINGS.learning_min_relevance, min_networks=SETTINGS.learning_min_networks)) == ()
     searches, events = session_votes(1, "t5", prefix="elsewhere", start=4 * 3600)
     write(engine, searches, [replace(e, network="other-network-1") for e in events])
     aggregate(engine, SETTINGS, NOW + timedelta(hours=4, minutes=30))
@@ -847,12 +849,14 @@ def test_the_fit_weighs_unclicked_queries_as_negatives_and_its_refusals_stay_wit
     threshold is still set on the written in-scope cases alone, so the CV refusal stays at the
     budget."""
     from search.fitting import fit_ranker
+    from search.learned import LearnedInputs
     from search.ranker import default_params
 
     train = [c for c in demo_cases if c.gold]
     unclicked = ["what is the capital of peru", "best pizza near me", "how tall is mount everest",
                  "lyrics of a song i heard", "translate hello into french"]
-    params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings), unclicked=unclicked)
+    params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings),
+                                LearnedInputs((), frozenset(), unclicked))
     point = report["abstention"]["sparse"]
     assert report["unclicked"]["queries"] == 5 and report["unclicked"]["negatives"] == 5
     assert point["n_negatives"]["unclicked"] == 5

@@ -121,7 +121,7 @@ def test_the_evaluations_rerank_configuration_runs_against_the_real_server(llm_b
     """`app.py evaluate --config rerank` (evaluation.runner.run_rerank_config) through the real
     server: it crashed on the row it builds (a changed QueryRun signature) and no test ran it."""
     from evaluation.configs import config_specs
-    from evaluation.evaluate import run_config
+    from evaluation.evaluate import EvaluationOptions, Replay, Runtime, Split, run_config
     from search.ranker import default_params
 
     settings = Settings(llm_base_url=llm_base_url, llm_timeout_s=TIMEOUT_S, embeddings_enabled=False, shortlist_size=5)
@@ -130,8 +130,8 @@ def test_the_evaluations_rerank_configuration_runs_against_the_real_server(llm_b
     cases = [c for c in demo_cases if c.gold and set(c.gold) <= ids]
     train, test = cases[2:], cases[:2]
     spec = config_specs(settings.weights)["rerank"]
-    run = run_config(spec, settings, tasks, train, test, None, None, default_params(settings), [], [], [], 5,
-                     False, (True, "reachable"))
+    run = run_config(spec, Runtime(settings), Split(tasks, train, test), Replay(default_params(settings), [], [], []),
+                     EvaluationOptions(depth=5, show=False), (True, "reachable"))
     assert run.skipped is None and len(run.rows) == len(test)
     for row in run.rows:
         assert row.ranking and set(row.ranking) <= ids          # catalog tasks only, whatever the model said

@@ -1,0 +1,229 @@
+"""Cross-validated signal values: the evidence every part of a fit is chosen on.
+
+`cv_queries`: the cases are split into FOLDS folds (catalog.splits.k_folds: a hash of each query,
+so the split is stable as the suite grows); each fold's cases are scored by an index whose lexicon
+and exemplar memory are built from the OTHER folds only, exactly as an unseen query would be
+(k-fold cross-validation: Stone 1974, "Cross-validatory choice and assessment of statistical
+predictions", JRSS B 36). Each held-out query becomes a `CVQuery`: its signal values over every
+active task, which the fit re-fuses as often as it likes (search.fitting.weights, .metrics).
+
+Two context objects carry what the passes need: `FitContext`, what a fit is made on (settings,
+tasks, cases, embedder, seed, CV sample size) with the memo of the fold indexes its passes share,
+and `CVPass`, what one pass scores beside the held-out cases (negatives, learned exemplars, typed
+prefixes) and how its folds are cut.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import bucket, k_folds
+from lexicon.rationale import build_lexicon
+from search.index import SearchIndex, build_index, embedding_text
+from search.learned import LearnedExemplar, build_learned_memory, learned_cases, normalised_query, unrelated_cosine
+from search.prefilter import (QUERY_EVIDENCE, SPARSE_SIGNALS, TYPING_SIGNALS, AnalysedQuery, analyse_query,
+                              signal_values)
+from search.prototypes import fit_prototypes
+from search.ranker import MODES
+from settings import Settings
+
+if TYPE_CHECKING:
+    from search.embeddings import Embedder
+
+FOLDS = 5
+MAX_CV_QUERIES = 3000
+
+
+def cases_digest(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> str:
+    """Names the data a fit was made on: the active task ids and every case's query and gold."""
+    payload = json.dumps([sorted(t.id for t in tasks if t.active),
+                          sorted([c.query, sorted(c.gold)] for c in cases)], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What a fit is made on and how its CV samples: the settings it reads, the catalog's tasks,
+    its test cases, the embedder (None: the sparse signals only), the seed of its folds and
+    samples, and the most in-scope cases one CV pass scores (a stable hash sample; None: all).
+
+    `fold_indexes`: the memo of the fold indexes the fit's CV passes build (vectors and
+    prototypes attached), keyed by their training cases (cv_queries). It is valid for these
+    settings, tasks and embedder only: derive another context with `sample` (another sample
+    size, the same memo), never by replacing those."""
+
+    settings: Settings
+    tasks: Sequence[TaskRecord]
+    cases: Sequence[CaseRecord]
+    embedder: Embedder | None = None
+    seed: int = 42
+    max_queries: int | None = MAX_CV_QUERIES
+    fold_indexes: dict | None = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def modes(self) -> list[str]:
+        """The modes a fit fits: full (with embeddings) and sparse, or sparse alone."""
+        return [m for m in MODES if m == "sparse" or self.embedder is not None]
+
+    @property
+    def primary(self) -> str:
+        """The mode most of a fit's choices are judged in: full with embeddings, else sparse."""
+        return "full" if "full" in self.modes else "sparse"
+
+    def sample(self, max_queries: int | None) -> FitContext:
+        """The same context scoring up to `max_queries` in-scope cases per pass (its memo kept)."""
+        return replace(self, max_queries=max_queries)
+
+
+@dataclass(frozen=True)
+class CVPass:
+    """What one CV pass scores beside each fold's held-out cases, and how its folds are cut.
+
+    `negatives` ((source, query), see negative_evidence): each given a fold by the hash of its
+    query and scored against that fold's index, as CV queries without gold of that source.
+    `learned`: exemplars learned from use (search.learned); each fold's index has those whose
+    query is not one of the fold's held-out queries, so the `learned` signal's weight is fitted
+    on how well use predicts queries it has not seen. `learned_as_cases`: those exemplars also
+    join the fold's cases (search.learned.learned_cases: exemplar memory and lexicon).
+    `assignment`: each case's fold, when not the hash of its query (catalog.splits.k_folds): the
+    abstention's calibration keeps cases written together in one fold (calibration_folds).
+    `variants`: each held-out in-scope case is scored as these texts of its query instead (the
+    prefixes a person types on the way to it: typing_cuts), gold unchanged; `keep`: which of the
+    analysed queries are kept (typing_queries: those read as still being typed). `folds`: how many."""
+
+    negatives: Sequence[tuple[str, str]] = ()
+    learned: Sequence[LearnedExemplar] = ()
+    learned_as_cases: bool = False
+    assignment: Sequence[int] | None = None
+    variants: Callable[[str], Sequence[str]] | None = None
+    keep: Callable[[AnalysedQuery], bool] | None = None
+    folds: int = FOLDS
+
+
+@dataclass(frozen=True)
+class CVQuery:
+    """One held-out case's signal values over every active task, as the product computes them."""
+
+    case: CaseRecord
+    fold: int
+    tasks: tuple[TaskRecord, ...]
+    values: dict[str, np.ndarray]
+    out_of_scope_similarity: float | None
+    pinned: tuple[str, ...] = ()       # gold of a training case with this very query (held-out replay only)
+    source: str = "case"               # "case" (a test case) or a kind of negative (fit_abstention)
+    unfinished: int = 0                # the typing class (AnalysedQuery.unfinished), 0: a whole query
+
+    def gold_rows(self) -> list[int]:
+        gold = set(self.case.gold)
+        return [i for i, t in enumerate(self.tasks) if t.id in gold]
+
+    def values_for(self, mode: str) -> dict[str, np.ndarray]:
+        if mode == "full":
+            return self.values
+        return {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS or k in TYPING_SIGNALS or k in QUERY_EVIDENCE}
+
+
+def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
+    """Embed what the index needs (task texts as passages, exemplars and out-of-scope cases as
+    queries; each text once, ever, thanks to the embedder's cache) and attach the vectors."""
+    if task_vectors is None:
+        task_vectors = embedder.embed([embedding_text(t) for t in index.tasks], "passage")
+    memory = index.exemplars
+    exemplar_vectors = embedder.embed(list(memory.texts), "query") if memory.texts else np.zeros(
+        (0, task_vectors.shape[1]), dtype=np.float32)
+    oos_vectors = embedder.embed(list(memory.oos_texts), "query") if memory.oos_texts else None
+    index = index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
+    if index.learned is not None and index.exemplars.vectors is not None:
+        floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)
+        index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
+    if index.written is not None:
+        index = index.with_written(attach_vectors(index.written, embedder, task_vectors))
+    return index
+
+
+def prototypes_of(index: SearchIndex) -> np.ndarray | None:
+    """Softmax-regression prototypes over the index's exemplars (search.prototypes)."""
+    memory = index.exemplars
+    if memory.vectors is None:
+        return None
+    return fit_prototypes(memory.vectors, memory.task_rows, memory.n_tasks, memory.centroids)
+
+
+def _fold_index(context: FitContext, tasks: Sequence[TaskRecord], fit: Sequence[CaseRecord], task_vectors,
+                cv: CVPass, held_queries: frozenset[str]) -> SearchIndex:
+    """The index of one CV fold: its training cases (plus the learned exemplars of queries it does
+    not hold out), with vectors and prototypes where there is an embedder."""
+    if cv.learned and cv.learned_as_cases:
+        fit = [*fit, *learned_cases(cv.learned, held_queries)]
+    index = build_index(tasks, build_lexicon(fit), context.settings.field_weights, cases=fit)
+    if cv.learned:
+        index = index.with_learned(build_learned_memory([t.id for t in tasks], cv.learned, held_queries))
+    if context.embedder is not None:
+        index = attach_vectors(index, context.embedder, task_vectors)
+        index = index.with_prototypes(prototypes_of(index))
+    return index
+
+
+def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | None = None) -> list[CVQuery]:
+    """Signal values of the context's cases, each scored by an index built without its fold. With
+    `context.max_queries`, a stable hash sample of the in-scope held-out queries plus every
+    out-of-scope one is scored (each fold's index still learns from all the other folds' cases).
+    What the pass scores beside them (negatives, learned exemplars, prefixes) and how its folds
+    are cut: `cv` (CVPass). `progress(fold, folds)` hears of each fold scored.
+    `context.fold_indexes`: one fit's memo of the fold indexes it built (vectors and prototypes
+    attached), keyed by their training cases: the typing and calibration passes reuse the fit's
+    own folds where they are the same (the prototypes' regression is most of a fold's cost: 10 of
+    the demo fit's 31 s went to building the typing pass's folds again). Not used with learned
+    exemplars, whose memory depends on the held-out queries."""
+    settings, cases, embedder, seed = context.settings, context.cases, context.embedder, context.seed
+    folds, negatives, max_queries, memo = cv.folds, cv.negatives, context.max_queries, context.fold_indexes
+    tasks = [t for t in context.tasks if t.active]
+    negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
+    sampled = None
+    if max_queries is not None and len(cases) > max_queries:
+        # every out-of-scope case is kept (they are few and they are what abstention learns from)
+        oos = [c for c in cases if not c.gold]
+        in_scope = sorted((c for c in cases if c.gold), key=lambda c: bucket(seed + 2, c.query))
+        sampled = {c.query for c in [*oos, *in_scope[:max(max_queries - len(oos), 0)]]}
+    task_vectors = None
+    if embedder is not None:
+        task_vectors = embedder.embed([embedding_text(t) for t in tasks], "passage")
+    out: list[CVQuery] = []
+    split = k_folds(list(cases), folds, seed) if cv.assignment is None else [
+        ([c for c, a in zip(cases, cv.assignment) if a != f], [c for c, a in zip(cases, cv.assignment) if a == f])
+        for f in range(folds)]
+    for fold, (fit, held) in enumerate(split):
+        if sampled is not None:
+            held = [c for c in held if c.query in sampled]
+        if cv.variants is not None:
+            held = [replace(c, query=text) for c in held if c.gold for text in cv.variants(c.query)]
+        sources = ["case"] * len(held) + [source for (source, _), f in zip(negatives, negative_fold) if f == fold]
+        held = held + [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
+        if not held:
+            continue
+        held_queries = frozenset(normalised_query(c.query) for c in held)
+        key = (embedder is not None, tuple((c.query, c.gold) for c in fit)) if not cv.learned else None
+        index = memo.get(key) if memo is not None and key is not None else None
+        if index is None:
+            index = _fold_index(context, tasks, fit, task_vectors, cv, held_queries)
+            if memo is not None and key is not None:
+                memo[key] = index
+        analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
+        vectors = [None] * len(held)
+        if embedder is not None:
+            vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
+        rows, visible = index.visible(None, restrict=False)
+        for case, query, vector, source in zip(held, analysed, vectors, sources):
+            if cv.keep is not None and not cv.keep(query):
+                continue
+            values = signal_values(index, query, rows, vector)
+            oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
+            out.append(CVQuery(case, fold, visible, values, oos, source=source, unfinished=query.unfinished))
+        if progress is not None:
+            progress(fold + 1, folds)
+    return out
