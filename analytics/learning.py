@@ -437,8 +437,8 @@ def learned_exemplars(engine: Engine, settings: Settings, blocked: frozenset[tup
 
 
 def counting_rule(settings: Settings) -> dict:
-    """The thresholds a learned pair must meet under these settings, as the keywords of
-    search.learned.eligible and search.learned.shortfall: the one place they are read."""
+    """The thresholds a learned pair must meet under these settings, as the fields of
+    search.learned.CountingRule (what eligible and shortfall take): the one place they are read."""
     return {"min_sessions": settings.learning_min_sessions, "min_relevance": settings.learning_min_relevance,
             "min_networks": settings.learning_min_networks, "min_people": settings.learning_min_people,
             "majority_sessions": settings.learning_majority_sessions,
