@@ -297,7 +297,11 @@ def fit_summary(report: dict) -> dict:
             "cv_hit@1_without_learned": (full.get("fitted_without_learned") or {}).get("hit@1")}
 
 
-def run(args) -> dict:
+def run(args, on_traffic_done=None) -> dict:
+    """The learning run of the module docstring (and its flood runs); the JSON result.
+    `on_traffic_done(lab, searches)`: called after the traffic up to each checkpoint, with the
+    server stopped and its events flushed, before that checkpoint's fit (ops/simulate_attack.py
+    copies the data directory there to mix attack traffic into the same log)."""
     rng = random.Random(args.seed)
     tasks, cases, pool, val, offtopic, offtopic_val = clinc_setup(Path(args.clinc150), args.max_per_intent,
                                                                   args.pool_per_intent, args.seed)
@@ -363,6 +367,8 @@ def run(args) -> dict:
                       f"{off_done} off-topic) in "
                       f"{time.perf_counter() - started:.0f} s", flush=True)
                 lab.stop()
+                if on_traffic_done is not None:
+                    on_traffic_done(lab, done)
             fitted = fit_summary(lab.fit())
             if args.offtopic:   # which of them were off-topic, and which in-scope queries nobody clicked
                 fitted["unclicked_offtopic"] = len(set(lab.unclicked()) & offtopic_queries)
@@ -451,7 +457,8 @@ def returning_flood(lab: Lab, val: list[tuple[str, str]], rounds: int, rng: rand
             "learned_pairs_after_each_fit": [f["learned_pairs"] for f in fits], "fit": fits[-1] if fits else None}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (ops/simulate_attack.py builds its curve's arguments with it)."""
     parser = argparse.ArgumentParser(prog="python ops/simulate_traffic.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clinc150", required=True, help="CLINC150 directory (train/val jsonl, domains.json)")
     parser.add_argument("--max-per-intent", type=int, default=2, help="written cases per intent")
@@ -478,7 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=str(ROOT / "cache"), help="embedding cache (CACHE_DIR)")
     parser.add_argument("--data-dir", default=None, help="data directory (default: a fresh temporary one)")
     parser.add_argument("--out", default=None, help="write the JSON result here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     result = run(args)
     text = json.dumps(result, indent=2)
     if args.out:
