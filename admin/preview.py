@@ -67,7 +67,7 @@ import numpy as np
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import k_folds
 from evaluation.metrics import gold_rank
-from lexicon.rationale import RationaleLexicon, pin_key
+from lexicon.rationale import PROSE_MAX_DF, RationaleLexicon, pin_key, prose_terms
 from lexicon.text import stem, words
 from search.confidence import shown
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
@@ -204,6 +204,9 @@ class PreviewReport:
     roles: tuple[str, ...] = ()  # the roles of the catalog's tasks (the viewers one may pick)
     hidden_gold: tuple[HiddenGold, ...] = ()
     abstention: AbstentionNote | None = None
+    # words of the changed cases' rationales that link no task: the prose most rationales use
+    # (lexicon.rationale.prose_terms), evidence only where the case's own query has them
+    prose_words: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         """JSON-safe (plain dicts, lists, strings, numbers, booleans and None)."""
@@ -536,6 +539,7 @@ def _preview(bench: _Workbench, started: float, then: Side, now: Side, queries) 
     one_side = set(before_cases) ^ set(after_cases)
     added, removed, recounted = lexicon_changes(before, after, one_side, names)
     cases = changed_cases(bench, before, after, before_cases, after_cases)
+    prose = prose_words([c for c in after_cases if c not in set(before_cases)], after_cases)
     cv_before, cv_after, failing, passing = cross_validate(bench, then, now)
     mode = "full" if bench.embedder is not None and after.index.has_vectors else "sparse"
     return PreviewReport(
@@ -549,7 +553,21 @@ def _preview(bench: _Workbench, started: float, then: Side, now: Side, queries) 
         view_as=bench.view_as or ANONYMOUS,
         roles=tuple(sorted({r for t in [*before_tasks, *after_tasks] if t.active for r in t.roles})),
         hidden_gold=hidden_gold(after_tasks, [*edited, *cases], bench.view_as),
-        abstention=abstention_note(after_params, mode, bench.abstain, before_cases, after_cases))
+        abstention=abstention_note(after_params, mode, bench.abstain, before_cases, after_cases),
+        prose_words=prose)
+
+
+def prose_words(changed: Sequence[CaseRecord], cases: Sequence[CaseRecord]) -> tuple[str, ...]:
+    """The words of the `changed` cases' rationales that their gold will not be linked by:
+    rationale prose across `cases` (lexicon.rationale.prose_terms) absent from the case's query."""
+    prose = prose_terms(cases, PROSE_MAX_DF)
+    found: dict[str, None] = {}
+    for case in changed:
+        asked = {stem(w) for w in words(case.query)}
+        for word in words(case.rationale):
+            if case.gold and stem(word) in prose and stem(word) not in asked:
+                found.setdefault(word)
+    return tuple(found)
 
 
 def hidden_gold(tasks: Sequence[TaskRecord], shown: Sequence[QueryComparison], view_as: str | None

@@ -61,7 +61,41 @@ class RationaleLexicon:
         return sum(len(tasks) for tasks in self.associations.values())
 
 
-def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True) -> RationaleLexicon:
+#: The share of the tasks whose rationales use a word beyond which that word is the prose of
+#: rationales, not evidence for a task (SIRA's DF bound, kb/df.py, applied to the lexicon): it
+#: links a case's gold only where the case's own query uses it. None: no bound.
+PROSE_MAX_DF: float | None = 0.2
+#: ... and only counting words used for at least this many tasks (a small catalog's rationales
+#: share few words by chance).
+PROSE_MIN_TASKS = 5
+
+
+def prose_terms(cases: Iterable[CaseRecord], max_df: float | None = None, min_tasks: int = PROSE_MIN_TASKS
+                ) -> frozenset[str]:
+    """The terms common to the rationales of more than `max_df` of the tasks that have one
+    (and at least `min_tasks` of them): df(w) = |{t : w in the rationale of a case with gold t}|,
+
+        prose(w)  <=>  df(w) > max(max_df * |T_r|, min_tasks - 1)
+
+    where T_r is the set of tasks some rationale is about. "Exact task name", "users say ...",
+    "this task": words every rationale writer uses whatever the task."""
+    if max_df is None:
+        return frozenset()
+    tasks_of: dict[str, set[str]] = defaultdict(set)
+    described: set[str] = set()
+    for case in cases:
+        if case.gold and case.rationale:
+            described.update(case.gold)
+            for term in {stem(w) for w in words(case.rationale)}:
+                tasks_of[term].update(case.gold)
+    bound = max(max_df * len(described), min_tasks - 1)
+    return frozenset(term for term, tasks in tasks_of.items() if len(tasks) > bound)
+
+
+def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True,
+                  max_prose_df: float | None = None) -> RationaleLexicon:
+    cases = list(cases)
+    prose = prose_terms(cases, PROSE_MAX_DF if max_prose_df is None else max_prose_df)
     links: dict[str, Counter] = defaultdict(Counter)
     surface: set[str] = set()
     pins: dict[str, list[str]] = defaultdict(list)
@@ -71,10 +105,13 @@ def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True) -> 
         if not case.implicit:   # only a written case pins (an admin's rule)
             key = pin_key(case.query)
             pins[key].extend(g for g in case.gold if g not in pins[key])
-        texts = [case.rationale, case.query] if include_queries else [case.rationale]
-        case_words = {w for text in texts for w in words(text)}
+        query_words = set(words(case.query)) if include_queries else set()
+        case_words = set(words(case.rationale)) | query_words
         surface |= case_words
+        asked = {stem(w) for w in query_words}
         for term in {stem(w) for w in case_words}:
+            if term in prose and term not in asked:
+                continue   # the prose of rationales (prose_terms): evidence only in the case's query
             for task_id in case.gold:
                 links[term][task_id] += 1
     return RationaleLexicon(associations={t: dict(c) for t, c in links.items()},
