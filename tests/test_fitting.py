@@ -206,9 +206,22 @@ def test_pins_match_the_whole_query_text_not_its_term_set():
     assert lexicon.pinned_for("transfer my money to savings") == ()  # one stopword more
 
 
-def test_fit_on_the_demo_without_embeddings_stores_and_round_trips(settings, demo_tasks, demo_cases):
+@pytest.fixture(scope="module")
+def sparse_train_fit(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    """(settings, training split, params, report) of the demo's training split fitted without
+    embeddings: made once for the two tests below that fit exactly this (same settings, cases and
+    defaults; a fit is a pure function of them), which share a worker for it (xdist_group)."""
+    from tests.conftest import make_settings
+
+    settings = make_settings(tmp_path_factory.mktemp("sparse-fit"), shared_cache_dir)
     train, _ = holdout_split(demo_cases, 0.2, 42)
     params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
+    return settings, train, params, report
+
+
+@pytest.mark.xdist_group("sparse-train-fit")
+def test_fit_on_the_demo_without_embeddings_stores_and_round_trips(sparse_train_fit, demo_tasks):
+    settings, train, params, report = sparse_train_fit
     assert report["status"] == "fitted" and report["n_cv_queries"] == len(train)
     cv = report["cv"]["sparse"]
     assert cv["fitted"]["mrr"] >= cv["defaults"]["mrr"] - 0.01
@@ -250,8 +263,15 @@ class ListSource:
         return len(self.fits)
 
 
+# The mechanics of a fit (started in the background, stored, served; run by the CLI, listed) do not
+# depend on how many cases it fits: these tests fit the demo's tasks with its first 100 cases
+# (over FIT_MIN_CASES), ~2.5 s a fit instead of ~4.5 s with all 258.
+MECHANICS_CASES = 100
+
+
 def test_the_service_refits_in_the_background_when_cases_change_and_serves_the_fit(settings, demo_tasks,
                                                                                    demo_cases):
+    demo_cases = demo_cases[:MECHANICS_CASES]
     source = ListSource(demo_tasks, demo_cases)
     service = SearchService(settings.with_overrides(embeddings_enabled=False, auto_fit=True), source, None, None,
                             Metrics())
@@ -273,6 +293,7 @@ def test_fit_command_fits_stores_and_lists(tmp_path, shared_cache_dir, demo_task
 
     from tests.conftest import build_app, make_settings
 
+    demo_cases = demo_cases[:MECHANICS_CASES]
     app = build_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED=0), demo_tasks, demo_cases)
     runner = app.test_cli_runner()
     result = runner.invoke(args=["fit"])
@@ -295,32 +316,35 @@ def test_pin_accuracy_counts_wrong_first_tasks_per_key():
     assert pin_accuracy(train, test, pin_key)["fired_in_scope"] == 1
 
 
-def test_the_fit_takes_learned_exemplars_as_cases_only_when_cv_on_the_written_cases_improves(settings, demo_tasks,
-                                                                                               demo_cases):
+@pytest.mark.xdist_group("sparse-train-fit")
+def test_the_fit_takes_learned_exemplars_as_cases_only_when_cv_on_the_written_cases_improves(sparse_train_fit,
+                                                                                               demo_tasks, demo_cases):
     """search.fitting.choose_learned_as_cases, in the degraded mode (fast): what people typed,
     each written case's query in other words, clicked on the case's gold task, joins the cases
     (each held-out case then finds its gold through it); the same queries clicked on wrong tasks
     (a bot, or a feedback loop gone bad) do not, and the fit stays what it was without them; a
     handful of wrong pairs whose CV gain is noise (+2 of 206 queries, measured) is refused too."""
-    from search.learned import LearnedExemplar
+    from search.learned import LearnedExemplar, LearnedInputs
     from lexicon.text import normalise_query
 
-    train, test = holdout_split(demo_cases, 0.2, 42)
+    settings, train, plain, plain_report = sparse_train_fit   # the fit without learned exemplars
+    _, test = holdout_split(demo_cases, 0.2, 42)
     ids = sorted({t.id for t in demo_tasks if t.active})
     good = [LearnedExemplar(normalise_query(f"{c.query} please"), c.gold[0], 0.9, 5) for c in train if c.gold]
 
     def wrong(pairs):
         return [LearnedExemplar(e.query, ids[(ids.index(e.task_id) + 7) % len(ids)], 0.9, 5) for e in pairs]
 
-    plain, plain_report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
-    taken, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings), learned=good)
+    taken, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings),
+                               LearnedInputs(good, frozenset()))
     assert report["learned"]["as_cases"] and taken.learned_as_cases
     cv = report["cv"]["sparse"]
     assert cv["fitted"]["hit@1"] > cv["fitted_without_learned"]["hit@1"]
     assert cv["fitted_without_learned"] == plain_report["cv"]["sparse"]["fitted"]
     held_out = [LearnedExemplar(normalise_query(c.query), c.gold[0], 0.9, 5) for c in test if c.gold]
     for bad in (wrong(good), wrong(held_out)):
-        refused, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings), learned=bad)
+        refused, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings),
+                                     LearnedInputs(bad, frozenset()))
         assert not report["learned"]["as_cases"] and not refused.learned_as_cases and not refused.learned
         assert refused.weights == plain.weights
         assert not report["cv"]["sparse"]["learned_as_cases_test"]["better"]

@@ -65,20 +65,20 @@ def test_the_cv_figures_include_learned_evidence_without_leaking_held_out_querie
     assert used.cv_before.mrr < 0.99
 
 
-@pytest.mark.xdist_group("demo-train-fit")   # tests/conftest.py: FIT_GROUPS
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
 def test_the_evaluation_fits_with_learned_evidence_but_never_with_a_test_query(service):
     """The admin evaluation page's figures (evaluation.evaluate, which the page runs) weigh the
     catalog's learned evidence as the live fit does, minus any pair whose query is a held-out
     test query (use would otherwise answer the test itself)."""
     from catalog.splits import holdout_split
-    from evaluation.evaluate import evaluate
+    from evaluation.evaluate import EvaluationOptions, Runtime, Split, evaluate
     from evaluation.runs import HOLDOUT, SEED
 
     tasks, cases = demo(service)
     train, test = holdout_split(cases, HOLDOUT, SEED)
     learned = tuple(LearnedExemplar(normalised_query(c.query), c.gold[0], 0.9, 5) for c in cases if c.gold)
-    report, _ = evaluate(service.settings, tasks, train, test, service.embedder, None, ["prefilter"], seed=SEED,
-                         show=False, bootstrap_resamples=10, cv_max_queries=40, learned=learned)
+    report, _ = evaluate(Runtime(service.settings, service.embedder), Split(tasks, train, test), ["prefilter"],
+                         EvaluationOptions(seed=SEED, show=False, bootstrap_resamples=10, cv_max_queries=40), learned)
     from_train = sum(1 for c in train if c.gold)
     assert report["data"]["learned_pairs"] == from_train < len(learned)
     assert report["fit"]["learned"]["pairs"] == from_train

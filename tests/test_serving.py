@@ -22,7 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from web import multiprocess
-from ops.servers import free_port
+from ops.servers import free_port, prepare_demo_database
+from tests.conftest import migrated_sqlite
 
 pytestmark = pytest.mark.serving
 
@@ -63,13 +64,15 @@ def stop(process: subprocess.Popen) -> None:
 
 def demo_server_env(base: Path, **settings: str) -> dict[str, str]:
     """The environment of a server over the demo catalog in `base` (SQLite, no embeddings, no
-    background fit, no LLM, no SECRET_KEY from the caller), the catalog loaded."""
+    background fit, no LLM, no SECRET_KEY from the caller), the catalog loaded. Loaded here
+    (migrated, tasks and cases imported: ops.servers.prepare_demo_database) rather than by
+    `app.py load-demo`, which also fits the ranker: without embeddings the shipped fit does not
+    apply, and its fit (~10 s) is nothing these tests look at (the servers serve the defaults)."""
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{base / 'taskfinder.db'}", "TASKFINDER_DATA_DIR": str(base),
            "EMBEDDINGS_ENABLED": "0", "AUTO_FIT": "0", **settings}
     for name in ("LLM_BASE_URL", "EMBEDDINGS_BASE_URL", "SECRET_KEY"):
         env.pop(name, None)
-    subprocess.run([sys.executable, "app.py", "load-demo"], cwd=ROOT, env=env, check=True, capture_output=True,
-                   timeout=60)
+    prepare_demo_database(f"sqlite:///{migrated_sqlite(base / 'taskfinder.db')}")
     return env
 
 
@@ -116,6 +119,7 @@ def samples(metrics_text: str) -> list:
     return [s for family in text_string_to_metric_families(metrics_text) for s in family.samples]
 
 
+@pytest.mark.xdist_group("gunicorn-server")   # one gunicorn (the module's fixture) for both tests
 def test_two_workers_answer_and_metrics_sum_over_both(gunicorn_server):
     base_url, process, multiproc_dir, log = gunicorn_server
     pids, sent = health_pids_until_two(base_url)
@@ -137,6 +141,7 @@ def test_two_workers_answer_and_metrics_sum_over_both(gunicorn_server):
     assert not (multiproc_dir / "counter_999999.db").exists()
 
 
+@pytest.mark.xdist_group("gunicorn-server")
 def test_each_worker_counts_in_its_own_file(gunicorn_server):
     """The aggregation is real: two workers, two counter files."""
     base_url, process, multiproc_dir, log = gunicorn_server

@@ -2,7 +2,7 @@
 
 They must be exactly what a fresh machine would compute, or the first answers of `make run`
 would not be final: a fresh fit of the demo must equal the shipped one (`python -m search.shipped
-check`, in a child process so that its BLAS threading is the artefact's), a sample of the
+check`, on the artefact's BLAS threading: one OpenBLAS thread), a sample of the
 shipped vectors must equal what the model embeds now, and a store with the shipped fit and
 vectors must answer as one that embedded everything itself. When one of these fails after a
 change to the fitting code, the demo data or a default setting, rewrite the artefact:
@@ -25,8 +25,6 @@ from search.shipped import ShippedFit, demo_store, install, refusal
 from settings import PROJECT_ROOT
 from tests.conftest import build_app, make_settings
 
-pytestmark = pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
-
 QUERIES = ("kids shots", "asq", "bus driver background check", "devel", "how do i enroll a child", "xyzzy")
 
 
@@ -35,13 +33,28 @@ def shipped() -> ShippedFit:
     return ShippedFit.load(DEMO_FIT, DEMO_VECTORS)
 
 
-def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(shared_cache_dir):
-    env = {**os.environ, "CACHE_DIR": str(shared_cache_dir), "PYTHONPATH": str(PROJECT_ROOT)}
-    env.pop("DATABASE_URL", None)
-    done = subprocess.run([sys.executable, "-m", "search.shipped", "check"], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "is what a fresh fit makes" in done.stdout
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS (the other tests here fit nothing)
+def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(shared_cache_dir, monkeypatch, capsys):
+    """`python -m search.shipped check`. In this process when its BLAS threading is the artefact's
+    (tests/conftest.py sets OPENBLAS_NUM_THREADS=1 before numpy loads, and the command would
+    otherwise run itself again with it): the fit then reuses the prototype fits this process
+    already made on the same folds (search.prototypes memoises them: the very matrices a fit
+    computes), where a child process fitted all of them again. Else in a child process."""
+    from search import shipped as command
+
+    if os.environ.get("OPENBLAS_NUM_THREADS") != command.BLAS_THREADS:
+        env = {**os.environ, "CACHE_DIR": str(shared_cache_dir), "PYTHONPATH": str(PROJECT_ROOT)}
+        env.pop("DATABASE_URL", None)
+        done = subprocess.run([sys.executable, "-m", "search.shipped", "check"], cwd=PROJECT_ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        returncode, output = done.returncode, done.stdout + done.stderr
+    else:
+        monkeypatch.setenv("CACHE_DIR", str(shared_cache_dir))
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        returncode = command.main(["check"])
+        output = capsys.readouterr().out
+    assert returncode == 0, output
+    assert "is what a fresh fit makes" in output
 
 
 def test_the_shipped_vectors_are_what_the_model_embeds(shipped):

@@ -9,6 +9,7 @@ import pytest
 
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import holdout_split
+from evaluation.evaluate import Split
 from evaluation.prefix_engine import build_prefix_engine
 from evaluation.prefixes import run as run_prefixes
 from lexicon.rationale import build_lexicon
@@ -120,7 +121,7 @@ def test_the_prefix_engine_reads_a_trailing_space_as_a_finished_word():
     assert engine.rank("what is my bal", 1) == ["balance"]
 
 
-@pytest.mark.xdist_group("demo-train-fit")   # tests/conftest.py: FIT_GROUPS
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
 def test_on_the_demo_typed_prefixes_are_found_more_often_than_by_a_prefix_engine(demo_app, demo_tasks, demo_cases):
     """Both modes (the real embedder, and without it): the fit on the training split, the
     held-out split's queries cut after 3, 5 and 8 characters. A refused cut counts as a miss; as
@@ -128,7 +129,7 @@ def test_on_the_demo_typed_prefixes_are_found_more_often_than_by_a_prefix_engine
     Hit@5 (docs/prefix-search.md)."""
     embedder = demo_app.extensions["taskfinder"].search.embedder
     train, test = holdout_split(demo_cases, 0.2, 42)
-    out = run_prefixes(demo_app.extensions["taskfinder"].settings, demo_tasks, train, test, embedder)
+    out = run_prefixes(demo_app.extensions["taskfinder"].settings, Split(demo_tasks, train, test), embedder)
     for cut in ("3", "5", "8"):
         for mode in ("full", "sparse"):
             assert out[cut][mode]["found@5"] > out[cut]["engine"]["hit@5"], (cut, mode, out[cut])
