@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Callable, Collection, Protocol, Sequence
+from typing import Callable, Collection, NamedTuple, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import printable, query_problem
@@ -77,11 +77,11 @@ class LiveIndex:
         return tuple((case.query, case.rationale) for case in self.cases if not case.gold)
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One validated search request: what `_answer` ranks, and (without re-ranking) the key of
-    the answer cache. `visible`: the roles whose restricted tasks it may show (visible_roles);
-    `role`: the one it narrowed to, if any; `finished`: a space was typed after the last word."""
+    the answer cache (a tuple: hashed and compared in C, as a cache hit needs). `visible`: the
+    roles whose restricted tasks it may show (visible_roles); `role`: the one it narrowed to, if
+    any; `finished`: a space was typed after the last word."""
 
     query: str
     k: int
