@@ -610,6 +610,9 @@
   Widget.prototype.request = function (query, rerank, submitted) {
     var self = this;
     this.abort();
+    // The list shown no longer answers what was asked: it stops being final until the answer
+    // comes (a host or a test waiting on data-final must not read the previous query's list).
+    this.root.removeAttribute("data-final");
     var seq = this.seq, controller = window.AbortController ? new AbortController() : null;
     var timedOut = false;
     this.controller = controller;
@@ -772,9 +775,10 @@
   /** The list is the settled answer to its query: announce it and count one impression. */
   Widget.prototype.finalise = function () {
     var list = this.list;
-    if (!list || list.final) return;
+    if (!list) return;
+    this.root.setAttribute("data-final", "true");   // again after a failed re-request of this query
+    if (list.final) return;
     list.final = true;
-    this.root.setAttribute("data-final", "true");
     var n = list.results.length, c = list.completions.length;
     var offered = c ? c + (c === 1 ? " suggested search." : " suggested searches.") : "";
     var title = this.empty.getAttribute("data-title") || MESSAGES.noResults;
