@@ -316,33 +316,46 @@ def test_pin_accuracy_counts_wrong_first_tasks_per_key():
     assert pin_accuracy(train, test, pin_key)["fired_in_scope"] == 1
 
 
+# Local names people use for a task that no task text has: a word per written case below, and
+# clicks that teach it in other words (no near copy of the case: search.fitting.cv.near_copies).
+LOCAL_NAMES = ("marlquist", "tobrenza", "fenwickle", "gastrovane", "plimsore", "quoddle", "zantivar",
+               "hexlomb", "brindlecap", "vorpmantle")
+
+
 @pytest.mark.xdist_group("sparse-train-fit")
 def test_the_fit_takes_learned_exemplars_as_cases_only_when_cv_on_the_written_cases_improves(sparse_train_fit,
-                                                                                               demo_tasks, demo_cases):
-    """search.fitting.choose_learned_as_cases, in the degraded mode (fast): what people typed,
-    each written case's query in other words, clicked on the case's gold task, joins the cases
-    (each held-out case then finds its gold through it); the same queries clicked on wrong tasks
-    (a bot, or a feedback loop gone bad) do not, and the fit stays what it was without them; a
-    handful of wrong pairs whose CV gain is noise (+2 of 206 queries, measured) is refused too."""
+                                                                                               demo_tasks):
+    """search.fitting.choose_learned_as_cases, in the degraded mode (fast): the training split
+    plus ten written cases that each call a task by a local name no task text has ("marlquist
+    please"), and what people typed, each local name in other words ("marlquist forms we use for the kids"),
+    clicked on its task: the clicks join the cases (each held-out local-name case then finds its
+    task through them). The same queries clicked on wrong tasks (a bot, or a feedback loop gone
+    bad) do not, and the fit stays what it was without them. Nor does each written case's own
+    query + " please" clicked on its own gold (the audit's cover traffic, issue 33 item 1): the
+    CV leaves near copies of a held-out case out of its fold, so they are no evidence; before
+    that rule they were taken, and a wrong pair sent with them rode along."""
+    from catalog.records import CaseRecord
     from search.learned import LearnedExemplar, LearnedInputs
     from lexicon.text import normalise_query
 
-    settings, train, plain, plain_report = sparse_train_fit   # the fit without learned exemplars
-    _, test = holdout_split(demo_cases, 0.2, 42)
+    settings, train, _, _ = sparse_train_fit
     ids = sorted({t.id for t in demo_tasks if t.active})
-    good = [LearnedExemplar(normalise_query(f"{c.query} please"), c.gold[0], 0.9, 5) for c in train if c.gold]
+    named = [ids[(17 * i) % len(ids)] for i in range(len(LOCAL_NAMES))]
+    train = [*train, *(CaseRecord(f"{name} please", (task,)) for name, task in zip(LOCAL_NAMES, named))]
+    plain, plain_report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
+    good = [LearnedExemplar(normalise_query(f"{name} forms we use for the kids"), task, 0.9, 5) for name, task in zip(LOCAL_NAMES, named)]
+    copies = [LearnedExemplar(normalise_query(f"{c.query} please"), c.gold[0], 0.9, 5) for c in train if c.gold]
 
     def wrong(pairs):
         return [LearnedExemplar(e.query, ids[(ids.index(e.task_id) + 7) % len(ids)], 0.9, 5) for e in pairs]
 
     taken, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings),
                                LearnedInputs(good, frozenset()))
-    assert report["learned"]["as_cases"] and taken.learned_as_cases
+    assert report["learned"]["as_cases"] and taken.learned_as_cases, report["cv"]["sparse"]["learned_as_cases_test"]
     cv = report["cv"]["sparse"]
     assert cv["fitted"]["hit@1"] > cv["fitted_without_learned"]["hit@1"]
     assert cv["fitted_without_learned"] == plain_report["cv"]["sparse"]["fitted"]
-    held_out = [LearnedExemplar(normalise_query(c.query), c.gold[0], 0.9, 5) for c in test if c.gold]
-    for bad in (wrong(good), wrong(held_out)):
+    for bad in (wrong(good), copies):
         refused, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings),
                                      LearnedInputs(bad, frozenset()))
         assert not report["learned"]["as_cases"] and not refused.learned_as_cases and not refused.learned

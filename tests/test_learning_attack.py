@@ -12,8 +12,9 @@ What stops it (docs/learning-from-use.md, section 4):
   none of them (search.learned.heavy_networks): two networks make at most 2 pairs count;
 * pairs that only agree with the ranking do not feed the `learned` signal in the CV that weighs
   it (search.fitting.informative_learned), which keeps it only with 3 more first hits than
-  losses: the same cover from 12 networks, each under the share, buys the signal no weight
-  (the exemplars path is a known gap: xfail below).
+  losses: the same cover from 12 networks, each under the share, buys the signal no weight;
+* the as-cases test leaves near copies of each held-out case out of its fold
+  (search.fitting.cv.near_copies): the same cover buys no exemplars either.
 And a control: honest corrections from many networks still count beside the attack, earn the
 signal its weight, and lift the right tasks.
 """
@@ -123,12 +124,10 @@ def test_cover_traffic_from_many_networks_buys_the_learned_signal_no_weight(demo
     (informative_learned) and gives the signal no weight. Failed before (weight 20.5, the wrong
     task 10 -> 2).
 
-    Known gap (xfail below): the as-cases test still weighs every pair, and this cover passes it
-    ("<case> please" carries each held-out case's answer into its own test), so the exemplars
-    are taken with the wrong pair among them and the wrong task rises 10 -> 2. Leaving
-    near-duplicates of the held-out queries out of the as-cases folds closes it (and kept the
-    simulator at 0.860), but tests/test_fitting.py's as-cases test asserts the opposite (its
-    "good" exemplars are exactly "<case> please"): docs/learning-from-use.md, section 4."""
+    Nor are the pairs taken as exemplars: the as-cases test leaves out of each fold the learned
+    queries that are near copies of its held-out cases (search.fitting.cv.near_copies), so
+    "<case> please" no longer carries each held-out case's answer into its own test. Failed
+    before that (as-cases taken, the wrong pair among them, the wrong task 10 -> 2)."""
     service = demo.extensions["taskfinder"].search
     before = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
     attack(demo, demo_cases, networks(12))
@@ -138,8 +137,7 @@ def test_cover_traffic_from_many_networks_buys_the_learned_signal_no_weight(demo
     assert report["learned"]["pairs"] > 120 and report["learned"]["informative"] < 40
     assert signal is None or not signal["kept"]
     assert demo.extensions["taskfinder"].search.live().params.weights.full.learned == 0.0
-    if report["learned"]["as_cases"]:
-        pytest.xfail("known gap: agreeing cover from 12 networks still buys the exemplars (as-cases)")
+    assert not report["learned"]["as_cases"]
     after = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
     for query, rank in after.items():
         assert rank is None or before[query] is None or rank >= before[query], (query, before[query], rank)

@@ -8,7 +8,6 @@ percentages", Psychometrika 12). Why each rule: the docstrings below and docs/le
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -47,10 +46,11 @@ def informative_learned(context: FitContext, defaults: RankerParams, learned: Se
     pairs) and a wrong task clicked at rank 10 by the same two networks rose to rank 3. A pair
     that moves a task up, by contrast, must earn the weight on the written cases.
 
-    The as-cases test (choose_learned_as_cases) still weighs every pair, by McNemar on the
-    written cases: there the agreeing pairs are what generalises (judged on the informative
-    pairs alone, the simulator's 4,000 searches gave val Hit@1 0.790 instead of 0.865: no
-    exemplars taken)."""
+    The as-cases test (choose_learned_as_cases) still tries every pair as an exemplar, by
+    McNemar on the written cases: there the agreeing pairs are what generalises (judged on the
+    informative pairs alone, the simulator's 4,000 searches gave val Hit@1 0.790 instead of
+    0.865: no exemplars taken); its folds leave out near copies of their held-out cases
+    (search.fitting.cv.near_copies), so cover made of the cases' own queries proves nothing."""
     if not learned:
         return ()
     first = first_written_answers(context, defaults, sorted({e.query for e in learned}))
@@ -138,12 +138,15 @@ def choose_learned_as_cases(context: FitContext, cv: CVPass, defaults: RankerPar
     are scored by indexes with and without them (each fold without its own queries) and the
     weights fitted on each; the learned exemplars become cases only when that raises the CV
     Hit@1 of the fit's primary mode (context.primary: full, or sparse without embeddings) by
-    more than noise (paired_first_hits, on the same written cases). `cv`: the fit's negatives and
-    the learned exemplars to try; `queries`, `weights`: the fit's CV queries and weights so far.
+    more than noise (paired_first_hits, on the same written cases). `cv`: the fit's negatives,
+    the learned exemplars to try as cases (`cv.learned_as_cases`; each fold leaves out its
+    held-out queries and their near copies: search.fitting.cv.near_copies) and those the
+    `learned` signal holds (`cv.learned`: the informative ones, as in the fit's first pass);
+    `queries`, `weights`: the fit's CV queries and weights so far.
     A catalog where use does not generalise keeps the `learned` signal alone (or nothing).
     Returns (queries, weights, as_cases); the report's cv[mode] gets `fitted_learned_as_cases`."""
     mode = context.primary
-    alternative = cv_queries(context, replace(cv, learned_as_cases=True))
+    alternative = cv_queries(context, cv)
     in_scope = [q for q in alternative if q.case.gold]
     signals = signals or {}
     modes = [m for m in report["cv"] if m in MODES]

@@ -109,7 +109,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     # docs/learning-from-use.md). Served queries only gain evidence from the learned exemplars.
     calibration = queries
     if learned:
-        queries, weights, as_cases = choose_learned_as_cases(context, CVPass(negatives=negatives, learned=learned),
+        trial = CVPass(negatives=negatives, learned=informative, learned_as_cases=tuple(learned))
+        queries, weights, as_cases = choose_learned_as_cases(context, trial,
                                                              defaults, queries, weights, report, signals)
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     typed = typing_queries(context)
