@@ -232,6 +232,7 @@ class Settings:
     learning_min_people: int = 2            # ... or distinct verified people (a role token's `sub`; analytics.sources.person_pseudonym)
     learning_min_relevance: float = 0.5     # estimated relevance a pair needs to count
     learning_max_network_share: float = 0.2 # a network holding more of the pairs that count vouches for none (1: off)
+    learning_max_network_pairs: int = 25    # ... and one vouching for more pairs' worth than this, however many count (0: off)
     learning_unclicked_sessions: int = 3    # distinct sessions shown a query's results, nearly none clicking, before
                                             # it is a negative for the abstention (search.learned.unclicked_queries; 0: off)
     learning_unclicked_click_share: float = 0.2   # ... at most this share of them clicked anything
@@ -452,6 +453,7 @@ ENVIRONMENT = (
     ("learning_min_people", "LEARNING_MIN_PEOPLE", _int(1, 1_000_000)),
     ("learning_min_relevance", "LEARNING_MIN_RELEVANCE", _probability),
     ("learning_max_network_share", "LEARNING_MAX_NETWORK_SHARE", _probability),
+    ("learning_max_network_pairs", "LEARNING_MAX_NETWORK_PAIRS", _int(0, 1_000_000)),
     ("learning_unclicked_sessions", "LEARNING_UNCLICKED_SESSIONS", _int(0, 1_000_000)),
     ("learning_unclicked_click_share", "LEARNING_UNCLICKED_CLICK_SHARE", _probability),
     ("learning_chains", "LEARNING_CHAINS", _as_bool),
@@ -500,6 +502,7 @@ DESCRIPTIONS = {
     "LEARNING_MIN_NETWORKS": "distinct client networks (/24 or /48, as keyed pseudonyms) a pair's clicks must come from as well (1: one address may suffice)",
     "LEARNING_MIN_PEOPLE": "... or distinct verified people (a role token's `sub`, or `TRUSTED_USER_HEADER`; keyed 8-bit pseudonyms): how staff behind one office address learn. Never added to the networks: one person on one network is 1 and 1",
     "LEARNING_MIN_RELEVANCE": "position-corrected relevance a (query, task) pair needs to count",
+    "LEARNING_MAX_NETWORK_PAIRS": "a network vouching for more than this many pairs' worth of the pairs that count (each pair's credit split equally among the networks that clicked it) vouches for none of them, however many pairs honest traffic adds (issue 33 item 1; never below 4 times a network sketch bit's mean credit, so that sketch collisions alone never trip it). 0: off",
     "LEARNING_MAX_NETWORK_SHARE": "a network holding more than this share of the pairs that count (each pair's credit split equally among the networks that clicked it, over at least 5 pairs) vouches for none of them: two networks make at most 2 pairs count (issue 33 item 1). 1: off",
     "LEARNING_UNCLICKED_SESSIONS": "distinct sessions (from LEARNING_MIN_NETWORKS networks or LEARNING_MIN_PEOPLE "
                                    "verified people) shown a query's results, "

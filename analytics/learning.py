@@ -442,7 +442,8 @@ def counting_rule(settings: Settings) -> dict:
     return {"min_sessions": settings.learning_min_sessions, "min_relevance": settings.learning_min_relevance,
             "min_networks": settings.learning_min_networks, "min_people": settings.learning_min_people,
             "majority_sessions": settings.learning_majority_sessions,
-            "max_network_share": settings.learning_max_network_share}
+            "max_network_share": settings.learning_max_network_share,
+            "max_network_pairs": settings.learning_max_network_pairs or None}
 
 
 def blocked_pairs(engine: Engine) -> frozenset[tuple[str, str]]:

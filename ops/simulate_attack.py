@@ -215,7 +215,11 @@ def pair_status(lab: Lab, query: str, task: str) -> dict:
     finally:
         engine.dispose()
     counting = [p for p in pairs if why_not(p, settings) is None]
-    heavy = heavy_networks(counting, settings.learning_max_network_share)
+    from analytics.learning import counting_rule
+
+    rule = counting_rule(settings)   # the absolute cap where the code under test has one
+    heavy = heavy_networks(counting, settings.learning_max_network_share,
+                           **({"max_pairs": rule["max_network_pairs"]} if "max_network_pairs" in rule else {}))
     key = normalised_query(query)
     pair = next((p for p in pairs if p.query == key and p.task_id == task), None)
     if pair is None:

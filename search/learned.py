@@ -195,8 +195,9 @@ class CountingRule:
     are a strict majority of the query's: `supported`), from at least `min_networks` distinct
     client networks or `min_people` distinct verified people (`distinct_enough`), and relevance at
     least `min_relevance`; with `max_network_share`, a network holding more than that share of
-    the pairs that count vouches for none of them (`heavy_networks`). Read from the settings in
-    one place: analytics.learning.counting_rule."""
+    the pairs that count vouches for none of them, nor one holding more than `max_network_pairs`
+    pairs' worth of them (`heavy_networks`). Read from the settings in one place:
+    analytics.learning.counting_rule."""
 
     min_sessions: int
     min_relevance: float
@@ -204,6 +205,7 @@ class CountingRule:
     min_people: int | None = None
     majority_sessions: int | None = None
     max_network_share: float | None = None
+    max_network_pairs: float | None = None
 
 
 @dataclass(frozen=True)
@@ -287,8 +289,9 @@ def eligible(pairs: Iterable, rule: CountingRule, blocked: frozenset[tuple[str, 
         return [p for p in pairs if shortfall(p, rule, blocked, known, heavy) is None]
 
     found = counting(frozenset())
-    if rule.max_network_share is not None:
-        heavy = heavy_networks(found, rule.max_network_share)
+    if rule.max_network_share is not None or rule.max_network_pairs is not None:
+        heavy = heavy_networks(found, rule.max_network_share if rule.max_network_share is not None else 1.0,
+                               max_pairs=rule.max_network_pairs)
         if heavy:   # only fewer networks per pair: a subset of the pairs found
             found = counting(heavy)
     found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in found]
@@ -348,17 +351,45 @@ def network_shares(pairs: Sequence, floor: int = NETWORK_SHARE_FLOOR) -> dict[in
     networks there are and whichever of them collide in a sketch bit (a pair clicked from 100
     networks gives each a hundredth): a popular honest pair never makes a network heavy, while
     two networks behind every pair hold half of the learned evidence each."""
-    shares: dict[int, float] = defaultdict(float)
+    return {bit: credit / max(len(pairs), floor) for bit, credit in network_credits(pairs).items()}
+
+
+# A network's credit is a sketch bit's: each bit stands for 1/SKETCH_BITS of all networks, so with
+# many honest networks a bit carries several. The absolute cap is never below this many times a
+# bit's mean credit (network_credits), so that honest volume alone never makes a bit heavy.
+COLLISION_ALLOWANCE = 4.0
+
+
+def network_credits(pairs: Sequence) -> dict[int, float]:
+    """Per network (sketch bit), the pairs' worth of evidence it vouches for: each pair's credit
+    split equally among the networks that clicked it,
+
+        credit(n) = sum over pairs p clicked from n of 1 / |networks(p)|"""
+    credits: dict[int, float] = defaultdict(float)
     for pair in pairs:
         bits = network_bits(pair)
         for bit in bits:
-            shares[bit] += 1.0 / len(bits)
-    return {bit: share / max(len(pairs), floor) for bit, share in shares.items()}
+            credits[bit] += 1.0 / len(bits)
+    return credits
 
 
-def heavy_networks(pairs: Sequence, max_share: float, floor: int = NETWORK_SHARE_FLOOR) -> frozenset[int]:
-    """The networks holding more than `max_share` of `pairs` (`network_shares`); none with a
-    share of 1 or more.
+def heavy_networks(pairs: Sequence, max_share: float, floor: int = NETWORK_SHARE_FLOOR,
+                   max_pairs: float | None = None) -> frozenset[int]:
+    """The networks holding more than `max_share` of `pairs` (`network_shares`; none with a
+    share of 1 or more), and, with `max_pairs`, those vouching for more than that many pairs'
+    worth of them in absolute terms (`network_credits`), a cap never below COLLISION_ALLOWANCE
+    times a sketch bit's mean credit:
+
+        heavy(n)  <=>  share(n) > max_share  or  credit(n) > max(max_pairs, 4 * sum_m credit(m) / 512)
+
+    Why the absolute cap (issue 33 item 1): a share shrinks as honest evidence grows. Beside
+    2,000 honest CLINC150 searches (477 pairs), the audit's two networks held 0.194 of the pairs
+    each, under 0.2: all 300 of their pairs counted, were taken as exemplars, and the attack put
+    its wrong task first (ops/simulate_attack.py, docs/learning-from-use.md section 4). Credit
+    does not shrink: each of them vouched for ~150 pairs' worth. An honest person's network
+    vouches for the few queries they clicked; a network behind very many pairs is an office (whose
+    staff count as verified people instead) or a campaign. The floor keeps the cap from biting
+    on sketch collisions alone: with N honest networks each bit carries about N / 512 of them.
 
     Why: the network rule (`distinct_enough`) makes one network move nothing, but two networks
     sufficed for any number of pairs. The audit's attacker (issue 33 item 1) clicked ~125 pairs
@@ -368,9 +399,14 @@ def heavy_networks(pairs: Sequence, max_share: float, floor: int = NETWORK_SHARE
     verified people: the host vouches for those, and an office behind one address learns
     through them). To hold at most s of the pairs an attacker needs more than 2/s /24
     networks (10 at s = 0.2); with 2 networks, at most 2 pairs count (NETWORK_SHARE_FLOOR)."""
-    if max_share >= 1:
-        return frozenset()
-    return frozenset(bit for bit, share in network_shares(pairs, floor).items() if share > max_share)
+    heavy = set()
+    if max_share < 1:
+        heavy.update(bit for bit, share in network_shares(pairs, floor).items() if share > max_share)
+    if max_pairs is not None:
+        credits = network_credits(pairs)
+        cap = max(max_pairs, COLLISION_ALLOWANCE * sum(credits.values()) / SKETCH_BITS)
+        heavy.update(bit for bit, credit in credits.items() if credit > cap)
+    return frozenset(heavy)
 
 
 def supported(pair, min_sessions: int, majority_sessions: int | None = None) -> bool:

@@ -252,7 +252,7 @@ def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]
     """Lexical, rationale, typo and exemplar scores of every task, coverage-normalised to [0, ~1]
     (each signal's `scores`, search/signal/): the written-cases counterfactual's sparse values."""
     context = QueryContext(index, None, None, None)
-    context.plan = plan   # (cached_property: set, not computed)
+    context.plan = plan   # (a lazy attribute: set, not computed)
     return {module.SIGNAL.name: module.scores(index, plan, context.exact)
             for module in (lexical_signal, rationale_signal, typo_signal, exemplar_signal)}
 

@@ -209,3 +209,44 @@ def test_two_networks_cannot_buy_the_signal_a_weight_with_right_corrections(demo
     rank = rank_of(service, ATTACK_QUERY, WRONG_TASK)
     assert rank is None or rank >= 10
     assert "learned" not in report                     # no pair counts (before: 5, weight 33.4)
+
+
+# -- the absolute cap: honest volume does not dilute an attacker's networks ------------------------
+class Pair:
+    """A learned pair as search.learned reads one: who clicked it, as a network sketch."""
+
+    def __init__(self, query: str, networks: list[str], task: str = "t"):
+        from search.learned import sketch_of
+
+        self.query, self.task_id = query, task
+        self.sessions, self.relevance, self.people = max(3, len(networks)), 0.9, 0
+        self.networks, self.network_sketch = len(networks), sketch_of(networks)
+
+
+def test_two_networks_beside_many_honest_pairs_vouch_for_nothing_and_honest_volume_trips_no_network():
+    """search.learned.heavy_networks with LEARNING_MAX_NETWORK_PAIRS (25): the simulator's case
+    beside 2,000 honest CLINC150 searches, 477 honest pairs, each from 3 people's own networks,
+    and 300 from the audit's two networks (2 per pair). Their share is 150 / 777 = 0.19, under
+    0.2: by the share alone every pair counted (failed so before the cap). By credit each vouches
+    for 150 pairs' worth, over 25: both are heavy, and their pairs, the attack among them, count
+    no more. And 20,000 honest pairs over 30,000 networks, whose sketch bits collide (each bit
+    carries ~59 networks), make no network heavy."""
+    import random
+
+    from search.learned import CountingRule, eligible, heavy_networks, network_bits, sketch_of
+
+    rng = random.Random(33)
+    honest = [Pair(f"honest {i}", [f"10.{i}.{j}" for j in range(3)]) for i in range(477)]
+    attack = [Pair(f"cover {i}", ["203.0.113", "198.51.100"]) for i in range(299)]
+    attack.append(Pair("driver background check for bus staff", ["203.0.113", "198.51.100"], "wrong"))
+    attackers = network_bits(attack[0])
+    assert not heavy_networks([*honest, *attack], 0.2) & attackers            # the share alone: diluted
+    assert heavy_networks([*honest, *attack], 0.2, max_pairs=25) >= attackers
+    rule = CountingRule(min_sessions=3, min_relevance=0.5, min_networks=2, max_network_share=0.2, max_network_pairs=25)
+    counted = {(e.query, e.task_id) for e in eligible([*honest, *attack], rule)}
+    assert counted == {(p.query, p.task_id) for p in honest}
+
+    crowd = [Pair(f"q{i}", [f"n{rng.randrange(30_000)}" for _ in range(3)]) for i in range(20_000)]
+    assert not heavy_networks(crowd, 0.2, max_pairs=25)
+    assert len(network_bits(Pair("all", [f"n{i}" for i in range(30_000)]))) == 512   # every bit is shared
+    assert sketch_of(["203.0.113"]) != sketch_of(["198.51.100"])

@@ -16,7 +16,6 @@ centroid cosines the neighbour cascade starts from) once, on first use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -50,6 +49,24 @@ class Signal:
     prepare: Callable[[Sequence["TaskRecord"], Sequence["CaseRecord"], "SearchIndex"], Any] | None = None
 
 
+class lazy:
+    """An attribute computed on first use and then kept in the instance (functools.cached_property
+    without its lock: Python 3.11's takes one RLock shared by every instance of the class on each
+    first use, 4 per query here; a query's context is never shared between threads, and 3.12
+    dropped the lock for the same reason)."""
+
+    def __init__(self, compute: Callable):
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
 class QueryContext:
     """One query against one index, for the tasks at `rows`: the inputs of every signal, and the
     parts several of them read, each computed once on first use."""
@@ -61,7 +78,7 @@ class QueryContext:
         self.rows = rows
         self.query_vector = query_vector
 
-    @cached_property
+    @lazy
     def plan(self) -> "QueryPlan":
         """How each query word meets the index (search.prefilter.plan_query)."""
         from search.prefilter import plan_query   # the prefilter imports this package
@@ -78,7 +95,7 @@ class QueryContext:
             scores = scores + column_sum(matrix, list(plan.prefix_columns), list(plan.prefix_columns.values()))
         return scores
 
-    @cached_property
+    @lazy
     def _whole(self) -> bool:
         return self.rows.size * 3 >= len(self.index.tasks)   # most tasks visible: multiply, then pick (no copy)
 
@@ -88,11 +105,11 @@ class QueryContext:
             return (matrix @ self.query_vector)[self.rows]
         return matrix[self.rows] @ self.query_vector
 
-    @cached_property
+    @lazy
     def centroid(self) -> np.ndarray:
         return self.project(self.index.exemplars.centroids)
 
-    @cached_property
+    @lazy
     def neighbours(self) -> tuple[np.ndarray, np.ndarray | None]:
         """(nearest-exemplar cosine, the same over the written cases' exemplars or None): see
         search.prefilter.neighbour_signals."""
