@@ -14,7 +14,9 @@ server's settings). For each row the admin can
   catalog.store.learned_blocks). A block is published as a catalog version with its audit
   entry, listed on the versions page and undone by a rollback or by "unblock".
 
-The dashboard lists the queries people were shown results for and nearly never clicked
+The dashboard lists the learned pairs that count at the next fit, those the serving fit does not
+hold yet first (`counting_rows`: the fit's own rule, the networks' share and cap included), and
+the queries people were shown results for and nearly never clicked
 (search.learned.unclicked_queries under this server's settings): the next fit weighs them as
 negatives of the "no confident match" model. Each links to the case form pre-filled with the
 query: a test case with that query (in scope with its gold, or out of scope) decides instead.
@@ -36,7 +38,7 @@ from analytics.learning import (LearnedPair, counting_rule, describe_waiting, le
                                 waiting_clicks)
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
-from search.learned import CountingRule, shortfall
+from search.learned import CountingRule, eligible, shortfall
 
 MAX_REASON = 300
 
@@ -141,6 +143,48 @@ def dashboard_unclicked(cases: Sequence[CaseRecord]) -> list[UnclickedRow]:
     with Session(_store().engine) as session:
         pairs = load_learned(session)
     return unclicked_rows(pairs, cases, current_app.extensions["taskfinder"].settings)
+
+
+@dataclass(frozen=True)
+class CountingRow:
+    """A learned pair that counts, on the dashboard."""
+
+    query: str
+    task_id: str
+    task_name: str
+    sessions: int
+    networks: int
+    people: int
+    updated_at: object        # its latest evidence (datetime)
+    serving: bool             # the serving fit holds it; False: it joins at the next fit
+
+
+def counting_rows(pairs: Sequence[LearnedPair], rule: CountingRule, blocked: frozenset[tuple[str, str]],
+                  tasks: Sequence, serving: frozenset[tuple[str, str]]) -> list[CountingRow]:
+    """The learned pairs that count at the next fit, by the fit's own rule (search.learned.eligible:
+    blocks, active tasks, sessions, networks or people, relevance, and the networks' share and
+    cap over all the pairs), newest first: those the serving fit does not hold yet (`serving`:
+    its (query, task) pairs) before those it does, each group by latest evidence. Why (issue 33
+    item 1): a pair an attacker made count showed only on its task's page; here every pair that
+    will move a ranking at the next fit is listed before it does, where the admin can block it."""
+    names = {t.id: t.name for t in tasks}
+    counted = {(e.query, e.task_id) for e in eligible(pairs, rule, blocked, names.keys())}
+    rows = [CountingRow(p.query, p.task_id, names[p.task_id], p.sessions, p.networks, p.people, p.updated_at,
+                        (p.query, p.task_id) in serving)
+            for p in pairs if (p.query, p.task_id) in counted]
+    rows.sort(key=lambda r: (r.serving, -r.updated_at.timestamp(), r.query, r.task_id))
+    return rows
+
+
+def dashboard_counting() -> list[CountingRow]:
+    """counting_rows from the database, under this server's settings and its serving fit."""
+    services = current_app.extensions["taskfinder"]
+    with Session(_store().engine) as session:
+        pairs = load_learned(session)
+    live = services.search.live()
+    serving = frozenset((e.query, e.task_id) for e in live.params.learned)
+    return counting_rows(pairs, CountingRule(**counting_rule(services.settings)), _store().blocked_pairs(),
+                         _store().tasks(), serving)
 
 
 def _block_form() -> tuple[str, str, str]:

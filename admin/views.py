@@ -13,7 +13,7 @@ from flask_login import login_user, logout_user
 from admin.audit import user_actor
 from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
 from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
-from admin.learned import dashboard_unclicked, task_learned_rows
+from admin.learned import dashboard_counting, dashboard_unclicked, task_learned_rows
 from admin.searching import ranked_tasks
 from admin.throttle import DEVICE_COOKIE, DEVICE_COOKIE_PATH, DeviceCookies, Lockout
 from catalog.records import CaseRecord, TaskRecord
@@ -118,7 +118,8 @@ def dashboard():
         "revision": store().revision(),
     }
     return render_template("admin/dashboard.html", summary=summary,
-                           roles=sorted({r for t in tasks for r in t.roles}), unclicked=dashboard_unclicked(cases))
+                           roles=sorted({r for t in tasks for r in t.roles}), unclicked=dashboard_unclicked(cases),
+                           counting=dashboard_counting())
 
 
 BROWSE_RESULTS = 50  # tasks the browse pages' search box ranks

@@ -10,7 +10,7 @@ and end to end by tests/browser/test_learned_evidence.py."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from html import unescape
 
 import pytest
@@ -48,7 +48,7 @@ def evidence(admin_app):
             dict(query="bus pass", task_id=TASK, sessions=3, clicks=3, examinations=3.0, relevance=0.55,
                  updated_at=now, networks=1, people=1, rephrased_clicks=0),
             dict(query="lead test kids", task_id=OTHER, sessions=5, clicks=6, examinations=6.0, relevance=0.8,
-                 updated_at=now, networks=5, people=0, rephrased_clicks=0)]
+                 updated_at=now + timedelta(minutes=1), networks=5, people=0, rephrased_clicks=0)]
     with store.engine.begin() as connection:
         connection.execute(insert(LearnedEvidence), rows)
     yield rows
@@ -213,3 +213,30 @@ def test_the_dashboard_lists_the_queries_nobody_clicks_with_a_way_to_make_each_a
     assert "bus timetable" not in section, "two sessions are not enough"
     assert "where does the yellow bus go" not in section, "its answer is clicked"
     assert "/admin/cases/new?query=weather+in+paris" in client.get("/admin/").get_data(as_text=True)
+
+
+def test_the_dashboard_lists_every_pair_that_will_count_at_the_next_fit_new_ones_first(admin_app, evidence):
+    """Issue 33 item 1: a pair an attacker made count showed only on its task's page. The
+    dashboard lists each learned pair the next fit will count, by the fit's own rule
+    (search.learned.eligible), those the serving fit does not hold yet marked new and first,
+    with its sessions, networks and verified people and a link to its task's panel; a pair that
+    lacks relevance or networks is not listed, nor one the admin blocked (it stops counting)."""
+    client, csrf = signed_in(admin_app, "eddie")
+    page = text(client.get("/admin/"))
+    section = page[page.index('id="learned"'):page.index('id="unclicked"')]
+    assert "Learned pairs that count (2, 2 new)" in section
+    assert "bus stop times" not in section and "bus pass" not in section   # relevance too low; one network
+    first = section[section.index("lead test kids"):]
+    assert section.index("lead test kids") < section.index("where does the yellow bus go")   # both new: by evidence
+    assert re.findall(r"<td>([^<]*)</td>", first)[:3] == ["5", "5", "0"]   # sessions, networks, people
+    assert "new: joins at the next fit" in first
+    assert f'href="/admin/tasks/{OTHER}#learned"' in first
+    yellow = section[section.index("where does the yellow bus go"):]
+    assert re.findall(r"<td>([^<]*)</td>", yellow)[:3] == ["7", "4", "2"]
+
+    blocked = client.post(f"/admin/tasks/{TASK}/learned/block", data={"csrf_token": csrf,
+                          "query": "where does the yellow bus go", "reason": "wrong"})
+    assert blocked.status_code == 302
+    section = text(client.get("/admin/"))
+    section = section[section.index('id="learned"'):section.index('id="unclicked"')]
+    assert "Learned pairs that count (1, 1 new)" in section and "where does the yellow bus go" not in section
