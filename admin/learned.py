@@ -38,7 +38,7 @@ from analytics.learning import (LearnedPair, counting_rule, describe_waiting, le
                                 waiting_clicks)
 from catalog.records import CaseRecord
 from catalog.store import CatalogStore, NotFound
-from search.learned import CountingRule, eligible, shortfall
+from search.learned import CountingRule, eligible, heavy_under, shortfall
 
 MAX_REASON = 300
 
@@ -92,12 +92,12 @@ def task_learned_rows(task_id: str, cases: Sequence[CaseRecord]) -> list[Learned
     """The panel of one task, read from the database (learned_evidence and learned_blocks)."""
     store = _store()
     with Session(store.engine) as session:
-        pairs = load_learned(session, task_id)
+        pairs = load_learned(session)   # every task's: the networks' share and cap are over all of them
     blocked = store.blocked_pairs()
     known = frozenset(t.id for t in store.tasks())   # the active ones, as the fit sees them
-    rule = counting_rule(current_app.extensions["taskfinder"].settings)
-    return learned_rows(pairs, task_id, blocked, cases,
-                        lambda pair: shortfall(pair, CountingRule(**rule), blocked, known))
+    rule = CountingRule(**counting_rule(current_app.extensions["taskfinder"].settings))
+    heavy = heavy_under(rule, [p for p in pairs if shortfall(p, rule, blocked, known) is None])
+    return learned_rows(pairs, task_id, blocked, cases, lambda pair: shortfall(pair, rule, blocked, known, heavy))
 
 
 def learned_waiting(task_id: str) -> str | None:

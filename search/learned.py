@@ -289,13 +289,21 @@ def eligible(pairs: Iterable, rule: CountingRule, blocked: frozenset[tuple[str, 
         return [p for p in pairs if shortfall(p, rule, blocked, known, heavy) is None]
 
     found = counting(frozenset())
-    if rule.max_network_share is not None or rule.max_network_pairs is not None:
-        heavy = heavy_networks(found, rule.max_network_share if rule.max_network_share is not None else 1.0,
-                               max_pairs=rule.max_network_pairs)
-        if heavy:   # only fewer networks per pair: a subset of the pairs found
-            found = counting(heavy)
+    heavy = heavy_under(rule, found)
+    if heavy:   # only fewer networks per pair: a subset of the pairs found
+        found = counting(heavy)
     found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in found]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
+
+
+def heavy_under(rule: CountingRule, counting: Sequence) -> frozenset[int]:
+    """The networks that vouch for nothing under `rule` (`heavy_networks` with its share and
+    cap), given the pairs that count before it (`counting`): what `eligible` and the admin's
+    panel (`shortfall(..., heavy)`) both judge with."""
+    if rule.max_network_share is None and rule.max_network_pairs is None:
+        return frozenset()
+    return heavy_networks(counting, rule.max_network_share if rule.max_network_share is not None else 1.0,
+                          max_pairs=rule.max_network_pairs)
 
 
 def shortfall(pair, rule: CountingRule, blocked: frozenset[tuple[str, str]] = frozenset(),

@@ -240,3 +240,26 @@ def test_the_dashboard_lists_every_pair_that_will_count_at_the_next_fit_new_ones
     section = text(client.get("/admin/"))
     section = section[section.index('id="learned"'):section.index('id="unclicked"')]
     assert "Learned pairs that count (1, 1 new)" in section and "where does the yellow bus go" not in section
+
+
+def test_the_task_panel_judges_a_pair_by_the_networks_share_and_cap_as_the_fit_does(admin_app, evidence):
+    """Two networks behind 30 pairs vouch for none of them (search.learned.heavy_networks): the
+    fit does not count those pairs, so the task's panel must not say "yes" (it did: it judged
+    each pair alone) and the dashboard does not list them; an honest pair stays "yes"."""
+    from search.learned import sketch_of
+
+    store = services(admin_app).store
+    now = datetime.now(timezone.utc)
+    two = sketch_of(["203.0.113", "198.51.100"])
+    with store.engine.begin() as connection:
+        connection.execute(insert(LearnedEvidence), [
+            dict(query=f"cover query {i}", task_id=OTHER, sessions=3, clicks=3, examinations=3.0, relevance=0.9,
+                 updated_at=now, networks=2, people=0, network_sketch=two) for i in range(30)])
+    client, _ = signed_in(admin_app, "vera")
+    panel = text(client.get(f"/admin/tasks/{OTHER}"))
+    panel = panel[panel.index('id="learned"'):]
+    assert "<td>no: its networks clicked too many of the pairs</td>" in panel[panel.index("cover query 7"):]
+    row = panel[panel.index("lead test kids"):]
+    assert re.findall(r"<td>([^<]*)</td>", row)[:6] == ["5", "5", "0", "6", "0.80", "yes"]
+    dashboard = text(client.get("/admin/"))
+    assert "cover query" not in dashboard[dashboard.index('id="learned"'):dashboard.index('id="unclicked"')]
