@@ -25,7 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# One checkout's measurement, run in a child process whose sys.path starts at that checkout.
+# One checkout's measurement, run in a child process whose sys.path starts at that checkout. Its
+# setup repeats ops/bench_prefilter.py's on purpose: the child must build with the OTHER
+# checkout's code, and older checkouts keep that setup inline in their bench's main().
 CHILD = r"""
 import json, statistics, sys, tempfile, time
 from pathlib import Path

@@ -39,13 +39,19 @@ def dashboard_app(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
     close_app(app)
 
 
-def test_the_dashboard_shows_the_queries_nobody_clicks_and_makes_one_a_case(dashboard_app, live_server, page):
-    base = live_server(dashboard_app)
+def sign_in_to_the_dashboard(app, live_server, page) -> str:
+    """Serve `app`, sign in as the editor and land on the dashboard (its base URL returned)."""
+    base = live_server(app)
     page.goto(base + "/admin/")
     page.fill("input[name=username]", "eddie")
     page.fill("input[name=password]", ADMIN_PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_url(base + "/admin/")
+    return base
+
+
+def test_the_dashboard_shows_the_queries_nobody_clicks_and_makes_one_a_case(dashboard_app, live_server, page):
+    sign_in_to_the_dashboard(dashboard_app, live_server, page)
     heading = page.locator("#unclicked")
     assert heading.inner_text() == "Queries nobody clicks (2)"
     rows = page.locator("table.unclicked tbody tr")
@@ -60,12 +66,7 @@ def test_the_dashboard_shows_the_queries_nobody_clicks_and_makes_one_a_case(dash
 
 
 def test_the_dashboard_shows_the_pairs_that_will_count_at_the_next_fit(dashboard_app, live_server, page):
-    base = live_server(dashboard_app)
-    page.goto(base + "/admin/")
-    page.fill("input[name=username]", "eddie")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/admin/")
+    sign_in_to_the_dashboard(dashboard_app, live_server, page)
     heading = page.locator("#learned")
     assert heading.inner_text() == "Learned pairs that count (1, 1 new)"
     row = page.locator("table.counting tbody tr")
