@@ -206,15 +206,27 @@ def test_pins_match_the_whole_query_text_not_its_term_set():
     assert lexicon.pinned_for("transfer my money to savings") == ()  # one stopword more
 
 
+# Local names people use for a task that no task text has: a word per written case below, and
+# clicks that teach it in other words (no near copy of the case: search.fitting.cv.near_copies).
+LOCAL_NAMES = ("marlquist", "tobrenza", "fenwickle", "gastrovane", "plimsore", "quoddle", "zantivar",
+               "hexlomb", "brindlecap", "vorpmantle")
+
+
 @pytest.fixture(scope="module")
 def sparse_train_fit(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    """(settings, training split, params, report) of the demo's training split fitted without
-    embeddings: made once for the two tests below that fit exactly this (same settings, cases and
+    """(settings, training split, params, report) of the demo's training split (plus ten cases
+    calling tasks by local names, LOCAL_NAMES) fitted without embeddings: made once for the two
+    tests below that fit exactly this (same settings, cases and
     defaults; a fit is a pure function of them), which share a worker for it (xdist_group)."""
     from tests.conftest import make_settings
 
+    from catalog.records import CaseRecord
+
     settings = make_settings(tmp_path_factory.mktemp("sparse-fit"), shared_cache_dir)
     train, _ = holdout_split(demo_cases, 0.2, 42)
+    ids = sorted({t.id for t in demo_tasks if t.active})
+    named = [ids[(17 * i) % len(ids)] for i in range(len(LOCAL_NAMES))]   # the as-cases test's local names
+    train = [*train, *(CaseRecord(f"{name} please", (task,)) for name, task in zip(LOCAL_NAMES, named))]
     params, report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
     return settings, train, params, report
 
@@ -316,12 +328,6 @@ def test_pin_accuracy_counts_wrong_first_tasks_per_key():
     assert pin_accuracy(train, test, pin_key)["fired_in_scope"] == 1
 
 
-# Local names people use for a task that no task text has: a word per written case below, and
-# clicks that teach it in other words (no near copy of the case: search.fitting.cv.near_copies).
-LOCAL_NAMES = ("marlquist", "tobrenza", "fenwickle", "gastrovane", "plimsore", "quoddle", "zantivar",
-               "hexlomb", "brindlecap", "vorpmantle")
-
-
 @pytest.mark.xdist_group("sparse-train-fit")
 def test_the_fit_takes_learned_exemplars_as_cases_only_when_cv_on_the_written_cases_improves(sparse_train_fit,
                                                                                                demo_tasks):
@@ -334,15 +340,12 @@ def test_the_fit_takes_learned_exemplars_as_cases_only_when_cv_on_the_written_ca
     query + " please" clicked on its own gold (the audit's cover traffic, issue 33 item 1): the
     CV leaves near copies of a held-out case out of its fold, so they are no evidence; before
     that rule they were taken, and a wrong pair sent with them rode along."""
-    from catalog.records import CaseRecord
     from search.learned import LearnedExemplar, LearnedInputs
     from lexicon.text import normalise_query
 
-    settings, train, _, _ = sparse_train_fit
+    settings, train, plain, plain_report = sparse_train_fit   # the training split + the local names, no use
     ids = sorted({t.id for t in demo_tasks if t.active})
     named = [ids[(17 * i) % len(ids)] for i in range(len(LOCAL_NAMES))]
-    train = [*train, *(CaseRecord(f"{name} please", (task,)) for name, task in zip(LOCAL_NAMES, named))]
-    plain, plain_report = fit_ranker(settings, demo_tasks, train, None, default_params(settings))
     good = [LearnedExemplar(normalise_query(f"{name} forms we use for the kids"), task, 0.9, 5) for name, task in zip(LOCAL_NAMES, named)]
     copies = [LearnedExemplar(normalise_query(f"{c.query} please"), c.gold[0], 0.9, 5) for c in train if c.gold]
 
