@@ -71,7 +71,10 @@ def live_server():
 
     yield serve
     for server in servers:
-        server.close()
+        # closed in its own thread, between two turns of its loop: closing it from here closed
+        # the sockets under the loop's select ("Bad file descriptor" in waitress's thread, a
+        # PytestUnhandledThreadExceptionWarning at teardown)
+        server.trigger.pull_trigger(server.close)
 
 
 def screenshot(page, name: str, **options) -> Path:
