@@ -204,9 +204,10 @@ def learning_of(report: dict) -> dict:
 def pair_status(lab: Lab, query: str, task: str) -> dict:
     """The (query, task) pair's counts in learned_evidence and why it does not count (None: it
     counts), by the product's own rule under the lab's settings, heavy networks included."""
-    from analytics.learning import load_learned
+    from analytics.learning import counting_rule, load_learned
     from catalog import db
-    from search.learned import heavy_networks, normalised_query
+    from search import learned
+    from search.learned import normalised_query
 
     settings = lab.settings()
     engine = db.make_engine(settings.database)
@@ -215,11 +216,10 @@ def pair_status(lab: Lab, query: str, task: str) -> dict:
     finally:
         engine.dispose()
     counting = [p for p in pairs if why_not(p, settings) is None]
-    from analytics.learning import counting_rule
-
-    rule = counting_rule(settings)   # the absolute cap where the code under test has one
-    heavy = heavy_networks(counting, settings.learning_max_network_share,
-                           **({"max_pairs": rule["max_network_pairs"]} if "max_network_pairs" in rule else {}))
+    if hasattr(learned, "heavy_under"):   # the product's own judgement (share and cap), where it has one
+        heavy = learned.heavy_under(learned.CountingRule(**counting_rule(settings)), counting)
+    else:
+        heavy = learned.heavy_networks(counting, settings.learning_max_network_share)
     key = normalised_query(query)
     pair = next((p for p in pairs if p.query == key and p.task_id == task), None)
     if pair is None:
