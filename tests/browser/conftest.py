@@ -47,18 +47,34 @@ def page(browser):
     context.close()
 
 
+def _serve_until(server, stop: threading.Event) -> None:
+    """waitress's loop (server.run) in turns of 50 ms until `stop`, then the server's own close,
+    all in this one thread: its request threads finish first (task_dispatcher.shutdown: they
+    write their answers and pull the trigger), then every channel, the trigger and the listening
+    socket close (close_all). Closing from the test's thread, or through the trigger after the
+    test, raced the loop: "Bad file descriptor" under select, or on the trigger's pipe at a later
+    teardown."""
+    while not stop.is_set():
+        server.asyncore.loop(timeout=0.05, map=server._map, count=1)
+    server.task_dispatcher.shutdown()
+    server.asyncore.close_all(server._map)
+
+
 @pytest.fixture
 def live_server():
-    """Call with a Flask app; returns its base URL. Each server stops when the test ends."""
+    """Call with a Flask app; returns its base URL. Each server stops (and its thread ends)
+    before the test's teardown returns."""
     from waitress.server import create_server
 
-    servers = []
+    running = []
 
     def serve(app) -> str:
         port = free_port()
         server = create_server(app, host="127.0.0.1", port=port, threads=8)
-        thread = threading.Thread(target=server.run, daemon=True)
+        stop = threading.Event()
+        thread = threading.Thread(target=_serve_until, args=(server, stop), daemon=True)
         thread.start()
+        running.append((stop, thread))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -66,15 +82,13 @@ def live_server():
                 break
             except OSError:
                 time.sleep(0.05)
-        servers.append(server)
         return f"http://127.0.0.1:{port}"
 
     yield serve
-    for server in servers:
-        # closed in its own thread, between two turns of its loop: closing it from here closed
-        # the sockets under the loop's select ("Bad file descriptor" in waitress's thread, a
-        # PytestUnhandledThreadExceptionWarning at teardown)
-        server.trigger.pull_trigger(server.close)
+    for stop, _ in running:
+        stop.set()
+    for _, thread in running:
+        thread.join(10)
 
 
 def screenshot(page, name: str, **options) -> Path:
