@@ -82,14 +82,64 @@ TEXT_FIELDS = ("name", "aliases", "category", "help", "enriched")
 
 
 @dataclass(frozen=True)
+class _Columns:
+    """The rounded signal values and contributions of one ranking's returned tasks, row by row
+    (`_rank_values`), from which each ScoredTask builds its two dicts when they are first read."""
+
+    names: list[str]                  # the signals with values, in FUSED order
+    shown: tuple[str, ...]            # the signals a result lists (None where a name has no value)
+    parts: list[str]                  # the contributions' names (learned_attribution may add some)
+    signals: list[float]              # len(names) per row
+    contributions: list[float]        # len(parts) per row
+    every: bool                       # names == shown: each shown signal is available (the usual case)
+
+    def signals_at(self, j: int) -> dict[str, float | None]:
+        width = len(self.names)
+        values = self.signals[j * width:(j + 1) * width]
+        if self.every:
+            return dict(zip(self.names, values))
+        column = dict(zip(self.names, values))
+        return {name: column.get(name) for name in self.shown}
+
+    def contributions_at(self, j: int) -> dict[str, float]:
+        width = len(self.parts)
+        return dict(zip(self.parts, self.contributions[j * width:(j + 1) * width]))
+
+
 class ScoredTask:
-    task: TaskRecord
-    score: float                      # fused score relative to the average visible task (= sum of contributions)
-    signals: dict[str, float | None]  # each signal's raw value for this task (None: unavailable)
-    contributions: dict[str, float]   # w_f * (x_f - mean over visible tasks): what each signal added
-    matched: list[dict]               # which query words matched where, for explanations
-    pinned: bool = False              # placed first by a test case with this exact query
-    probability: float = 0.0          # softmax of the fused score over the visible tasks
+    """One ranked task. `signals`: each signal's raw value for this task (None: unavailable);
+    `contributions`: w_f * (x_f - mean over visible tasks), what each signal added (they sum to
+    `score`, the fused score relative to the average visible task); `matched`: which query
+    words matched where, for explanations; `pinned`: placed first by a test case with this exact
+    query; `probability`: the softmax of the fused score over the visible tasks.
+
+    The two dicts are built on first read from the ranking's rows (_Columns): a fit or a
+    preview's cross-validation ranks thousands of queries 50 deep and reads neither, and building
+    them for every position was an eighth of a demo fit."""
+
+    __slots__ = ("task", "score", "matched", "pinned", "probability", "_columns", "_row", "_signals",
+                 "_contributions")
+
+    def __init__(self, task: TaskRecord, score: float, columns: _Columns, row: int, matched: list[dict],
+                 pinned: bool = False, probability: float = 0.0):
+        self.task, self.score, self.matched, self.pinned, self.probability = task, score, matched, pinned, probability
+        self._columns, self._row = columns, row
+        self._signals = self._contributions = None
+
+    @property
+    def signals(self) -> dict[str, float | None]:
+        if self._signals is None:
+            self._signals = self._columns.signals_at(self._row)
+        return self._signals
+
+    @property
+    def contributions(self) -> dict[str, float]:
+        if self._contributions is None:
+            self._contributions = self._columns.contributions_at(self._row)
+        return self._contributions
+
+    def __repr__(self) -> str:
+        return f"ScoredTask({self.task.id!r}, score={self.score}, pinned={self.pinned})"
 
 
 @dataclass(frozen=True)
@@ -455,14 +505,19 @@ def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str
     """Positions of the top `k`: pinned tasks first (in the test case's gold order), then by
     score, then by name, so equal scores never flap between requests. Only the candidates that
     can reach the top `k` (scores at or above the k-th best) are sorted."""
-    pins = {task_id: rank for rank, task_id in enumerate(pinned)}
     if len(tasks) > k:
         kth = np.partition(fused, len(fused) - k)[len(fused) - k]
-        candidates = np.flatnonzero(fused >= kth).tolist()
-        if pins:
-            candidates += [i for i, task in enumerate(tasks) if task.id in pins]
+        candidates = np.flatnonzero(fused >= kth)
     else:
-        candidates = list(range(len(tasks)))
+        candidates = np.arange(len(tasks))
+    if not pinned:   # the usual case: by score alone, unless two candidates tie (then by name below)
+        order = candidates[np.argsort(-fused[candidates], kind="stable")]
+        if order.size < 2 or np.all(np.diff(fused[order]) != 0):
+            return order[:k].tolist()
+    pins = {task_id: rank for rank, task_id in enumerate(pinned)}
+    candidates = candidates.tolist()
+    if pins and len(tasks) > k:
+        candidates += [i for i, task in enumerate(tasks) if task.id in pins]
     key = lambda i: (pins.get(tasks[i].id, len(pins)), -fused[i], tasks[i].name)  # noqa: E731
     return sorted(set(candidates), key=key)[:k]
 
@@ -504,7 +559,6 @@ def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extra
     names = [name for name in FUSED if name in values or name in deferred]
     width = len(names)
     shown = SIGNALS + tuple(name for name in (*TYPING_SIGNALS, LEARNED) if name in names)
-    column = {name: i for i, name in enumerate(names)}
     positions = np.asarray(order, dtype=np.int64)
     at = np.array([values[name][positions] if name in values else deferred[name](positions) for name in names],
                   dtype=np.float64).reshape(width, len(order))
@@ -516,23 +570,12 @@ def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extra
         terms, parts = learned_attribution(names, terms, at, scale, attribute(positions))
     cw = len(parts)
     contributions = round_like_python(terms.T.ravel())
-    signals = round_like_python(at.T.ravel())
+    columns = _Columns(names, shown, parts, round_like_python(at.T.ravel()), contributions, names == list(shown))
     chance = probabilities[positions].tolist()
-    every = names == list(shown)   # each shown signal is available (the usual case): zip them
     matched = explain(order) if explain is not None else [[] for _ in order]
-    ranked = []
-    for j, i in enumerate(order):
-        row, shown_values = contributions[j * cw:(j + 1) * cw], signals[j * width:(j + 1) * width]
-        ranked.append(ScoredTask(
-            task=tasks[i],
-            score=round(sum(row), 4),
-            signals=dict(zip(names, shown_values)) if every else
-            {name: shown_values[column[name]] if name in column else None for name in shown},
-            contributions=dict(zip(parts, row)),
-            matched=matched[j],
-            pinned=tasks[i].id in pinned,
-            probability=chance[j],
-        ))
+    ranked = [ScoredTask(tasks[i], round(sum(contributions[j * cw:(j + 1) * cw]), 4), columns, j, matched[j],
+                         tasks[i].id in pinned, chance[j])
+              for j, i in enumerate(order)]
     evidence = ({name: float(values[name][order[0]]) for name in QUERY_EVIDENCE + DENSE_EVIDENCE if name in values}
                 if order else {})
     return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence)

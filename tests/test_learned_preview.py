@@ -75,6 +75,10 @@ def test_the_evaluation_fits_with_learned_evidence_but_never_with_a_test_query(s
     from evaluation.runs import HOLDOUT, SEED
 
     tasks, cases = demo(service)
+    # the demo's three largest categories (71 tasks, 103 of its cases): what this checks does not
+    # depend on the catalog's size, and a fit on a third of it costs a sixth
+    part = {t.id for t in tasks if t.category in ("health", "ersea", "education")}
+    tasks, cases = [t for t in tasks if t.id in part], [c for c in cases if set(c.gold) <= part]
     train, test = holdout_split(cases, HOLDOUT, SEED)
     learned = tuple(LearnedExemplar(normalised_query(c.query), c.gold[0], 0.9, 5) for c in cases if c.gold)
     report, _ = evaluate(Runtime(service.settings, service.embedder), Split(tasks, train, test), ["prefilter"],
