@@ -32,7 +32,7 @@ Referer (WTF_CSRF_SSL_STRICT).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -42,6 +42,7 @@ from flask_login import LoginManager, current_user
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from admin.accounts import Account, AccountStore
+from admin.preview import PreviewMemo
 from admin.analytics import analytics_pages_bp
 from infra.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
@@ -75,9 +76,11 @@ SECURITY_HEADERS = {
 
 @dataclass
 class AdminState:
-    """What the admin views need beyond `Services`: the login throttle."""
+    """What the admin views need beyond `Services`: the login throttle, and the previews already
+    made (admin.preview.PreviewMemo: a confirmation page shown again does not preview again)."""
 
     throttle: LoginThrottle
+    previews: PreviewMemo = field(default_factory=PreviewMemo)
 
 
 # -- setup ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import replace
 from flask import Response, current_app, flash, g, jsonify, redirect, render_template, request, url_for
 
 from admin.audit import user_actor
-from admin.blueprint import admin_bp, api_bp, refuse
+from admin.blueprint import admin_bp, admin_state, api_bp, refuse
 from admin.editing import (CASE, TASK, InvalidProposal, Proposal, active, apply_proposal,
                            case_proposal_from_form, case_proposal_from_json, cases_naming, retired_gold,
                            task_proposal_from_form, task_proposal_from_json)
@@ -318,7 +318,8 @@ def render_preview(proposal: Proposal):
     # change applied (a pure function of the two), so the preview ranks what publishing would.
     report = preview_change(service(), active(all_tasks), before_cases, active(after_tasks), after_cases,
                             preview_queries(proposal, before_cases),
-                            view_as=view_as_of(request.form, [*all_tasks, *after_tasks])).as_dict()
+                            view_as=view_as_of(request.form, [*all_tasks, *after_tasks]),
+                            memo=admin_state().previews).as_dict()
     current = None
     if not proposal.is_new:
         current = next((c for c in before_cases if c.id == proposal.record.id), None) if proposal.kind == CASE \
@@ -432,7 +433,7 @@ def undo_preview(changes, tasks, cases) -> dict | None:
     all_tasks, now_cases = store().tasks(include_inactive=True), store().cases()
     queries = [side["query"] for c in changes if c.kind == CASE for side in (c.before, c.after) if side]
     return preview_change(service(), active(all_tasks), now_cases, active(list(tasks)), list(cases), queries,
-                          view_as=view_as_of(request.values, [*all_tasks, *tasks])).as_dict()
+                          view_as=view_as_of(request.values, [*all_tasks, *tasks]), memo=admin_state().previews).as_dict()
 
 
 @admin_bp.route("/versions/<int:version_id>/revert", methods=["GET", "POST"])

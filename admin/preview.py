@@ -74,6 +74,7 @@ from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS, cases_digest
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, embedding_text
 from search.learned import normalised_query
+from search.lru import LRU
 from search.pipeline import IndexOptions, Pipeline, attach, serving_index
 from search.ranker import RankerParams
 from settings import Settings
@@ -487,9 +488,30 @@ def _figures(ranks: Mapping[str, tuple[tuple[str, ...], int | None]]) -> CVFigur
 
 
 # -- the whole preview ------------------------------------------------------------------------------
+class PreviewMemo:
+    """The last few previews, each under everything it depends on: the two sides' tasks and
+    cases (by content), the queries, the viewer, and the very live state and after-fit it ranked
+    with (held here, compared by identity: any reload, refit or publish is another state). A
+    confirmation page shown again (a reload, a stale or malformed confirmation answered with the
+    page) costs a look-up instead of a second preview (~1 s on the demo, ops/bench_preview.py)."""
+
+    def __init__(self, capacity: int = 8):
+        self._entries: LRU[tuple] = LRU(capacity)
+
+    def get(self, key: tuple, anchors: tuple) -> "PreviewReport | None":
+        entry = self._entries.get(key)
+        if entry is None or len(entry[0]) != len(anchors) or any(a is not b for a, b in zip(entry[0], anchors)):
+            return None
+        return entry[1]
+
+    def put(self, key: tuple, anchors: tuple, report: "PreviewReport") -> None:
+        self._entries.put(key, (anchors, report))
+
+
 def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Sequence[CaseRecord],
                    after_tasks: Sequence[TaskRecord], after_cases: Sequence[CaseRecord],
-                   queries: Sequence[str], view_as: str | None = ANONYMOUS) -> PreviewReport:
+                   queries: Sequence[str], view_as: str | None = ANONYMOUS,
+                   memo: PreviewMemo | None = None) -> PreviewReport:
     """The preview of changing (before_tasks, before_cases) into (after_tasks, after_cases);
     `queries`: the edited query or queries; `view_as`: whose rankings (ANONYMOUS, a role name,
     EVERY_ROLE; see the module docstring). `service`: a SearchService (its settings, embedder
@@ -497,11 +519,29 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     the live one; after, the one the service will rank the changed data with once it is
     published (SearchService.params_for: after a rollback, the fit that data had), through the
     same pipeline (search.pipeline). Embeddings that cannot be had make the whole preview rank
-    in the degraded (sparse) mode, as the service would."""
+    in the degraded (sparse) mode, as the service would. `memo`: a PreviewMemo to answer a
+    preview already made from (the same report object)."""
     started = time.perf_counter()
     before_cases, after_cases = _content(before_cases), _content(after_cases)
     live = service.live()
     after_params = after_fit(service, live, after_tasks, after_cases)
+    if memo is None:
+        return _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
+                               after_cases, queries, view_as)
+    key = (tuple(before_tasks), tuple(before_cases), tuple(after_tasks), tuple(after_cases), tuple(queries),
+           view_as, id(live), id(after_params))
+    anchors = (live, after_params)
+    report = memo.get(key, anchors)
+    if report is None:
+        report = _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
+                                 after_cases, queries, view_as)
+        memo.put(key, anchors, report)
+    return report
+
+
+def _preview_change(service, live, after_params: RankerParams, started: float, before_tasks, before_cases,
+                    after_tasks, after_cases, queries, view_as) -> PreviewReport:
+    """preview_change without the memo (`before_cases`, `after_cases`: as _content makes them)."""
     embedder = service.embedder if live.vectors_ok else None
     settings = service.settings
     try:

@@ -15,7 +15,7 @@ from lexicon.rationale import build_lexicon
 from lexicon.text import stem, words
 from web.metrics import Metrics
 from search.index import analyse_tasks, build_index
-from admin.preview import EVERY_ROLE, preview_change
+from admin.preview import EVERY_ROLE, PreviewMemo, preview_change
 from serving.service import SearchService
 
 ASQ = "health.asq3-screening"
@@ -214,3 +214,36 @@ def test_with_a_fitted_model_the_note_names_what_it_was_fitted_on():
     assert (note.model, note.fitted_oos, note.oos_before, note.oos_after) == (True, 31, 1, 0)
     assert (note.kind, note.other_negatives) == ("discriminative", 700)
     assert not abstention_note(params, "sparse", True, cases, cases).model
+
+
+class Reloaded:
+    """The service after a reload that changed nothing: a live state equal in content, but
+    another one (any reload, refit or publish makes one)."""
+
+    def __init__(self, service):
+        self._service = service
+        self._live = replace(service.live())
+
+    def live(self, *args, **kwargs):
+        return self._live
+
+    def __getattr__(self, name):
+        return getattr(self._service, name)
+
+
+def test_a_memo_answers_a_preview_made_before_and_never_one_made_for_another_live_state(service):
+    """A confirmation page shown again (admin.blueprint.AdminState.previews) is answered from the
+    memo: the same report, not a second preview. Anything it depends on, the viewer or the live
+    state it ranked with included, makes another preview."""
+    tasks, cases = demo(service)
+    new = CaseRecord(query="plot a child's growth chart", gold=("health.growth-bmi",))
+    change = (tasks, cases, tasks, [*cases, new], [new.query])
+    memo = PreviewMemo()
+    first = preview_change(service, *change, memo=memo)
+    assert preview_change(service, *change, memo=memo) is first
+    assert preview_change(service, *change, view_as=EVERY_ROLE, memo=memo) is not first
+    assert preview_change(service, tasks, cases, tasks, [*cases, replace(new, gold=("health.immunizations",))],
+                          [new.query], memo=memo) is not first
+    reloaded = preview_change(Reloaded(service), *change, memo=memo)
+    assert reloaded is not first
+    assert reloaded.as_dict() | {"elapsed_ms": 0} == first.as_dict() | {"elapsed_ms": 0}   # the same content
