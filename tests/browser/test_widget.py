@@ -230,6 +230,27 @@ def test_typing_shows_instant_results_before_the_reranked_list(with_llm, live_se
     assert page.locator(".tf-why").first.text_content().strip()
 
 
+@pytest.mark.parametrize("llm", [False, True], ids=["no-llm", "llm"])
+def test_a_first_answer_slower_than_the_pause_decides_whether_to_ask_for_the_reranked_list(
+        demo, with_llm, live_server, page, llm):
+    """The first answer of a page says whether the server can re-rank (rerank_available). When it
+    comes after the 700 ms pause (a busy server), the pause must not guess: without an LLM no
+    rerank=1 request is ever sent (failed before: the pause asked for it while the answer was
+    still unknown), and with one the re-ranked list is asked for once the instant answer came."""
+    base = live_server(DelayedSearches(with_llm if llm else demo, prefix="kids", seconds=1.2))
+    seen = []
+    page.on("request", lambda r: "/api/search" in r.url and seen.append(parse_qs(urlparse(r.url).query)))
+    page.goto(base + "/")
+    type_query(page, "kids shots", delay_ms=0)
+    wait_final(page)
+    page.wait_for_timeout(300)
+    reranked = [query for query in seen if query["rerank"] == ["1"]]
+    if llm:
+        assert [query["q"] for query in reranked] == [["kids shots"]], seen
+    else:
+        assert seen and reranked == [], seen
+
+
 def test_matched_words_are_highlighted_as_marks(demo, live_server, page):
     base = live_server(demo)
     page.goto(base + "/")

@@ -8,7 +8,8 @@
  *
  * Type-ahead shows the instant prefilter ranking (rerank=0) 120 ms after the last keystroke and
  * the re-ranked list (rerank=1) on Enter or after a 700 ms pause, unless the API says re-ranking is
- * unavailable (`rerank_available: false`: the instant list is final). The input is a WAI-ARIA 1.2
+ * unavailable (`rerank_available: false`: the instant list is final; a pause before any answer has
+ * said waits for it). The input is a WAI-ARIA 1.2
  * combobox with a listbox popup: first the whole queries the same answer suggests (`completions`:
  * choosing one puts it in the box and searches it), then the tasks; the arrow keys walk both;
  * Enter with none active opens the first task. Back on the page a task was opened from, the
@@ -304,6 +305,7 @@
     this.impressed = {};
     this.dismissed = false;   // closed by Escape: answers arriving later do not reopen it
     this.rerankAvailable = null;   // unknown until the API says (rerank_available in each answer)
+    this.rerankDeferred = null;    // a query that settled before any answer said whether re-ranking exists
     this.opening = null;      // {name, returnTo}: a task suggestion being opened (openNamed)
     this.build(container);
     this.resumePending();
@@ -382,6 +384,7 @@
   Widget.prototype.clearTimers = function () {
     window.clearTimeout(this.timers.debounce);
     window.clearTimeout(this.timers.settle);
+    this.rerankDeferred = null;
   };
 
   /** Whether the list shown answers what is in the box now (not an older query still being typed over). */
@@ -400,9 +403,12 @@
     this.timers.settle = window.setTimeout(function () { self.settle(query); }, this.opts.settleMs);
   };
 
-  /** The person paused: ask for the re-ranked list, or (re-ranking off) take the instant one as final. */
+  /** The person paused: ask for the re-ranked list, or (re-ranking off) take the instant one as final.
+   *  Before any answer has said whether re-ranking exists (a slow first answer), the instant
+   *  answer decides when it comes (show): a server without an LLM is never asked to re-rank. */
   Widget.prototype.settle = function (query) {
     this.settledQuery = query;
+    if (this.opts.rerank && this.rerankAvailable === null) { this.rerankDeferred = query; return; }
     if (this.wantsRerank()) { this.request(query, true); return; }
     if (this.list && this.list.query === query && !this.list.final) this.finalise();
   };
@@ -707,6 +713,8 @@
   Widget.prototype.show = function (query, rerank, body) {
     var previous = this.opening ? null : this.activeKey();
     if (typeof body.rerank_available === "boolean") this.rerankAvailable = body.rerank_available;
+    var deferred = !rerank && this.rerankDeferred === query;   // settled before this answer said (settle)
+    if (deferred) this.rerankDeferred = null;
     var final = rerank || (!this.wantsRerank() && this.settledQuery === query);
     this.list = {
       query: query,
@@ -730,6 +738,7 @@
       query: query, stage: this.list.stage, final: final, searchId: this.list.searchId,
       completions: this.list.completions, response: body } }));
     this.openIfNamed(query);
+    if (deferred && this.wantsRerank()) this.request(query, true);
   };
 
   /** The answer to a task suggestion's name (openNamed): open the listed task of that name; if
