@@ -266,9 +266,11 @@ class _Workbench:
 
     def __init__(self, settings: Settings, embedder, abstain: bool,
                  enrichment: Callable[[Sequence[TaskRecord]], Enrichment] | None = None,
-                 live_index: SearchIndex | None = None, view_as: str | None = ANONYMOUS):
+                 live_index: SearchIndex | None = None, view_as: str | None = ANONYMOUS,
+                 memo: "PreviewMemo | None" = None, live: object = None):
         self.settings = settings
         self.view_as = view_as
+        self.memo, self.live = memo, live   # cross-validated ranks kept across previews (_cv_ranks)
         self.embedder = MemoEmbedder(embedder) if embedder is not None else None
         self.abstain = abstain
         self.enrichment = enrichment
@@ -462,7 +464,23 @@ def cross_validate(bench: _Workbench, before: Side, after: Side
 
 
 def _cv_ranks(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str, tuple[tuple[str, ...], int | None]]:
-    """query -> (gold, cross-validated rank of its first gold task) of every in-scope case."""
+    """query -> (gold, cross-validated rank of its first gold task) of every in-scope case; from
+    the bench's memo where an earlier preview ranked the same tasks and cases with the same fit,
+    embeddings and live state (the catalog as it is: the before side of every preview until
+    the next publish)."""
+    if bench.memo is None:
+        return _cv_ranks_now(bench, tasks, cases, params)
+    key = ("cv", tuple(t for t in tasks if t.active), tuple(cases), id(params), bench.embedder is not None,
+           id(bench.live))
+    anchors = (params, bench.live)
+    ranks = bench.memo.get(key, anchors)
+    if ranks is None:
+        ranks = _cv_ranks_now(bench, tasks, cases, params)
+        bench.memo.put(key, anchors, ranks)
+    return ranks
+
+
+def _cv_ranks_now(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str, tuple[tuple[str, ...], int | None]]:
     out = {}
     for fit, held in k_folds(list(cases), FOLDS, CV_SEED):
         held = [c for c in held if c.gold]
@@ -493,9 +511,11 @@ class PreviewMemo:
     cases (by content), the queries, the viewer, and the very live state and after-fit it ranked
     with (held here, compared by identity: any reload, refit or publish is another state). A
     confirmation page shown again (a reload, a stale or malformed confirmation answered with the
-    page) costs a look-up instead of a second preview (~1 s on the demo, ops/bench_preview.py)."""
+    page) costs a look-up instead of a second preview (~1 s on the demo, ops/bench_preview.py).
+    It also keeps each side's cross-validated ranks (_cv_ranks), so the next preview against the
+    same live catalog cross-validates only its after side."""
 
-    def __init__(self, capacity: int = 8):
+    def __init__(self, capacity: int = 16):
         self._entries: LRU[tuple] = LRU(capacity)
 
     def get(self, key: tuple, anchors: tuple) -> "PreviewReport | None":
@@ -527,32 +547,33 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     after_params = after_fit(service, live, after_tasks, after_cases)
     if memo is None:
         return _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
-                               after_cases, queries, view_as)
+                               after_cases, queries, view_as, None)
     key = (tuple(before_tasks), tuple(before_cases), tuple(after_tasks), tuple(after_cases), tuple(queries),
            view_as, id(live), id(after_params))
     anchors = (live, after_params)
     report = memo.get(key, anchors)
     if report is None:
         report = _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
-                                 after_cases, queries, view_as)
+                                 after_cases, queries, view_as, memo)
         memo.put(key, anchors, report)
     return report
 
 
 def _preview_change(service, live, after_params: RankerParams, started: float, before_tasks, before_cases,
-                    after_tasks, after_cases, queries, view_as) -> PreviewReport:
-    """preview_change without the memo (`before_cases`, `after_cases`: as _content makes them)."""
+                    after_tasks, after_cases, queries, view_as, memo: "PreviewMemo | None") -> PreviewReport:
+    """The preview itself (`before_cases`, `after_cases`: as _content makes them; `memo`: for
+    the cross-validated ranks of each side)."""
     embedder = service.embedder if live.vectors_ok else None
     settings = service.settings
     try:
-        bench = _Workbench(settings, embedder, settings.abstain, service.enrichment, live.index, view_as)
+        bench = _Workbench(settings, embedder, settings.abstain, service.enrichment, live.index, view_as, memo, live)
         if embedder is not None and _content(live.cases) == before_cases and \
                 live.index.tasks == tuple(t for t in before_tasks if t.active):
             bench.adopt(live.index, before_cases, live.params)
         return _preview(bench, started, Side(before_tasks, before_cases, live.params),
                         Side(after_tasks, after_cases, after_params), queries)
     except EmbeddingUnavailable:
-        bench = _Workbench(settings, None, settings.abstain, service.enrichment, view_as=view_as)
+        bench = _Workbench(settings, None, settings.abstain, service.enrichment, view_as=view_as, memo=memo, live=live)
         return _preview(bench, started, Side(before_tasks, before_cases, live.params),
                         Side(after_tasks, after_cases, after_params), queries)
 

@@ -247,3 +247,24 @@ def test_a_memo_answers_a_preview_made_before_and_never_one_made_for_another_liv
     reloaded = preview_change(Reloaded(service), *change, memo=memo)
     assert reloaded is not first
     assert reloaded.as_dict() | {"elapsed_ms": 0} == first.as_dict() | {"elapsed_ms": 0}   # the same content
+
+
+def test_the_next_preview_against_the_same_catalog_cross_validates_only_its_after_side(service, monkeypatch):
+    """PreviewMemo keeps each side's cross-validated ranks: a second, different edit of the same
+    live catalog ranks its before side from the memo, and its report is the one a preview
+    without the memo makes."""
+    import admin.preview as preview
+
+    tasks, cases = demo(service)
+    computed = []
+    real = preview._cv_ranks_now
+    monkeypatch.setattr(preview, "_cv_ranks_now", lambda bench, t, c, p: computed.append(len(c)) or real(bench, t, c, p))
+    memo = PreviewMemo()
+    first = CaseRecord(query="plot a child's growth chart", gold=("health.growth-bmi",))
+    second = CaseRecord(query="shots a child still needs", gold=("health.immunizations",))
+    preview_change(service, tasks, cases, tasks, [*cases, first], [first.query], memo=memo)
+    assert computed == [len(cases), len(cases) + 1]            # before and after
+    report = preview_change(service, tasks, cases, tasks, [*cases, second], [second.query], memo=memo)
+    assert computed == [len(cases), len(cases) + 1, len(cases) + 1]   # the after side only
+    alone = preview_change(service, tasks, cases, tasks, [*cases, second], [second.query])
+    assert report.as_dict() | {"elapsed_ms": 0} == alone.as_dict() | {"elapsed_ms": 0}
