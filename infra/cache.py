@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -129,3 +130,23 @@ class HealingCache:
             cache = open_disk_cache(self.directory)
         self._identity = self._file_identity()
         return cache
+
+
+def copy_cache(source: Path, target: Path) -> None:
+    """A consistent copy at `target` (a new directory) of the cache at `source`, which this and
+    other processes may be using, through SQLite's online backup. Never a file copy: closing a
+    descriptor a process opened on a database's files drops every POSIX lock that process holds
+    on them, SQLite's own included (sqlite.org/howtocorrupt.html, 2.2), and a live WAL database
+    copied file by file may not be consistent. Measured: the test suite's file copy of the shared
+    cache, from a worker that had it open, left it "database disk image is malformed" for the
+    other worker (moved aside; every later fit embedded its queries again)."""
+    source, target = Path(source), Path(target)
+    target.mkdir(parents=True)
+    source_db, target_db = sqlite3.connect(source / "cache.db"), sqlite3.connect(target / "cache.db")
+    try:
+        source_db.backup(target_db)
+    finally:
+        source_db.close()
+        target_db.close()
+    # the values diskcache keeps as files beside its database (embeddings are too small for that)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("cache.db*"), dirs_exist_ok=True)

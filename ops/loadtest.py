@@ -57,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from infra.cache import copy_cache  # noqa: E402
 from ops.servers import (ServerProcess, free_port, gunicorn_command, http_get, prepare_demo_database,  # noqa: E402
                          server_env, warm_embedding_cache)
 
@@ -515,7 +516,7 @@ def main() -> None:
     url = args.database_url or f"sqlite:///{workdir / 'load.db'}"
     prepare_demo_database(url)
     warm_s = warm_embedding_cache(url, args.cache_dir)
-    shutil.copytree(args.cache_dir, workdir / "cache")
+    copy_cache(Path(args.cache_dir), workdir / "cache")   # through SQLite: the cache is open here (infra.cache)
     print(f"catalog embedded in {warm_s:.1f} s; run directory {workdir}", file=sys.stderr)
     pools = build_pools(args.seed)
 
