@@ -555,7 +555,8 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     if report is None:
         report = _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
                                  after_cases, queries, view_as, memo)
-        memo.put(key, anchors, report)
+        if report.mode == "full" or not live.vectors_ok:   # never keep one that embeddings failing degraded
+            memo.put(key, anchors, report)
     return report
 
 

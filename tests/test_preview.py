@@ -268,3 +268,44 @@ def test_the_next_preview_against_the_same_catalog_cross_validates_only_its_afte
     assert computed == [len(cases), len(cases) + 1, len(cases) + 1]   # the after side only
     alone = preview_change(service, tasks, cases, tasks, [*cases, second], [second.query])
     assert report.as_dict() | {"elapsed_ms": 0} == alone.as_dict() | {"elapsed_ms": 0}
+
+
+class FlakyEmbeddings:
+    """The service with an embedder that fails its first `failures` calls (an outage that ends)."""
+
+    def __init__(self, service, failures: int = 1):
+        self._service, self.failures = service, failures
+
+    @property
+    def embedder(self):
+        outer, inner = self, self._service.embedder
+
+        class Flaky:
+            model = inner.model
+
+            def embed(self, texts, kind):
+                from search.embeddings import EmbeddingUnavailable
+
+                if outer.failures > 0:
+                    outer.failures -= 1
+                    raise EmbeddingUnavailable("injected outage")
+                return inner.embed(texts, kind)
+        return Flaky()
+
+    def __getattr__(self, name):
+        return getattr(self._service, name)
+
+
+def test_a_preview_that_embeddings_failing_degraded_is_not_kept(service):
+    """Made while the embeddings failed, a preview ranks in the sparse mode (as the service
+    would) and says so; the memo does not keep it: once they answer again, the same preview is
+    made again in the full mode."""
+    tasks, cases = demo(service)
+    new = CaseRecord(query="a brand new wording about bumped heads on the slide", gold=("health.injury-report",))
+    change = (tasks, cases, tasks, [*cases, new], [new.query])
+    memo = PreviewMemo()
+    flaky = FlakyEmbeddings(service)
+    degraded = preview_change(flaky, *change, memo=memo)
+    assert degraded.mode == "sparse"
+    again = preview_change(flaky, *change, memo=memo)
+    assert again.mode == "full" and preview_change(flaky, *change, memo=memo) is again
