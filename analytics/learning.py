@@ -301,8 +301,10 @@ class _Sums:
 
 
 def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max_position: int,
-                max_votes: int) -> tuple[dict[tuple[str, str], _Sums], np.ndarray]:
-    """Per (query, task), the decayed sums of one window's votes, and the propensities used."""
+                max_votes: int, max_source_pairs: float | None = None) -> tuple[dict[tuple[str, str], _Sums], np.ndarray]:
+    """Per (query, task), the decayed sums of one window's votes, and the propensities used.
+    `max_source_pairs`: no person, network or session weighs more than that many pairs' worth
+    in the propensities (search.learned.source_weights; LEARNING_MAX_NETWORK_PAIRS)."""
     if not votes:
         return {}, math.power_propensities(max_position)
     pair_ids: dict[tuple[str, str], int] = {}
@@ -311,8 +313,13 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
     clicked = np.array([v.clicked for v in votes], dtype=np.float64)
     # position bias is learnt from clicks on the lists themselves, not from reformulation chains
     direct = np.array([not v.chained for v in votes])
-    theta = math.em_propensities(np.unique(pairs[direct], return_inverse=True)[1], positions[direct],
-                                 clicked[direct], max_position) if direct.any() else math.power_propensities(max_position)
+    if direct.any():
+        sources = [v.person or v.viewer_network or v.network or f"session:{v.session_id}" for v in votes]
+        weights = math.source_weights([s for s, d in zip(sources, direct) if d], pairs[direct], max_source_pairs)
+        theta = math.em_propensities(np.unique(pairs[direct], return_inverse=True)[1], positions[direct],
+                                     clicked[direct], max_position, weights=weights)
+    else:
+        theta = math.power_propensities(max_position)
     weights = math.session_weights([v.session_id for v in votes], max_votes)
     ages = np.array([(now - v.at).total_seconds() / 86400 for v in votes])
     d = math.decay(ages, half_life_days) * weights
@@ -348,7 +355,7 @@ def merge(old: LearnedEvidence | None, new: _Sums, now: datetime, half_life_days
     updated_at to `now`). Sessions and networks are distinct counts over both (their sketches'
     union), never a sum: a session that clicked before and clicks again is one session. People
     likewise; a row aggregated before them (migration 0012) starts at none."""
-    session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks)
+    session_sketch, network_sketch = math.sketch_of(new.clickers), math.sketch_of(new.networks, math.NETWORK_SKETCH_BITS)
     people_sketch = math.sketch_of(new.people)
     viewer_sketch, viewer_network_sketch = math.sketch_of(new.viewers), math.sketch_of(new.viewer_networks)
     viewer_people_sketch = math.sketch_of(new.viewer_people)
@@ -408,7 +415,7 @@ def aggregate(engine: Engine, settings: Settings, now: datetime | None = None) -
         if settings.learning_chains else []
     votes = collect_votes(searches, events, settings.learning_max_position, earlier, settings.learning_chains)
     sums, theta = window_sums(votes, now, settings.learning_half_life_days, settings.learning_max_position,
-                              settings.learning_max_votes_per_session)
+                              settings.learning_max_votes_per_session, settings.learning_max_network_pairs or None)
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":   # one aggregation at a time across processes
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK})

@@ -34,7 +34,9 @@ class LearnedEvidence(Base):
     # Linear-counting sketches behind `sessions` and `networks` (migration 0011; search.learned.sketch_of):
     # 512 bits, one per 1/512 of all keys, no key stored. NULL: aggregated before them.
     session_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
-    network_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)
+    # the networks' sketch has 4096 bits since migration 0016 (search.learned.NETWORK_SKETCH_BITS); a row
+    # aggregated before keeps 512 (a wider sketch folds to it: search.learned.fold_sketch)
+    network_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(512), nullable=True)
     # distinct verified people that clicked (migration 0012; analytics.sources.person_pseudonym), and its sketch
     people: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     people_sketch: Mapped[bytes | None] = mapped_column(LargeBinary(64), nullable=True)

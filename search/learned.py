@@ -85,28 +85,50 @@ def power_propensities(max_position: int, eta: float = 1.0) -> np.ndarray:
 
 
 def em_propensities(pairs: np.ndarray, positions: np.ndarray, clicks: np.ndarray, max_position: int,
-                    iterations: int = EM_ITERATIONS) -> np.ndarray:
+                    iterations: int = EM_ITERATIONS, weights: np.ndarray | None = None) -> np.ndarray:
     """PBM examination propensities theta_1..theta_max by EM (module docstring).
 
     `pairs`: an integer id of each vote's (query, task); `positions`: its 1-based position;
-    `clicks`: 0/1. Returns an array of `max_position` values, non-increasing, theta_1 = 1."""
+    `clicks`: 0/1; `weights`: each vote's weight in the means (`source_weights`; None: 1 each;
+    the weighted form of the same updates). Returns an array of `max_position` values,
+    non-increasing, theta_1 = 1."""
     theta = power_propensities(max_position)
     if len(clicks) < MIN_EM_VOTES:
         return theta
     k = positions.astype(np.int64) - 1
     c = clicks.astype(np.float64)
+    w = np.ones(len(c)) if weights is None else np.asarray(weights, dtype=np.float64)
     n_pairs = int(pairs.max()) + 1
-    count_pair = np.bincount(pairs, minlength=n_pairs).astype(np.float64)
-    count_pos = np.bincount(k, minlength=max_position).astype(np.float64)
+    count_pair = np.bincount(pairs, w, minlength=n_pairs)
+    count_pos = np.bincount(k, w, minlength=max_position)
     r = np.full(n_pairs, 0.5)
     for _ in range(iterations):
         th, rr = theta[k], r[pairs]
         denominator = np.maximum(1.0 - th * rr, 1e-12)
         examined = c + (1 - c) * th * (1 - rr) / denominator
         relevant = c + (1 - c) * (1 - th) * rr / denominator
-        theta = np.where(count_pos > 0, np.bincount(k, examined, max_position) / np.maximum(count_pos, 1), theta)
-        r = np.bincount(pairs, relevant, n_pairs) / np.maximum(count_pair, 1)
+        theta = np.where(count_pos > 0, np.bincount(k, examined * w, max_position) / np.where(count_pos > 0, count_pos, 1),
+                         theta)
+        r = np.bincount(pairs, relevant * w, n_pairs) / np.where(count_pair > 0, count_pair, 1)
     return normalise_propensities(theta)
+
+
+def source_weights(sources: Sequence[str], pairs: np.ndarray, max_pairs: float | None) -> np.ndarray:
+    """Per vote, min(1, max_pairs / p_s), where p_s is the number of distinct (query, task) pairs
+    the vote's source (its verified person, else its network, else its session) voted on in the
+    window: no source weighs more than `max_pairs` pairs' worth in the position-bias estimate
+    (`em_propensities`), the EM's form of `heavy_networks`' cap. The propensities are one
+    estimate shared by every pair: two networks clicking only the last result of hundreds of
+    lists raised theta_8 from 0.14 to 0.3 and with it every pair's examinations (issue 33;
+    tests/test_learning.py). A weight common to every vote cancels in the means, so a window
+    whose votes all come from one office network is estimated as without weights.
+    `max_pairs` None or 0: 1 each."""
+    if not max_pairs or not len(pairs):
+        return np.ones(len(pairs))
+    keys, source = np.unique(np.asarray(sources, dtype=object).astype(str), return_inverse=True)
+    distinct = np.unique(np.stack([source, np.asarray(pairs)]), axis=1)[0]
+    per_source = np.bincount(distinct, minlength=len(keys)).astype(np.float64)
+    return np.minimum(1.0, max_pairs / per_source[source])
 
 
 def normalise_propensities(theta: np.ndarray) -> np.ndarray:
@@ -128,6 +150,11 @@ def coec_relevance(clicks: float, examinations: float, strength: float = PRIOR_S
 
 
 SKETCH_BITS = 512       # m: bits of each pair's distinct-count sketch (64 bytes)
+# The clicking networks' sketch is kept at 8 times that (512 bytes; migration 0016). The share and
+# cap rules still judge each of the 512 bits (`heavy_networks`); the finer bits only say which of
+# the networks folded into a heavy bit made it heavy, so that an honest network sharing the bit
+# keeps its voucher (`HeavyNetworks`). A multiple of SKETCH_BITS: h mod 4096 folds to h mod 512.
+NETWORK_SKETCH_BITS = 4096
 
 
 def sketch_of(keys: Iterable[str], bits: int = SKETCH_BITS) -> bytes:
@@ -141,11 +168,39 @@ def sketch_of(keys: Iterable[str], bits: int = SKETCH_BITS) -> bytes:
     return value.to_bytes(bits // 8, "big")
 
 
+def fold_sketch(sketch: bytes, bits: int) -> bytes:
+    """The sketch of the same keys at `bits` bits, a divisor of its own width: bit b becomes
+    b mod bits, as `sketch_of` would have set it (h mod bits = (h mod m) mod bits when bits
+    divides m)."""
+    width = len(sketch) * 8
+    if width == bits:
+        return sketch
+    if width % bits:
+        raise ValueError(f"a {width}-bit sketch does not fold to {bits} bits")
+    value, folded, mask = int.from_bytes(sketch, "big"), 0, (1 << bits) - 1
+    for chunk in range(width // bits):
+        folded |= (value >> (chunk * bits)) & mask
+    return folded.to_bytes(bits // 8, "big")
+
+
 def sketch_union(a: bytes | None, b: bytes | None) -> bytes | None:
-    """The sketch of both key sets (bitwise OR); None only when both are None."""
+    """The sketch of both key sets (bitwise OR); None only when both are None. Of two widths, the
+    wider is folded to the narrower (`fold_sketch`: a row aggregated before migration 0016)."""
     if a is None or b is None:
         return b if a is None else a
-    return (int.from_bytes(a, "big") | int.from_bytes(b, "big")).to_bytes(max(len(a), len(b)), "big")
+    bits = min(len(a), len(b)) * 8
+    a, b = fold_sketch(a, bits), fold_sketch(b, bits)
+    return (int.from_bytes(a, "big") | int.from_bytes(b, "big")).to_bytes(bits // 8, "big")
+
+
+def set_bits(sketch: bytes | None) -> frozenset[int]:
+    """The indices of a sketch's set bits (bit h(key) mod m of `sketch_of`)."""
+    value, found = int.from_bytes(sketch or b"", "big"), []
+    while value:
+        low = value & -value
+        found.append(low.bit_length() - 1)
+        value ^= low
+    return frozenset(found)
 
 
 def sketch_count(sketch: bytes | None) -> int:
@@ -296,12 +351,12 @@ def eligible(pairs: Iterable, rule: CountingRule, blocked: frozenset[tuple[str, 
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
 
 
-def heavy_under(rule: CountingRule, counting: Sequence) -> frozenset[int]:
+def heavy_under(rule: CountingRule, counting: Sequence) -> HeavyNetworks:
     """The networks that vouch for nothing under `rule` (`heavy_networks` with its share and
     cap), given the pairs that count before it (`counting`): what `eligible` and the admin's
     panel (`shortfall(..., heavy)`) both judge with."""
     if rule.max_network_share is None and rule.max_network_pairs is None:
-        return frozenset()
+        return HeavyNetworks()
     return heavy_networks(counting, rule.max_network_share if rule.max_network_share is not None else 1.0,
                           max_pairs=rule.max_network_pairs)
 
@@ -338,14 +393,81 @@ NETWORK_SHARE_FLOOR = 5
 
 
 def network_bits(pair) -> frozenset[int]:
-    """The networks that clicked a pair, as the bits of its network sketch (`sketch_of`: one bit
-    per network pseudonym, the same bit in every pair that network clicked); empty for a pair
-    without a sketch (unknown: never heavy, never discounted)."""
+    """The networks that clicked a pair, as the SKETCH_BITS bits of its network sketch
+    (`sketch_of`: one bit per network pseudonym, the same bit in every pair that network
+    clicked; a wider sketch folded: `fold_sketch`); empty for a pair without a sketch (unknown:
+    never heavy, never discounted). What the share and cap rules judge."""
     sketch = getattr(pair, "network_sketch", None)
-    if not sketch:
-        return frozenset()
-    value = int.from_bytes(sketch, "big")
-    return frozenset(bit for bit in range(len(sketch) * 8) if value >> bit & 1)
+    return set_bits(fold_sketch(sketch, SKETCH_BITS)) if sketch else frozenset()
+
+
+def fine_network_bits(pair) -> frozenset[int] | None:
+    """The pair's networks as the NETWORK_SKETCH_BITS bits of its sketch; None for a pair
+    aggregated with 512 bits only (before migration 0016) or with no sketch."""
+    sketch = getattr(pair, "network_sketch", None)
+    return set_bits(sketch) if sketch and len(sketch) * 8 == NETWORK_SKETCH_BITS else None
+
+
+class HeavyNetworks(frozenset):
+    """The SKETCH_BITS bits whose networks vouch for nothing (`heavy_networks`), and, in `fine`,
+    the NETWORK_SKETCH_BITS bits of the networks that made each heavy: a pair with the finer
+    sketch loses only those, one aggregated before it loses the whole bit (`discounted`)."""
+
+    fine: frozenset[int] = frozenset()
+
+    def __new__(cls, members: Iterable[int] = (), fine: Iterable[int] = ()) -> "HeavyNetworks":
+        heavy = super().__new__(cls, members)
+        heavy.fine = frozenset(fine)
+        return heavy
+
+
+def discounted(pair, heavy: frozenset[int]) -> int | None:
+    """How many of the pair's networks remain once the heavy ones are left out, or None when
+    none of its networks is heavy. With the finer sketch and a HeavyNetworks, only the networks
+    that made a bit heavy are left out; otherwise every network of a heavy bit."""
+    coarse = network_bits(pair)
+    if not coarse & heavy:
+        return None
+    fine = fine_network_bits(pair)
+    if fine is None or not isinstance(heavy, HeavyNetworks):
+        return len(coarse - heavy)
+    return len(fine - heavy.fine)
+
+
+def heavy_within(pairs: Sequence, heavy: frozenset[int], limit: float) -> frozenset[int]:
+    """The NETWORK_SKETCH_BITS bits that make the heavy SKETCH_BITS bits heavy: within each heavy
+    bit, its finer bits are taken heaviest first until the credit left is at most `limit` (the
+    credit over which a bit is heavy). A bit's credit (`network_credits`) is split among its
+    finer bits as each pair's is: a pair's 1/|networks| equally among its finer bits there. An
+    attacker's network over the cap is taken, the honest networks that share its bit are not;
+    where pairs aggregated before the finer sketch hold more than `limit` of a bit's credit,
+    every finer bit of it is taken (as before the finer sketch)."""
+    fine_credit: dict[int, float] = defaultdict(float)
+    unrefined: dict[int, float] = defaultdict(float)
+    for pair in pairs:
+        coarse = network_bits(pair)
+        hit = coarse & heavy
+        if not hit:
+            continue
+        fine = fine_network_bits(pair)
+        for bit in hit:
+            share = 1.0 / len(coarse)
+            members = [f for f in fine if f % SKETCH_BITS == bit] if fine is not None else []
+            if not members:
+                unrefined[bit] += share
+                continue
+            for f in members:
+                fine_credit[f] += share / len(members)
+    taken = set()
+    for bit in heavy:
+        members = sorted((f for f in fine_credit if f % SKETCH_BITS == bit), key=lambda f: (-fine_credit[f], f))
+        left = unrefined[bit] + sum(fine_credit[f] for f in members)
+        for f in members:
+            if left <= limit and unrefined[bit] <= limit:
+                break
+            taken.add(f)
+            left -= fine_credit[f]
+    return frozenset(taken)
 
 
 def network_shares(pairs: Sequence, floor: int = NETWORK_SHARE_FLOOR) -> dict[int, float]:
@@ -382,7 +504,7 @@ def network_credits(pairs: Sequence) -> dict[int, float]:
 
 
 def heavy_networks(pairs: Sequence, max_share: float, floor: int = NETWORK_SHARE_FLOOR,
-                   max_pairs: float | None = None) -> frozenset[int]:
+                   max_pairs: float | None = None) -> HeavyNetworks:
     """The networks holding more than `max_share` of `pairs` (`network_shares`; none with a
     share of 1 or more), and, with `max_pairs`, those vouching for more than that many pairs'
     worth of them in absolute terms (`network_credits`), a cap never below COLLISION_ALLOWANCE
@@ -407,14 +529,16 @@ def heavy_networks(pairs: Sequence, max_share: float, floor: int = NETWORK_SHARE
     verified people: the host vouches for those, and an office behind one address learns
     through them). To hold at most s of the pairs an attacker needs more than 2/s /24
     networks (10 at s = 0.2); with 2 networks, at most 2 pairs count (NETWORK_SHARE_FLOOR)."""
-    heavy = set()
+    heavy, limit = set(), float("inf")
     if max_share < 1:
         heavy.update(bit for bit, share in network_shares(pairs, floor).items() if share > max_share)
+        limit = max_share * max(len(pairs), floor)    # share(n) > max_share  <=>  credit(n) > limit
     if max_pairs is not None:
         credits = network_credits(pairs)
         cap = max(max_pairs, COLLISION_ALLOWANCE * sum(credits.values()) / SKETCH_BITS)
         heavy.update(bit for bit, credit in credits.items() if credit > cap)
-    return frozenset(heavy)
+        limit = min(limit, cap)
+    return HeavyNetworks(heavy, heavy_within(pairs, frozenset(heavy), limit) if heavy else ())
 
 
 def supported(pair, min_sessions: int, majority_sessions: int | None = None) -> bool:
@@ -445,9 +569,9 @@ def distinct_enough(pair, min_networks: int, min_people: int | None, heavy: froz
     `heavy`: networks that vouch for nothing (`heavy_networks`): the pair's networks are
     counted without them."""
     networks = getattr(pair, "networks", pair.sessions)
-    bits = network_bits(pair) if heavy else frozenset()
-    if bits & heavy:
-        networks = len(bits - heavy)
+    left = discounted(pair, heavy) if heavy else None
+    if left is not None:
+        networks = left
     return enough_sources(networks, getattr(pair, "people", 0), min_networks, min_people)
 
 

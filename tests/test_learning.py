@@ -129,6 +129,59 @@ def test_em_separates_position_bias_from_relevance_when_good_results_sit_on_top(
     assert np.max(np.abs(found - theta)) < naive_error / 2
 
 
+def _honest_pbm_votes(seed: int = 0, n: int = 6000):
+    rng = np.random.default_rng(seed)
+    theta = np.array([1.0, 0.7, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15])
+    r = rng.uniform(0.05, 0.9, 300)
+    pairs = rng.integers(0, 300, n)
+    positions = rng.integers(1, 9, n)
+    clicks = (rng.random(n) < theta[positions - 1] * r[pairs]).astype(float)
+    return pairs, positions, clicks, [f"net{i // 8}" for i in range(n)]   # one network per list of 8
+
+
+def test_two_networks_clicking_the_last_result_of_every_list_cannot_move_the_propensities():
+    """Issue 33: the position-bias estimate is shared by every pair, so whoever shifts it shifts
+    every relevance. Two networks searching 600 times (k=8, 8 fresh pairs each) and clicking only
+    the 8th result raise theta_8 from ~0.14 to ~0.3 and theta_2 by ~0.2 in the plain EM; with
+    each source held to 25 pairs' worth (source_weights) the estimate stays within 0.02 of the
+    honest one. A weight common to every vote (one office network) changes nothing."""
+    pairs, positions, clicks, sources = _honest_pbm_votes()
+    honest = math.em_propensities(pairs, positions, clicks, 8)
+    lists = 600
+    cover_positions = np.tile(np.arange(1, 9), lists)
+    all_pairs = np.concatenate([pairs, 300 + np.arange(lists * 8)])
+    all_positions = np.concatenate([positions, cover_positions])
+    all_clicks = np.concatenate([clicks, (cover_positions == 8).astype(float)])
+    all_sources = sources + [f"attacker{i % 2}" for i in range(lists * 8)]
+    plain = math.em_propensities(all_pairs, all_positions, all_clicks, 8)
+    weights = math.source_weights(all_sources, all_pairs, 25)
+    bounded = math.em_propensities(all_pairs, all_positions, all_clicks, 8, weights=weights)
+    assert np.max(np.abs(plain - honest)) > 0.15
+    assert np.max(np.abs(bounded - honest)) < 0.02
+    assert math.source_weights(sources, pairs, 25).min() == 1.0     # honest lists of 8 are never weighed down
+    assert weights[-1] == pytest.approx(25 / 2400)
+    office = math.em_propensities(pairs, positions, clicks, 8, weights=math.source_weights(["office"] * len(pairs), pairs, 25))
+    np.testing.assert_allclose(office, honest, atol=1e-9)
+    assert math.source_weights(all_sources, all_pairs, None).min() == 1.0   # LEARNING_MAX_NETWORK_PAIRS=0: off
+
+
+def test_aggregation_weighs_each_network_by_its_pairs_in_the_propensities():
+    """analytics.learning.window_sums keys each vote by its person, else its network, else its
+    session, and passes LEARNING_MAX_NETWORK_PAIRS to the EM: the propensities of a window with
+    a 2-network last-result clicker are those of the window without it."""
+    from analytics.learning import Vote, window_sums
+    pairs, positions, clicks, sources = _honest_pbm_votes(seed=3, n=3000)
+    honest = [Vote(session_id=f"s{i}", query=f"q{p}", task_id="t", position=int(k), clicked=bool(c), at=NOW,
+                   network=src, viewer_network=src) for i, (p, k, c, src) in enumerate(zip(pairs, positions, clicks, sources))]
+    cover = [Vote(session_id=f"a{i // 8}", query=f"cover{i}", task_id="t", position=i % 8 + 1, clicked=i % 8 == 7, at=NOW,
+                  network=f"attacker{i % 2}", viewer_network=f"attacker{i % 2}") for i in range(8 * 400)]
+    _, alone = window_sums(honest, NOW, 30, 8, 50, 25)
+    _, attacked = window_sums(honest + cover, NOW, 30, 8, 50, 25)
+    _, unbounded = window_sums(honest + cover, NOW, 30, 8, 50, None)
+    assert np.max(np.abs(attacked - alone)) < 0.05   # 2 x 25 pairs' worth beside 3,000 honest votes
+    assert np.max(np.abs(unbounded - alone)) > 0.1
+
+
 def test_position_correction_lets_a_task_below_the_fold_rise():
     """A task shown at position 8 that is clicked every time it is examined is as relevant as one
     at position 1 clicked every time: COEC divides by the examination propensity, raw CTR does not."""
@@ -478,6 +531,30 @@ def test_one_network_across_windows_stays_one_network(engine):
     assert (pairs_by_key(engine)[("lead screening", "t5")].sessions,
             pairs_by_key(engine)[("lead screening", "t5")].networks) == (4, 2)
     assert [(e.query, e.task_id) for e in learned_exemplars(engine, SETTINGS)] == [("lead screening", "t5")]
+
+
+def test_a_row_aggregated_with_the_narrow_network_sketch_keeps_counting_each_network_once(engine):
+    """Migration 0016: new rows keep their networks in NETWORK_SKETCH_BITS (4096) bits; a row
+    aggregated before has 512. The next window's networks fold into it (h mod 4096 mod 512 =
+    h mod 512): the network seen before is not counted again, a new one is, on both databases."""
+    from sqlalchemy import update
+
+    from analytics.learning_models import LearnedEvidence
+    searches, events = session_votes(2, "t5", prefix="old")
+    write(engine, searches, [replace(e, network=f"network-{e.session_id.split('-')[0][-1]}") for e in events])
+    aggregate(engine, SETTINGS, NOW + timedelta(minutes=30))
+    row = pairs_by_key(engine)[("lead screening", "t5")]
+    assert len(row.network_sketch) * 8 == math.NETWORK_SKETCH_BITS and row.networks == 2
+    with engine.begin() as connection:   # as the code before migration 0016 wrote it
+        connection.execute(update(LearnedEvidence).values(network_sketch=math.fold_sketch(row.network_sketch, 512)))
+    networks = sorted({f"network-{e.session_id.split('-')[0][-1]}" for e in events})
+    searches, events = session_votes(2, "t5", prefix="new", start=3600)
+    write(engine, searches, [replace(e, network=networks[0] if e.session_id.startswith("new000000") else "a-third-network")
+                             for e in events])
+    aggregate(engine, SETTINGS, NOW + timedelta(hours=1, minutes=30))
+    row = pairs_by_key(engine)[("lead screening", "t5")]
+    assert (row.sessions, row.networks, len(row.network_sketch)) == (4, 3, 64)
+    assert row.network_sketch == math.sketch_of([*networks, "a-third-network"], 512)
 
 
 def test_aggregates_survive_the_raw_log_s_purge_and_hold_no_session(engine):

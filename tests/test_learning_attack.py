@@ -215,12 +215,12 @@ def test_two_networks_cannot_buy_the_signal_a_weight_with_right_corrections(demo
 class Pair:
     """A learned pair as search.learned reads one: who clicked it, as a network sketch."""
 
-    def __init__(self, query: str, networks: list[str], task: str = "t"):
+    def __init__(self, query: str, networks: list[str], task: str = "t", bits: int = 512):
         from search.learned import sketch_of
 
         self.query, self.task_id = query, task
         self.sessions, self.relevance, self.people = max(3, len(networks)), 0.9, 0
-        self.networks, self.network_sketch = len(networks), sketch_of(networks)
+        self.networks, self.network_sketch = len(networks), sketch_of(networks, bits)
 
 
 def test_two_networks_beside_many_honest_pairs_vouch_for_nothing_and_honest_volume_trips_no_network():
@@ -250,3 +250,55 @@ def test_two_networks_beside_many_honest_pairs_vouch_for_nothing_and_honest_volu
     assert not heavy_networks(crowd, 0.2, max_pairs=25)
     assert len(network_bits(Pair("all", [f"n{i}" for i in range(30_000)]))) == 512   # every bit is shared
     assert sketch_of(["203.0.113"]) != sketch_of(["198.51.100"])
+
+
+def test_an_honest_network_that_shares_a_heavy_networks_bit_keeps_its_voucher():
+    """A heavy network was discounted by its sketch bit in every pair, so an honest network whose
+    pseudonym hashes to the same bit lost its voucher: 478 honest pairs from 2 networks each (the
+    minimum) beside 12 attacking networks' 360 pairs (30 pairs' worth each) lost 27 at 512 bits.
+    With the 4096-bit network sketch the 512 bits are judged as before (the same heavy bits) and
+    only the networks that made a bit heavy are left out (search.learned.heavy_within): 3 lost,
+    those whose pseudonym shares an attacker's bit of the 4096 too (~956 x 12 / 4096 = 2.8, where
+    512 bits gave ~22), and no attack pair counts. A row aggregated with 512 bits is judged as
+    before."""
+    from search.learned import NETWORK_SKETCH_BITS, CountingRule, eligible, fold_sketch, heavy_under, sketch_of
+
+    rule = CountingRule(min_sessions=3, min_relevance=0.5, min_networks=2, max_network_share=0.2, max_network_pairs=25)
+    attackers = [f"198.51.{i}" for i in range(12)]
+
+    def judged(bits: int, narrow: int = 0) -> tuple[int, frozenset[int]]:
+        honest = [Pair(f"honest {i}", [f"10.{i}.0", f"10.{i}.1"], bits=512 if i < narrow else bits) for i in range(478)]
+        attack = [Pair(f"cover {i}", [attackers[i % 12], attackers[(i + 1) % 12]], bits=bits) for i in range(360)]
+        found = {e.query for e in eligible([*honest, *attack], rule)}
+        assert not found & {p.query for p in attack}
+        return len(found), frozenset(heavy_under(rule, [*honest, *attack]))
+
+    narrow_count, narrow_heavy = judged(512)
+    wide_count, wide_heavy = judged(NETWORK_SKETCH_BITS)
+    assert narrow_count == 451                      # 27 honest pairs share a bit with an attacker
+    assert wide_count == 475 and wide_heavy == narrow_heavy     # the same bits judged heavy
+    assert judged(NETWORK_SKETCH_BITS, narrow=40)[0] < 478      # old rows in a heavy bit: as before
+    keys = [f"10.{i}.0" for i in range(50)]
+    assert fold_sketch(sketch_of(keys, NETWORK_SKETCH_BITS), 512) == sketch_of(keys, 512)
+
+
+def test_two_attackers_in_one_bit_are_both_left_out_and_the_honest_network_beside_them_is_not():
+    """heavy_within takes a heavy bit's finer bits heaviest first until what is left is under the
+    cap: two attacking networks whose pseudonyms share a 512-bit bucket, 30 pairs' worth each,
+    are both over it; an honest network in the same bucket is not."""
+    from search.learned import NETWORK_SKETCH_BITS, SKETCH_BITS, CountingRule, eligible, sketch_of
+
+    def bucket(name: str) -> tuple[int, int]:
+        fine = int.from_bytes(sketch_of([name], NETWORK_SKETCH_BITS), "big").bit_length() - 1
+        return fine % SKETCH_BITS, fine
+
+    by_bucket: dict[int, list[str]] = {}
+    for i in range(20_000):
+        name = f"203.{i // 256}.{i % 256}"
+        by_bucket.setdefault(bucket(name)[0], []).append(name)
+    a, b, honest = next(names[:3] for names in by_bucket.values() if len(names) >= 3)
+    assert len({bucket(n)[1] for n in (a, b, honest)}) == 3       # one 512-bit bucket, three finer bits
+    rule = CountingRule(min_sessions=3, min_relevance=0.5, min_networks=2, max_network_share=None, max_network_pairs=25)
+    pairs = [Pair(f"cover {i}", [a, b], bits=NETWORK_SKETCH_BITS) for i in range(60)]
+    pairs += [Pair("honest", [honest, "10.9.9"], bits=NETWORK_SKETCH_BITS)]
+    assert {e.query for e in eligible(pairs, rule)} == {"honest"}
