@@ -314,8 +314,8 @@ def window_sums(votes: Sequence[Vote], now: datetime, half_life_days: float, max
     # position bias is learnt from clicks on the lists themselves, not from reformulation chains
     direct = np.array([not v.chained for v in votes])
     if direct.any():
-        sources = [v.person or v.viewer_network or v.network or f"session:{v.session_id}" for v in votes]
-        weights = math.source_weights([s for s, d in zip(sources, direct) if d], pairs[direct], max_source_pairs)
+        sources = [v.person or v.viewer_network or v.network or f"session:{v.session_id}" for v in votes if not v.chained]
+        weights = math.source_weights(sources, pairs[direct], max_source_pairs)
         theta = math.em_propensities(np.unique(pairs[direct], return_inverse=True)[1], positions[direct],
                                      clicked[direct], max_position, weights=weights)
     else:

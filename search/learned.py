@@ -449,9 +449,8 @@ def heavy_within(pairs: Sequence, heavy: frozenset[int], limit: float) -> frozen
         hit = coarse & heavy
         if not hit:
             continue
-        fine = fine_network_bits(pair)
+        fine, share = fine_network_bits(pair), 1.0 / len(coarse)
         for bit in hit:
-            share = 1.0 / len(coarse)
             members = [f for f in fine if f % SKETCH_BITS == bit] if fine is not None else []
             if not members:
                 unrefined[bit] += share
@@ -462,8 +461,8 @@ def heavy_within(pairs: Sequence, heavy: frozenset[int], limit: float) -> frozen
     for bit in heavy:
         members = sorted((f for f in fine_credit if f % SKETCH_BITS == bit), key=lambda f: (-fine_credit[f], f))
         left = unrefined[bit] + sum(fine_credit[f] for f in members)
-        for f in members:
-            if left <= limit and unrefined[bit] <= limit:
+        for f in members:   # (left never falls below unrefined[bit]: over the limit, every one is taken)
+            if left <= limit:
                 break
             taken.add(f)
             left -= fine_credit[f]

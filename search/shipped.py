@@ -61,11 +61,11 @@ FIT_SETTINGS = ("shortlist_size", "weights", "degraded_weights", "field_weights"
 
 
 def machine() -> list[str]:
-    """The CPU instruction sets numpy dispatches on here (OpenBLAS selects its kernels by the
-    same): what a fit's bits depend on besides the code, the data and the BLAS threading."""
-    from numpy._core._multiarray_umath import __cpu_features__
-
-    return sorted(name for name, present in __cpu_features__.items() if present)
+    """The CPU instruction-set levels numpy dispatches on here (its public build report:
+    `np.show_config`; OpenBLAS selects its kernels by the same CPU): what a fit's bits depend
+    on besides the code, the data and the BLAS threading."""
+    simd = np.show_config(mode="dicts").get("SIMD Extensions", {})
+    return sorted({*simd.get("baseline", ()), *simd.get("found", ())})
 
 
 class FitSource(Protocol):
