@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import click
 from flask import Flask, current_app
-from flask.cli import FlaskGroup, with_appcontext
+from flask.cli import FlaskGroup, ScriptInfo, with_appcontext
+from sqlalchemy.exc import OperationalError, ProgrammingError
 from werkzeug.routing import IntegerConverter
 
 from admin import admin_bp, audit, init_admin
@@ -194,8 +195,32 @@ def serve_command(host: str | None, port: int | None, threads: int):
           clear_untrusted_proxy_headers=not settings.trusted_proxies)
 
 
-cli = FlaskGroup(create_app=lambda: create_app(), add_version_option=False,
-                 help="Taskfinder: task discovery for enterprise platforms.")
+class TaskfinderGroup(FlaskGroup):
+    """Flask's command group, plus: a command that meets a database not set up (or not migrated
+    to this code's head) ends with one line saying what to run (catalog.db.schema_problem), never
+    with SQLAlchemy's traceback ("no such table: users"; issue 44 item 8). Commands that read
+    the store may ask first (`require_migrated_store`); this catches every other one."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (OperationalError, ProgrammingError) as exc:
+            problem = self._schema_problem(ctx)
+            if problem:
+                raise click.ClickException(problem) from exc
+            raise
+
+    @staticmethod
+    def _schema_problem(ctx: click.Context) -> str | None:
+        try:
+            app = ctx.ensure_object(ScriptInfo).load_app()
+            return schema_problem(app.extensions["taskfinder"].store.engine)
+        except Exception:  # noqa: BLE001  (no better words than the original error, then)
+            return None
+
+
+cli = TaskfinderGroup(create_app=lambda: create_app(), add_version_option=False,
+                      help="Taskfinder: task discovery for enterprise platforms.")
 
 if __name__ == "__main__":
     cli()

@@ -203,6 +203,9 @@ class Settings:
     login_max_failures: int = 5
     login_lockout_s: int = 15 * 60
     login_account_max_failures: int = 20   # failed sign-ins of one account name, from all addresses, per LOGIN_LOCKOUT_S
+    # ... past which each further one from a browser without the device cookie doubles the wait
+    # before the next (1 s, 2 s, 4 s ...) up to this cap (issue 42 item 6: never the whole window)
+    login_account_backoff_max_s: int = 60
     # roles for the public search API (api/roles.py): empty secret = role tokens refused
     role_token_secret: str = field(default="", repr=False)
     role_token_max_ttl_s: int = 900         # the longest a role token may live (its exp - iat)
@@ -242,15 +245,23 @@ class Settings:
     learning_settle_s: float = 600.0        # events younger than this wait for the next aggregation
     learning_sessions_per_address: int = 30 # distinct sessions one address may vote with per hour (held in memory only)
     analytics_rollup_interval_s: float = 300.0  # today's daily roll-up is refreshed this often (the page's lag)
-    # query completions under the search box (search/completions.py): a logged query is offered
-    # once results for it were clicked by this many distinct sessions (never fewer than 2)
-    completion_min_sessions: int = 3
+    # query completions under the search box (search/completions.py; issue 42): a logged query is
+    # offered once this many distinct verified people (role token `sub`s, never sessions, tabs or
+    # networks) searched it and clicked a result (k-anonymity; never fewer than 3) ...
+    completion_min_people: int = 5
+    # ... each of those clicks at least this old: not instantly, so that the admin's completions
+    # page shows it coming for a working day before anyone is offered it (Algolia's Query
+    # Suggestions are likewise rebuilt daily); a day's lag costs a convenience little
+    completion_settle_s: float = 86400.0
     # flood caps of POST /api/events (analytics.budget): events per minute from one session, from
     # one client address (with or without a session), and from everyone; shared by every worker
     # through Redis (REDIS_URL; else per process); over a cap: 429 with Retry-After, nothing stored.
     # Everyone's cap is a safety valve: keep it many address caps large (34 with these defaults)
     analytics_session_events_per_minute: int = 120
     analytics_address_events_per_minute: int = 600
+    # ... from one client's network (an IPv4 /24, an IPv6 /48: infra.addresses), so that one /48's
+    # 65,536 /64s cannot fill everyone's cap (issue 42 item 4; 0 = off; 10 networks reach it)
+    analytics_network_events_per_minute: int = 2_000
     analytics_events_per_minute: int = 20_000
     # CORS for the public API (api/cors.py): browser origins allowed to call /api/search,
     # /api/events and /api/kb/search; empty = same-origin only, "*" = any origin (never with credentials)
@@ -433,6 +444,7 @@ ENVIRONMENT = (
     ("login_max_failures", "LOGIN_MAX_FAILURES", _int(1, 100)),
     ("login_lockout_s", "LOGIN_LOCKOUT_S", _int(1, 24 * 3600)),
     ("login_account_max_failures", "LOGIN_ACCOUNT_MAX_FAILURES", _int(0, 10_000)),
+    ("login_account_backoff_max_s", "LOGIN_ACCOUNT_BACKOFF_MAX_S", _int(1, 3600)),
     ("role_token_secret", "ROLE_TOKEN_SECRET", _secret(32)),
     ("role_token_max_ttl_s", "ROLE_TOKEN_MAX_TTL_S", _int(10, 24 * 3600)),
     ("role_token_audience", "ROLE_TOKEN_AUDIENCE", _text),
@@ -462,9 +474,11 @@ ENVIRONMENT = (
     ("learning_settle_s", "LEARNING_SETTLE_S", _float(0.0)),
     ("learning_sessions_per_address", "LEARNING_SESSIONS_PER_ADDRESS", _int(1, 1_000_000)),
     ("analytics_rollup_interval_s", "ANALYTICS_ROLLUP_INTERVAL_S", _float(1.0)),
-    ("completion_min_sessions", "COMPLETION_MIN_SESSIONS", _int(2, 1_000_000)),
+    ("completion_min_people", "COMPLETION_MIN_PEOPLE", _int(3, 1_000_000)),
+    ("completion_settle_s", "COMPLETION_SETTLE_S", _float(0.0)),
     ("analytics_session_events_per_minute", "ANALYTICS_SESSION_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
     ("analytics_address_events_per_minute", "ANALYTICS_ADDRESS_EVENTS_PER_MINUTE", _int(1, 1_000_000)),
+    ("analytics_network_events_per_minute", "ANALYTICS_NETWORK_EVENTS_PER_MINUTE", _int(0, 100_000_000)),
     ("analytics_events_per_minute", "ANALYTICS_EVENTS_PER_MINUTE", _int(1, 100_000_000)),
     ("cors_origins", "CORS_ORIGINS", _origins),
     ("redis_url", "REDIS_URL", _text),
@@ -491,10 +505,12 @@ DESCRIPTIONS = {
     "DEMO_ROLE_SWITCHER": "the demo homepage's \"Search as\" role switcher, minting 5-minute demo-only role tokens (needs DEMO_HOMEPAGE; `make run` turns it on; never accepted outside demo mode)",
     "METRICS_TOKEN": "bearer token `/metrics` requires (at least 32 characters; Prometheus `authorization.credentials_file`); empty = only clients on this host may read it",
     "ANALYTICS_SESSION_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one session per minute, shared by every worker through Redis (over it: 429, nothing stored)",
-    "ANALYTICS_ADDRESS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one client address per minute, with or without a session id, shared by every worker",
+    "ANALYTICS_ADDRESS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one client per minute (an IPv4 address, an IPv6 /64), with or without a session id, shared by every worker",
+    "ANALYTICS_NETWORK_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from one client's network per minute (an IPv4 /24, an IPv6 /48), so that one network's many clients cannot fill everyone's cap alone; shared by every worker (0 = off)",
     "ANALYTICS_EVENTS_PER_MINUTE": "events `POST /api/events` accepts from everyone per minute, shared by every worker: a safety valve, keep it many address caps large",
     "ANALYTICS_ROLLUP_INTERVAL_S": "how often today's analytics roll-up is refreshed (the analytics page's lag)",
-    "COMPLETION_MIN_SESSIONS": "distinct sessions that must have clicked a result of a logged query before it is offered as a completion under the search box (`completions` of `/api/search`; at least 2: one person's query is never offered); read from the search log every 5 minutes",
+    "COMPLETION_MIN_PEOPLE": "distinct verified people (a role token's `sub`, or `TRUSTED_USER_HEADER`) who must have searched a logged query and clicked a result it showed before it is offered as a completion under the search box (`completions` of `/api/search`): k-anonymity, at least 3 (lower values are refused). Anonymous sessions, tabs and networks never count; read from the search log every 5 minutes",
+    "COMPLETION_SETTLE_S": "how old each of those people's click must be before it counts: a query about to be offered waits this long on the admin's Completions page (`/admin/completions`), where it can be blocked first (0: at the next read)",
     "LEARNING_ENABLED": "the per-catalog fit uses evidence learned from searches and clicks (0: fits exactly as without traffic)",
     "LEARNING_HALF_LIFE_DAYS": "click evidence loses half its weight in this many days",
     "LEARNING_MIN_SESSIONS": "distinct clicking sessions before a (query, task) pair counts as learned evidence",
@@ -553,7 +569,8 @@ DESCRIPTIONS = {
     "SESSION_LIFETIME_S": "admin session lifetime",
     "LOGIN_MAX_FAILURES": "failed logins per user name and address before a lockout",
     "LOGIN_LOCKOUT_S": "the moving window of the login throttle: failures older than this no longer count",
-    "LOGIN_ACCOUNT_MAX_FAILURES": "failed logins of one account name from all addresses together per LOGIN_LOCKOUT_S before that account is locked (0 = off)",
+    "LOGIN_ACCOUNT_MAX_FAILURES": "failed logins of one account name from all addresses together per LOGIN_LOCKOUT_S before sign-ins to it from browsers without its device cookie are slowed: each further failure doubles the wait before the next attempt (1 s, 2 s, 4 s ...) up to `LOGIN_ACCOUNT_BACKOFF_MAX_S` (0 = off)",
+    "LOGIN_ACCOUNT_BACKOFF_MAX_S": "the longest wait that back-off imposes: the owner's right password from a new browser is taken at most this long after the last stranger's guess",
     "ROLE_TOKEN_SECRET": "HS256 key of the search role tokens (JWTs, at least 32 characters); empty = every role token refused; see docs/role-tokens.md",
     "ROLE_TOKEN_AUDIENCE": "the `aud` claim every role token must carry",
     "ROLE_TOKEN_MAX_TTL_S": "the longest lifetime (exp - iat) a role token may have",

@@ -9,6 +9,7 @@
     admin.searching  the product's search inside the admin (picker, browse search box)
     admin.evaluation_views  the offline evaluation page (background runs, progress, report, chart)
     admin.analytics  the search analytics pages under /admin/analytics (charts; top, no-result, low-CTR queries)
+    admin.completions  what the search box offers as people type, what is about to be, block lists
     admin.accounts   users, roles, argon2 passwords, API tokens
     admin.audit      the audit log helper
     admin.throttle   login throttling
@@ -16,7 +17,7 @@
 
 create_app configures the admin (init_admin) and registers `admin_bp` with its nested blueprints.
 """
-from admin import editor, evaluation_views, learned, views  # noqa: F401  (register the routes on admin_bp)
+from admin import completions, editor, evaluation_views, learned, views  # noqa: F401  (register the routes on admin_bp)
 from admin.blueprint import admin_bp, init_admin
 
 __all__ = ["admin_bp", "init_admin"]

@@ -15,6 +15,7 @@ from flask.cli import AppGroup
 from admin.accounts import DEFAULT_TOKEN_DAYS, ROLES, AccountError, AccountStore
 from admin.audit import cli_actor
 from api.roles import InvalidRoleToken, sign_role_token, valid_roles
+from catalog import db
 
 users_group = AppGroup("users", help="Admin accounts (roles: viewer reads, editor writes).")
 tokens_group = AppGroup("tokens", help="API tokens for /admin/api, and role tokens for /api/search.")
@@ -45,9 +46,25 @@ def _run(action):
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
 def users_create(name: str, role: str, password_stdin: bool):
     """Create user NAME with a password (prompted, or --password-stdin)."""
+    _set_up_a_blank_database()
     password = _read_password(password_stdin)
     user = _run(lambda: _accounts().create_user(name, password, role, cli_actor()))
     click.echo(f"created {user.name} ({user.role})")
+
+
+def _set_up_a_blank_database() -> None:
+    """The first account may come before `make run` (docs/admin.md): a database with no tables yet
+    is migrated here, as `load-demo` would (which still loads the demo into the empty catalog
+    afterwards); one set up but not migrated to head is left to `db upgrade`, and says so."""
+    engine = _accounts().engine
+    if db.is_blank(engine):
+        db.upgrade(engine)
+        click.echo(f"set up the database {engine.url.render_as_string(hide_password=True)} "
+                   f"(empty catalog: `make run` or `python app.py load-demo` loads the demo)", err=True)
+        return
+    problem = db.schema_problem(engine)
+    if problem:
+        raise click.ClickException(problem)
 
 
 @users_group.command("list")

@@ -653,10 +653,24 @@ def api_version(version_id: int):
 
 @api_bp.post("/versions/<int:version_id>/rollback", endpoint="version_rollback")
 def api_version_rollback(version_id: int):
+    """Roll back to `version_id`. `based_on`, required: the newest version the caller reviewed
+    (GET /admin/api/versions?limit=1), as the HTML form sends it; a version published since is a
+    409 with nothing written (issue 42 item 8: a stray call without it rolled a database back to
+    version 1, removing all of its cases)."""
     body = request.get_json(silent=True)
     message = str(body.get("message", ""))[:300] if isinstance(body, dict) else ""
+    raw = body.get("based_on") if isinstance(body, dict) else None
+    based_on = bounded_id(raw) if isinstance(raw, int) and not isinstance(raw, bool) else None
     try:
-        new_id = store().rollback(version_id, actor(), message)
+        store().version(version_id)
+    except NotFound:
+        return api_error(404, f"version {version_id} not found")
+    if based_on is None:
+        return api_error(400, "field 'based_on' is required: the id of the newest version you reviewed "
+                              f"(GET /admin/api/versions?limit=1), a whole number from 0 to {MAX_ID}; "
+                              "a version published since then is refused (409)")
+    try:
+        new_id = store().rollback(version_id, actor(), message, based_on)
     except NotFound:
         return api_error(404, f"version {version_id} not found")
     except StoreConflict as exc:

@@ -20,6 +20,7 @@ class User(Base):
     logs them out, even though Flask's session cookie lives on the client."""
 
     __tablename__ = "users"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
@@ -36,6 +37,7 @@ class ApiToken(Base):
     """A bearer token for automation, acting as its user (and with its user's role)."""
 
     __tablename__ = "api_tokens"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True)
@@ -50,6 +52,7 @@ class AuditEntry(Base):
     """Who did what to what, when, with the state before and after (JSON, secrets omitted)."""
 
     __tablename__ = "audit_log"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False, index=True)

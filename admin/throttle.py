@@ -4,13 +4,24 @@ is then right.
 
 Three windows, all LOGIN_LOCKOUT_S long:
 
-* per (user name, client address): LOGIN_MAX_FAILURES failures. Keyed on name *and* address so
+* per (user name, client): LOGIN_MAX_FAILURES failures. Keyed on name *and* client so
   that a guesser cannot lock a colleague out from elsewhere, and a user who mistypes cannot lock
-  everyone out. Every attempt counts here.
-* per user name, from every address together: LOGIN_ACCOUNT_MAX_FAILURES failures (0: off). A
-  guesser with many addresses (a botnet, a cloud of proxies) gets that many guesses at one
-  account per window, not LOGIN_MAX_FAILURES per address. Anybody can fill this window, so it
-  only counts and refuses attempts from browsers that the account has not signed in from.
+  everyone out. Every attempt counts here. The client is infra.addresses.client_key of the
+  address: an IPv6 /64 is one client (one host picks any of its 2^64 addresses: issue 42 item 4).
+* per user name, from every address together: LOGIN_ACCOUNT_MAX_FAILURES failures (0: off), then
+  an exponential back-off (issue 42 item 6). A guesser with many addresses (a botnet, a cloud of
+  proxies) gets that many free guesses at one account per window, not LOGIN_MAX_FAILURES per
+  address; past them, each further failure doubles the wait before the account's next attempt
+  (1 s, 2 s, 4 s ...) up to LOGIN_ACCOUNT_BACKOFF_MAX_S (60 s). Anybody can fill this window, so
+  it only counts and slows attempts from browsers that the account has not signed in from, and
+  it never holds the right password for longer than the cap after the last wrong one: until
+  issue 42 a full window refused every new browser, the owner's right password included, for
+  the rest of LOGIN_LOCKOUT_S (20 guesses every 15 minutes kept the owner out of every new
+  browser). OWASP's Authentication Cheat Sheet: lockouts are a denial of service anyone can
+  aim; an exponential delay slows guessing without locking the owner out. The cost: after the
+  free guesses, a botnet gets one guess per cap (15 more in a 15-minute window at 60 s), and a
+  guesser who retries the moment each wait ends races the owner for it (the device cookie
+  below is the way past that race).
 * per known device: LOGIN_MAX_FAILURES failures. OWASP's "device cookies" (Slow Down Online
   Guessing Attacks with Device Cookies, issue 33 item 12): a successful sign-in leaves a device
   cookie (DeviceCookies: signed with the app's secret key, naming the account, expiring). An
@@ -33,11 +44,14 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from itsdangerous import BadData, URLSafeTimedSerializer
 from limits import RateLimitItemPerSecond
 from limits.storage import Storage
 from limits.strategies import MovingWindowRateLimiter
+
+from infra.addresses import client_key
 
 #: The windows, as named by Lockout.window and by the `limit` label of
 #: taskfinder_ratelimited_responses_total when one refuses a sign-in.
@@ -69,16 +83,28 @@ class Lockout:
 OPEN = Lockout(0.0, "")
 
 
+#: The account back-off's longest wait (LOGIN_ACCOUNT_BACKOFF_MAX_S's default).
+BACKOFF_MAX_S = 60
+
+
 class LoginThrottle:
     """The windows of one sign-in attempt. `device` is the id from a valid device cookie for
-    `name` (DeviceCookies.device_for), None for a browser the account has not signed in from."""
+    `name` (DeviceCookies.device_for), None for a browser the account has not signed in from.
+    `clock` (unix seconds) times the account back-off; the windows are the storage's own."""
 
-    def __init__(self, storage: Storage, max_failures: int, window_s: int, account_max_failures: int = 0):
+    def __init__(self, storage: Storage, max_failures: int, window_s: int, account_max_failures: int = 0,
+                 account_backoff_max_s: int = BACKOFF_MAX_S, clock: Callable[[], float] = time.time):
+        self.storage = storage
         self.limiter = MovingWindowRateLimiter(storage)
+        self.clock = clock
         self.rates = {PAIR: RateLimitItemPerSecond(max_failures, window_s),
                       DEVICE: RateLimitItemPerSecond(max_failures, window_s)}
+        self.free_failures, self.backoff_max_s = account_max_failures, account_backoff_max_s
         if account_max_failures:
-            self.rates[ACCOUNT] = RateLimitItemPerSecond(account_max_failures, window_s)
+            # counted, never refusing by itself: past the free failures the back-off decides, and
+            # past log2(cap) more the wait is at its cap, so counting further changes nothing
+            steps = math.ceil(math.log2(max(2, account_backoff_max_s))) + 1
+            self.rates[ACCOUNT] = RateLimitItemPerSecond(account_max_failures + steps, window_s)
 
     def _windows(self, device: str | None) -> list[str]:
         """The windows that count an attempt: a known device's own instead of the account's."""
@@ -91,12 +117,17 @@ class LoginThrottle:
             return account_name(name)
         if window == DEVICE:
             return f"{account_name(name)}|device:{device}"
-        return f"{account_name(name)}|{address or '-'}"
+        return f"{account_name(name)}|{client_key(address)}"
 
     def locked_for(self, name: str, address: str | None, device: str | None = None) -> Lockout:
         """How long until this attempt may be made, and which window holds it back."""
         now = time.time()
         for window in self._windows(device):
+            if window == ACCOUNT:
+                wait = self._backoff_left(name)
+                if wait > 0:
+                    return Lockout(max(1.0, math.ceil(wait)), ACCOUNT)
+                continue
             rate, subject = self.rates[window], self._subject(window, name, address, device)
             if not self.limiter.test(rate, subject, SCOPES[window]):
                 reset = self.limiter.get_window_stats(rate, subject, SCOPES[window]).reset_time
@@ -106,12 +137,43 @@ class LoginThrottle:
     def failed(self, name: str, address: str | None, device: str | None = None) -> None:
         for window in self._windows(device):
             self.limiter.hit(self.rates[window], self._subject(window, name, address, device), SCOPES[window])
+            if window == ACCOUNT:
+                self._back_off(name)
 
     def succeeded(self, name: str, address: str | None, device: str | None = None) -> None:
         """Empty the windows this attempt was counted in. From a known device that leaves the
         account window alone: the owner signing in must not hand a botnet a fresh budget."""
         for window in self._windows(device):
             self.limiter.clear(self.rates[window], self._subject(window, name, address, device), SCOPES[window])
+            if window == ACCOUNT:
+                self.storage.clear(self._backoff_key(name))
+
+    # -- the account back-off --------------------------------------------------------------------
+    def _backoff_key(self, name: str) -> str:
+        """The storage key holding when the account's next attempt may be made (ms of `clock`),
+        under the account window's scope (counted in this process while Redis is down)."""
+        return RateLimitItemPerSecond(1, self.backoff_max_s).key_for(f"{account_name(name)}|backoff", SCOPES[ACCOUNT])
+
+    def _back_off(self, name: str) -> None:
+        """After a failure counted in the account window: past the free failures, the account's
+        next attempt waits 2^(failures - free) seconds, at most backoff_max_s."""
+        rate = self.rates[ACCOUNT]
+        stats = self.limiter.get_window_stats(rate, account_name(name), SCOPES[ACCOUNT])
+        failures = rate.amount - stats.remaining
+        if failures < self.free_failures:
+            return
+        wait = min(float(self.backoff_max_s), 2.0 ** (failures - self.free_failures))
+        key = self._backoff_key(name)
+        self.storage.clear(key)   # the storage can only add to a count: start from nothing
+        self.storage.incr(key, math.ceil(wait) + 1, int((self.clock() + wait) * 1000))
+
+    def _backoff_left(self, name: str) -> float:
+        """Seconds until the account's next attempt may be made (0: now). Never more than the
+        cap: two failures written at once add up to a time far ahead, read as the cap."""
+        until_ms = self.storage.get(self._backoff_key(name))
+        if not until_ms:
+            return 0.0
+        return min(until_ms / 1000 - self.clock(), float(self.backoff_max_s))
 
 
 class DeviceCookies:
@@ -145,4 +207,4 @@ class DeviceCookies:
 
 def build_throttle(settings, storage: Storage) -> LoginThrottle:
     return LoginThrottle(storage, settings.login_max_failures, settings.login_lockout_s,
-                         settings.login_account_max_failures)
+                         settings.login_account_max_failures, settings.login_account_backoff_max_s)

@@ -10,7 +10,8 @@ session are stored without their session id, which binds them to no search
 
 The table lives in this process's memory (per gunicorn worker: a bot reaching N workers gets N
 times the cap; documented), keyed by the address as the rate limiter sees it
-(web.limits.request_client), forgotten when the window turns; at most MAX_ADDRESSES addresses
+(web.limits.request_client) and grouped as every limit groups it (infra.addresses.client_key: an
+IPv6 /64 is one client, issue 42 item 4), forgotten when the window turns; at most MAX_ADDRESSES addresses
 are tracked (past that, the window is cleared early: the cap errs towards counting).
 
 **Networks** (issue 16 item 3: "one address must not move a ranking"): the cap above is per
@@ -46,10 +47,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import threading
 import time
 from typing import Callable
+
+from infra.addresses import client_key, network_of
 
 MAX_ADDRESSES = 100_000
 WINDOW_S = 3600.0
@@ -66,6 +68,7 @@ class AddressSessions:
         """Whether `session_id`'s events from `address` may bind to their searches."""
         if not address or not session_id:
             return True
+        address = client_key(address)
         with self._lock:
             now = self.clock()
             if now - self._window_start >= self.window_s or len(self._sessions) >= MAX_ADDRESSES:
@@ -78,22 +81,6 @@ class AddressSessions:
                 return False
             seen.add(session_id)
             return True
-
-
-IPV4_PREFIX = 24
-IPV6_PREFIX = 48
-
-
-def network_of(address: str | None) -> str | None:
-    """The coarse network of an address: its /24 (IPv4) or /48 (IPv6); None when it is not one."""
-    try:
-        ip = ipaddress.ip_address((address or "").strip())
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    prefix = IPV4_PREFIX if ip.version == 4 else IPV6_PREFIX
-    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
 
 
 NETWORK_PSEUDONYM_BITS = 16

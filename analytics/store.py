@@ -18,11 +18,15 @@ from typing import Sequence
 import orjson
 from sqlalchemy import Engine, Text, cast, delete, desc, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from analytics.completion_models import CompletionBlock, CompletionBlockedWord
 
 from analytics.formulas import Measures, as_utc
 from analytics.models import RollupDay, RollupQueryDay, RollupTaskDay, SearchEvent, SearchLogEntry
 from analytics.records import EventRecord, SearchRecord
 from analytics.rollup import DayRollup
+from search.completions import Click, Exclusions
 
 
 SEARCH_COLUMNS = ("id", "at", "session_id", "query", "rerank", "result_ids", "no_confident_match", "degraded",
@@ -105,19 +109,41 @@ class AnalyticsStore:
                     for r in connection.execute(query)]
 
     # -- popular searches (search.completions) ---------------------------------------------------
-    def clicked_searches(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
-        """(query, session, clicked task, the task ids the search showed) of every click event
-        sent by the session that made its search (analytics.formulas.bound_to_search), on a
-        search that was answered (not "no confident match"); each distinct row once. Whether the
-        task was one the search showed is left to the caller (search.completions.popular_searches)."""
+    def clicked_searches(self) -> list[Click]:
+        """Each (query, verified person or None, clicked task, the task ids the search showed)
+        of the click events sent by the session that made their search (analytics.formulas.
+        bound_to_search), on searches that were answered (not "no confident match"), once, with
+        the time of its first such click. The person is the search's (verified when it was made,
+        never claimed by the click). Whether the task was one the search showed is left to the
+        caller (search.completions.crowd_queries)."""
         s, e = SearchLogEntry, SearchEvent
-        query = (select(s.query, s.session_id, e.task_id, cast(s.result_ids, Text)).distinct()
+        shown = cast(s.result_ids, Text)
+        query = (select(s.query, s.person, e.task_id, shown, func.min(e.at))
                  .join(e, (e.search_id == s.id) & (e.session_id == s.session_id))
                  .where(e.type == "click", e.task_id.is_not(None), s.session_id.is_not(None),
-                        s.no_confident_match.is_(False)))
+                        s.no_confident_match.is_(False))
+                 .group_by(s.query, s.person, e.task_id, shown))
         loads = orjson.loads
         with self.engine.connect() as connection:
-            return [(r[0], r[1], r[2], tuple(loads(r[3]))) for r in connection.execute(query)]
+            return [Click(r[0], r[1], r[2], tuple(loads(r[3])), as_utc(r[4])) for r in connection.execute(query)]
+
+    # -- the completions' exclusion list (admin.completions) -----------------------------------
+    def completion_exclusions(self) -> Exclusions:
+        """The blocked suggestions (keys) and words."""
+        with self.engine.connect() as connection:
+            return Exclusions(connection.scalars(select(CompletionBlock.key)),
+                              connection.scalars(select(CompletionBlockedWord.word)))
+
+    def completion_blocks(self) -> list[CompletionBlock]:
+        """The blocked suggestions, newest first."""
+        with Session(self.engine) as session:
+            return list(session.scalars(select(CompletionBlock)
+                                        .order_by(CompletionBlock.created_at.desc(), CompletionBlock.key)))
+
+    def completion_blocked_words(self) -> list[CompletionBlockedWord]:
+        """The blocked words, alphabetically."""
+        with Session(self.engine) as session:
+            return list(session.scalars(select(CompletionBlockedWord).order_by(CompletionBlockedWord.word)))
 
     def unanswered_queries(self, queries: Sequence[str], chunk: int = 500) -> frozenset[str]:
         """Those of `queries` whose latest logged search answered "no confident match" (a tie in
@@ -252,3 +278,37 @@ def _event_row(record: EventRecord) -> dict:
             "task_id": record.task_id, "position": record.position, "dwell_ms": record.dwell_ms,
             "query": record.query, "task_ids": list(record.task_ids) if record.task_ids is not None else None,
             "network": record.network}
+
+
+# -- changes to the completions' exclusion list, in the caller's session (its audit entry beside) --
+def add_completion_block(session: Session, key: str, text_: str, actor: str) -> bool:
+    """Block the suggestion `key` (search.completions.completion_key); False: blocked already."""
+    if session.get(CompletionBlock, key) is not None:
+        return False
+    session.add(CompletionBlock(key=key, text=text_, created_by=actor[:128]))
+    return True
+
+
+def remove_completion_block(session: Session, key: str) -> CompletionBlock | None:
+    """Unblock `key`; the removed block, or None when it was not blocked."""
+    found = session.get(CompletionBlock, key)
+    if found is not None:
+        session.delete(found)
+        session.flush()
+    return found
+
+
+def add_blocked_word(session: Session, word: str, actor: str) -> bool:
+    """Block `word` (search.completions.blocked_word_key); False: blocked already."""
+    if session.get(CompletionBlockedWord, word) is not None:
+        return False
+    session.add(CompletionBlockedWord(word=word, created_by=actor[:128]))
+    return True
+
+
+def remove_blocked_word(session: Session, word: str) -> bool:
+    found = session.get(CompletionBlockedWord, word)
+    if found is not None:
+        session.delete(found)
+        session.flush()
+    return found is not None

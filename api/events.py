@@ -118,7 +118,8 @@ def bind_to_address(batch: EventBatch) -> EventBatch:
 
 def over_cap(admission: Admission) -> tuple[Response, int]:
     """429 naming the cap the request is over (analytics.budget), with Retry-After."""
-    who = {"session": "this session", "address": "this address"}.get(admission.refused_by, "everyone")
+    who = {"session": "this session", "address": "this address", "network": "this network"}.get(
+        admission.refused_by, "everyone")
     response, status = error(429, f"too many events from {who} in the last minute; nothing was stored; "
                                   f"retry in {admission.retry_after_s} s")
     response.headers["Retry-After"] = str(admission.retry_after_s)

@@ -31,7 +31,7 @@ from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from serving.service import BadQuery
 from settings import PROJECT_ROOT
-from web.clients import client_address
+from web.clients import known_client_address
 
 search_bp = Blueprint("search", __name__)
 log = logging.getLogger(__name__)
@@ -51,8 +51,10 @@ def install_completions(state) -> None:
     """Give the app the completions its answers carry (api.completions), reading the popular
     searches from the app's own analytics tables."""
     found = state.app.extensions["taskfinder"]
-    store, min_sessions = AnalyticsStore(found.store.engine), found.settings.completion_min_sessions
-    state.app.extensions[COMPLETIONS] = LiveCompletions(lambda: read_popular(store, min_sessions))
+    store, settings = AnalyticsStore(found.store.engine), found.settings
+    state.app.extensions[COMPLETIONS] = LiveCompletions(
+        lambda: read_popular(store, settings.completion_min_people, settings.completion_settle_s),
+        read_exclusions=store.completion_exclusions)
 
 
 def completions_for(body: dict) -> list[dict]:
@@ -214,8 +216,10 @@ def metrics():
     """Prometheus text format: all workers' samples in multiprocess mode (web.metrics).
     Not public (it shows admin login outcomes, error rates): see metrics_refusal."""
     settings = services().settings
-    # the client, not the peer: behind a trusted proxy on this host every peer is loopback
-    client = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), settings.trusted_proxies)
+    # the client, not the peer: behind a trusted proxy on this host every peer is loopback; and
+    # only a client known to be one (every forwarded hop a bare IP address: issue 42 item 5)
+    client = known_client_address(request.remote_addr, request.headers.get("X-Forwarded-For"),
+                                  settings.trusted_proxies)
     refusal = metrics_refusal(settings.metrics_token, request.headers.get("Authorization"), client)
     if refusal is not None:
         response = jsonify({"error": refusal})
@@ -232,7 +236,9 @@ def metrics_refusal(token: str, authorization: str | None, client: str | None) -
     in constant time). Without it, only clients on this host (loopback) are answered: a scraper
     elsewhere needs the token. `client` is the address web.clients.client_address finds, so a
     request forwarded by a proxy listed in TRUSTED_PROXIES is judged by the address the proxy
-    saw, never by the proxy's own loopback peer (issue 33 item 9); behind a proxy that is NOT
+    saw, never by the proxy's own loopback peer (issue 33 item 9), and a forwarded hop that is
+    not a bare IP address leaves the client unknown (None: refused, issue 42 item 5: `unknown`,
+    `127.0.0.1:80` or `[::1]` fell back to the proxy's loopback); behind a proxy that is NOT
     listed every client looks local, so set METRICS_TOKEN there (docs/security.md)."""
     if token:
         given = bearer_token(authorization) or ""

@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from settings import PROJECT_ROOT
@@ -82,3 +82,12 @@ def schema_problem(engine: Engine) -> str | None:
         return (f"the database {where} is at migration {', '.join(sorted(current))}, not this code's "
                 f"{', '.join(sorted(heads))}: run `python app.py db upgrade` first")
     return None
+
+
+def is_blank(engine: Engine) -> bool:
+    """Whether `engine`'s database has no tables at all (never set up): a first step such as
+    `app.py users create` may then set it up itself, as `load-demo` does."""
+    try:
+        return not inspect(engine).get_table_names()
+    except SQLAlchemyError:
+        return False

@@ -42,6 +42,7 @@ class Task(Base):
 class TestCase(Base):
     __tablename__ = "test_cases"
     __test__ = False  # not a pytest class
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     query: Mapped[str] = mapped_column(String(500), nullable=False, unique=True)
@@ -71,6 +72,7 @@ class RankerFit(Base):
     the history. `cases_digest` names the test-case set it was fitted on."""
 
     __tablename__ = "ranker_fits"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     store_revision: Mapped[int] = mapped_column(Integer, nullable=False, index=True)
@@ -87,6 +89,7 @@ class CatalogVersion(Base):
     Written in the same transaction as the change (catalog.versions explains the design)."""
 
     __tablename__ = "catalog_versions"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False, index=True)

@@ -17,6 +17,7 @@ RUN_STATUSES = ("queued", "running", "done", "failed")
 
 class EvaluationRun(Base):
     __tablename__ = "evaluation_runs"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (migration 0018)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False, index=True)

@@ -10,6 +10,7 @@ the replay against `prefilter`).
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, replace
 from typing import Sequence
@@ -130,6 +131,10 @@ def run_bm25(spec: ConfigSpec, tasks: Sequence[TaskRecord], train: Sequence[Case
     bm25s with its default (Lucene) parameters over the product's own stemmed terms."""
     import bm25s
 
+    # bm25s sets its logger to DEBUG on import: under a console that logging is configured for
+    # (waitress's `serve` calls logging.basicConfig()), every evaluation run printed
+    # "DEBUG:bm25s:Building index from tokens" (issue 44 item 10)
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     tasks = [t for t in tasks if t.active]
     text = {t.id: [t.name, t.help] for t in tasks}
     for case in train:

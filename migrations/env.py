@@ -6,6 +6,7 @@ import admin.models  # noqa: F401  (registers the account tables on Base.metadat
 import evaluation.models  # noqa: F401  (the evaluation_runs table)
 import analytics.models  # noqa: F401  (the search log and events tables)
 import analytics.learning_models  # noqa: F401  (learned evidence, migration 0008)
+import analytics.completion_models  # noqa: F401  (the completions' exclusion list, migration 0017)
 from catalog.models import Base
 from settings import Settings
 

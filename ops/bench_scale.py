@@ -625,7 +625,7 @@ def learned_as_cases(data: Synthetic, index, space: VectorSpace, exemplars, vect
     the learned cases, with the written-cases-only `index` kept beside it for
     contributions.learned. Written exemplars keep their vectors, a learned one gets its traffic
     query's vector; prototypes as for the written index."""
-    from search.learned import learned_cases
+    from search.learned import learned_cases, trusted_cases
 
     cases = [*data.cases, *learned_cases(exemplars)]
     union = build_index(data.tasks, build_lexicon(cases), FieldWeights(), cases=cases)
@@ -637,7 +637,10 @@ def learned_as_cases(data: Synthetic, index, space: VectorSpace, exemplars, vect
                         for j, (text, row) in enumerate(zip(union.exemplars.texts, rows))]).astype(np.float32)
     union = union.with_vectors(index.task_vectors, vectors, memory.oos_vectors)
     noise = 0.5 * unit(space.rng.standard_normal(union.exemplars.centroids.shape, dtype=np.float32))
-    return union.with_prototypes((20.0 * (union.exemplars.centroids + noise)).astype(np.float32)).with_written(index)
+    union = union.with_prototypes((20.0 * (union.exemplars.centroids + noise)).astype(np.float32)).with_written(index)
+    # no verified person behind the bench's pairs (its traffic is anonymous): the written index
+    # bounds them (search.index.SearchIndex.trusted), and every query is scored by both
+    return union.with_trusted(index) if trusted_cases(exemplars) is not None else union
 
 
 def print_table(reports: list[dict]) -> None:

@@ -44,6 +44,20 @@ Scenarios (`--scenario`, or `all`):
   the distinct network pseudonyms stored with them (search_events.network), and the pair's
   networks after the fit. Before infra/secret_key.py each worker keyed the pseudonym with its
   own random key: "networks 2, counts yes".
+* `padded` (issue 42 item 1, the audit's third way through): each of the demo's first
+  `--padded-queries` (40) test cases' queries padded with words of its gold task's name and help
+  until its term overlap with the case is under 0.45 (so the near-copy rule, Jaccard 0.5, does
+  not see it), searched with k=10 and the gold clicked, 2 sessions per query from 2 of the
+  attacker's /24s in turn; then 4 sessions from 4 of them click the wrong task for the target.
+  One run per `--padded-networks` (6, 20, 40). Before issue 42 the pairs counted, the as-cases
+  test took them and the wrong task rose 10 -> 1 (6 networks, the audit) or 10 -> 2 (20).
+* `ipv6-flood` (issue 42 item 4): `--ipv6-addresses` (40) addresses of one IPv6 /64 post
+  events, a fresh session each, `--ipv6-rounds` (40) times, while a victim on another network
+  posts one batch per round: the victim's refusals (HTTP 429) are the measure.
+* `plant`, `probe` (issue 42 items 2 and 3; ops/attack_completions.py): completion planting (a
+  giveaway query searched and clicked from 6, 20 and 40 networks) and private-query probing (a
+  victim's search with a child's name, repeated by the attackers): is either offered as a
+  completion to anonymous visitors?
 * `curve` (`--clinc150` needed): ops/simulate_traffic.py's learning run on CLINC150
   (`--max-per-intent` (2) written cases per intent, checkpoints 0 and `--curve-searches`
   (1,000 and 2,000), val Hit@1 on `--val-limit` (500) seeded val queries). At each checkpoint,
@@ -87,8 +101,10 @@ WRONG_TASK = "health.daily-health-check"      # rank 10 for ATTACK_QUERY on the 
 VOTES_PER_SESSION = 18                        # under LEARNING_MAX_VOTES_PER_SESSION (20): full weight
 FLOOD_ADDRESS = "192.0.2.66"
 WORKERS_ADDRESS = "192.0.2.77"
-DEMO_SCENARIOS = ("cover", "sybil", "flood", "slow-drip", "workers")
+DEMO_SCENARIOS = ("cover", "sybil", "flood", "slow-drip", "workers", "padded", "ipv6-flood", "plant", "probe")
 SCENARIOS = (*DEMO_SCENARIOS, "curve")
+PADDED_MAX_OVERLAP = 0.45   # the audit's padding: a cover query's term overlap with its case, under the near-copy rule's 0.5
+IPV6_HOST = "2001:db8:6464:1"   # the /64 the ipv6-flood scenario's addresses share
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "taskfinder-sim-cache"
 
 
@@ -172,6 +188,42 @@ def cover_attack(traffic: Traffic, cover: list[str], target: dict, blocks: list[
         for copy in range(2):
             block = blocks[(2 * i + copy) % len(blocks)]
             traffic.vote(f"{query} please", *sessions.next(block), k=1)
+    for j in range(attack_clicks):
+        traffic.vote(target["query"], *sessions.fresh(blocks[j % len(blocks)]), k=10, task=target["wrong_task"])
+
+
+def overlap(a: str, b: str) -> float:
+    """Jaccard of the two texts' term sets (lexicon.text.terms, as search.fitting.cv.near_copies)."""
+    from lexicon.text import terms
+
+    x, y = set(terms(a)), set(terms(b))
+    return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def padded(query: str, task) -> str:
+    """`query` with words of `task`'s name and help appended, one at a time, until its term
+    overlap with `query` is under PADDED_MAX_OVERLAP ("Lead Screening" -> "Lead Screening blood
+    test type": the audit's padding, which the near-copy rule cannot see)."""
+    text = query
+    for word in f"{task.name} {task.help}".split():
+        if overlap(text, query) < PADDED_MAX_OVERLAP:
+            break
+        if word.lower() not in text.lower():
+            text = f"{text} {word}"
+    return text
+
+
+def padded_attack(traffic: Traffic, cover: list[tuple[str, object]], target: dict, blocks: list[str],
+                  attack_clicks: int, rng: random.Random) -> None:
+    """Issue 42 item 1: each (case query, gold task) of `cover` padded (`padded`), searched with
+    k=10 and the gold clicked where shown, each in a fresh session, from two of `blocks` in turn
+    (tests/test_learning_people.py sends the same); then `attack_clicks`
+    fresh sessions, from the blocks in turn, click the wrong task for the target query."""
+    sessions = Sessions(rng)
+    for i, (query, task) in enumerate(cover):
+        for copy in range(2):
+            block = blocks[(2 * i + copy) % len(blocks)]
+            traffic.vote(padded(query, task), *sessions.fresh(block), k=10, task=task.id)
     for j in range(attack_clicks):
         traffic.vote(target["query"], *sessions.fresh(blocks[j % len(blocks)]), k=10, task=target["wrong_task"])
 
@@ -279,6 +331,16 @@ def demo_cover(n: int) -> list[str]:
     return sorted({c.query for c in load_cases_file(DEMO_CASES, ids) if c.gold})[:n]
 
 
+def demo_gold_cover(n: int) -> list[tuple[str, object]]:
+    """The first n (sorted) distinct (query, first gold task) of the demo's public test cases."""
+    from catalog.demo import DEMO_CASES, DEMO_CATALOG
+    from catalog.formats import load_cases_file, load_tasks_file
+
+    tasks = {t.id: t for t in load_tasks_file(DEMO_CATALOG)}
+    pairs = sorted({(c.query, c.gold[0]) for c in load_cases_file(DEMO_CASES, set(tasks)) if c.gold})
+    return [(query, tasks[gold]) for query, gold in pairs[:n]]
+
+
 def attack_once(args, work: Path, name: str, send) -> dict:
     """Load a fresh demo, rank the target, send(traffic, rng) through the server, fit, rank again."""
     started = time.perf_counter()
@@ -309,6 +371,46 @@ def scenario_cover(args, work: Path, blocks: list[str], name: str) -> dict:
         traffic, cover, demo_target(), blocks, args.attack_clicks, rng))
     result.update(networks=len(blocks), cover_queries=len(cover), attack_clicks=args.attack_clicks)
     return result
+
+
+def scenario_padded(args, work: Path, n_networks: int) -> dict:
+    cover = demo_gold_cover(args.padded_queries)
+    blocks = [f"198.{51 + i // 200}.{i % 200}" for i in range(n_networks)]
+    result = attack_once(args, work, f"padded-{n_networks}", lambda traffic, rng: padded_attack(
+        traffic, cover, demo_target(), blocks, args.attack_clicks, rng))
+    result.update(networks=n_networks, cover_queries=len(cover), attack_clicks=args.attack_clicks)
+    return result
+
+
+def scenario_ipv6_flood(args, work: Path) -> dict:
+    """Issue 42 item 4: `--ipv6-addresses` (40) addresses of one IPv6 /64 (one host) post events
+    as fast as they can, each in sessions of its own, while a victim on another network posts a
+    search's events now and then; reported: the victim's events refused (HTTP 429) of those sent,
+    and the flood's. Before, each address counted alone: the flood filled the global event cap
+    and the victim was refused 30 of 38 times."""
+    started = time.perf_counter()
+    lab = DemoLab(work / "ipv6-flood", Path(args.cache_dir))
+    rng = random.Random(args.seed)
+    victim = {"sent": 0, "refused": 0}
+    flood = {"sent": 0, "refused": 0}
+    try:
+        base = lab.start()
+        body = search(base, "lead screening", 5, session_id(rng))
+        shown = [row["id"] for row in body["results"]]
+        events = [{"type": "impression", "search_id": body["search_id"], "query": "lead screening", "task_ids": shown}]
+        for round_ in range(args.ipv6_rounds):
+            for n in range(args.ipv6_addresses):
+                address = f"{IPV6_HOST}:{n:x}::{1 + round_ % 200:x}"
+                status = post_json(f"{base}/api/events", {"session_id": session_id(rng), "events": events}, address)
+                flood["sent"] += 1
+                flood["refused"] += status == 429
+            status = post_json(f"{base}/api/events", {"session_id": session_id(rng), "events": events}, "203.0.113.7")
+            victim["sent"] += 1
+            victim["refused"] += status == 429
+    finally:
+        lab.stop()
+    return {"scenario": "ipv6-flood", "addresses": args.ipv6_addresses, "prefix": f"{IPV6_HOST}::/64",
+            "flood": flood, "victim": victim, "seconds": round(time.perf_counter() - started, 1)}
 
 
 def scenario_flood(args, work: Path) -> dict:
@@ -587,6 +689,22 @@ def run(args) -> dict:
             result = scenario_slow_drip(args, work)
         elif name == "workers":
             result = scenario_workers(args, work)
+        elif name == "padded":
+            for n in args.padded_networks:
+                result = scenario_padded(args, work, n)
+                out["scenarios"][f"padded-{n}"] = result
+                print(json.dumps(result), flush=True)
+            continue
+        elif name == "ipv6-flood":
+            out["ipv6-flood"] = scenario_ipv6_flood(args, work)
+            print(json.dumps(out["ipv6-flood"]), flush=True)
+            continue
+        elif name in ("plant", "probe"):
+            from ops import attack_completions
+
+            out[name] = getattr(attack_completions, f"scenario_{name}")(args, work)
+            print(json.dumps(out[name]), flush=True)
+            continue
         else:
             out["curve"] = curve(args, work)
             print(json.dumps(out["curve"]), flush=True)
@@ -613,6 +731,14 @@ def table(result: dict) -> str:
                      f"{'**yes**' if r['rose'] else 'no'} | {r['fit']['pairs_counted']} ({r['fit']['informative']}) | "
                      f"{r['fit']['weight']:g} | {'yes' if r['fit']['as_cases'] else 'no'} | "
                      f"{pair['sessions']} / {pair['networks']}, {pair['why_not'] or 'counts'} |")
+    flood = result.get("ipv6-flood")
+    if flood:
+        lines += ["", f"ipv6-flood: {flood['addresses']} addresses of {flood['prefix']}: flood refused "
+                      f"{flood['flood']['refused']} of {flood['flood']['sent']}, the victim (another network) refused "
+                      f"{flood['victim']['refused']} of {flood['victim']['sent']}"]
+    for name in ("plant", "probe"):
+        if result.get(name):
+            lines += ["", f"{name}: {json.dumps(result[name], default=str)[:2000]}"]
     c = result.get("curve")
     if c:
         lines += ["", "| CLINC150, searches | traffic | val Hit@1 (0 → N) | gain | share of the honest gain | "
@@ -645,6 +771,11 @@ def build_attack_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flood-sessions", type=int, default=60)
     parser.add_argument("--drip-rounds", type=int, default=4)
     parser.add_argument("--worker-sessions", type=int, default=6)
+    parser.add_argument("--padded-queries", type=int, default=40, help="padded: test cases padded into cover")
+    parser.add_argument("--padded-networks", type=lambda text: [int(n) for n in text.split(",")], default=[6, 20, 40],
+                        help="padded: the attacker's /24 networks, one run each (comma-separated)")
+    parser.add_argument("--ipv6-addresses", type=int, default=40, help="ipv6-flood: addresses of one /64")
+    parser.add_argument("--ipv6-rounds", type=int, default=40, help="ipv6-flood: posts per address")
     parser.add_argument("--max-per-intent", type=int, default=2, help="curve: written cases per intent")
     parser.add_argument("--curve-searches", default="1000,2000",
                         help="curve: checkpoints (cumulative honest searches) after 0, comma-separated")

@@ -7,10 +7,29 @@ allowed to see before it is offered):
     task    the name and every alias of each task                    (weight 1; needs that task)
     case    the query of each written test case with gold tasks      (weight 1 per case; needs every
             (an out-of-scope case, gold [], is an off-topic query)    gold task)
-    search  a query of the search log that results were clicked for  (weight: its distinct clicking
-            by at least COMPLETION_MIN_SESSIONS distinct sessions     sessions; needs every task
-            (`popular_searches`), and whose latest logged answer was   clicked from it)
-            not "no confident match" (`still_answered`)
+    search  a query of the search log that at least                   (weight: its distinct verified
+            COMPLETION_MIN_PEOPLE distinct verified people searched    people; needs every task
+            and clicked a result it showed, each of them at least      clicked from it, by anyone)
+            COMPLETION_SETTLE_S ago (`popular_searches`), and whose
+            latest logged answer was not "no confident match"
+            (`still_answered`)
+
+**A voice is a person** (issue 42). A crowd completion is offered to everyone, so it must be
+something several people typed, never one person's query (planted, or private: "dental exam for
+jayden smith"). The unit is the verified person (a role token's `sub`, or the trusted proxy's
+user header: the search log's `person`, a keyed 8-bit pseudonym, so distinct pseudonyms are
+distinct people and counting them never overcounts). Sessions, browser tabs and networks cost an
+attacker nothing and count for nothing here: anonymous clicks never create a completion, however
+many. At least MIN_PEOPLE_FLOOR (3) people whatever the setting: k-anonymity with k >= 3, 5 by
+default. Each person counts only once their first qualifying click is COMPLETION_SETTLE_S old
+(`crowd_queries`), so a query an admin does not want is seen coming (the admin's completions
+page lists it) and blocked before anyone is offered it. A crowd query's words need not be the
+catalog's: k people typed them (the misspelling rule below still applies).
+
+**Exclusions** (`Exclusions`, an admin's, admin.completions): a blocked text (its
+`normalise_query` key) and any suggestion with a blocked word (by normalised word or its stem,
+`suggestion_words`) are never offered, whatever their source (task names and aliases, cases,
+searches).
 
 A suggestion longer than MAX_COMPLETION_CHARS is none (a query to type, not a sentence to read:
 the natural-language test cases are written as whole questions). A case or search whose words read as misspellings of the catalog's words (`misspelt`: a word the
@@ -31,12 +50,13 @@ typed), ignoring case and accents; a stopword still being typed counts as a pref
 "immunization"). Nothing equal to what was typed is offered (`normalise_query` of both).
 
 **Order** (`ranked_entries`): candidates with the same `normalise_query` text are one suggestion;
-its popularity is (distinct clicking sessions, written cases with that text, task names and
+its popularity is (distinct clicking people, written cases with that text, task names and
 aliases with it), compared in that order, highest first; ties alphabetically. The suggestion is
 labelled with the strongest source it has (search, then case, then task) and written as the
 catalog writes it when a task or case has it ("ASQ-3 Screening"), else as the log keeps it.
 
-**Cost**: `Completions` builds the candidates once per live index and popular-search refresh; each
+**Cost**: `Completions` builds the candidates once per live index, popular-search refresh and
+exclusions change; each
 set of visible roles gets a `CompletionView` (the anonymous one at once, others on first use, the
 ROLE_VIEWS most recent kept): the ranked suggestions and a sorted (word, rank) list, so a keystroke
 is a bisect per typed word and a walk over the best-ranked matches (microseconds).
@@ -47,7 +67,8 @@ import re
 from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Collection, Iterable, Mapping, NamedTuple, Sequence
 
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
@@ -60,7 +81,8 @@ from search.suggestions import SPELLING_MIN_SIMILARITY
 SOURCES = ("search", "case", "task")   # strongest first: the parts of the popularity score, in order
 COMPLETION_LIMIT = 5
 MAX_COMPLETION_CHARS = 60
-MIN_SESSIONS_FLOOR = 2    # whatever the setting, one session's query is never offered to anyone
+MIN_PEOPLE_FLOOR = 3      # whatever the setting, a crowd completion needs this many verified people
+MAX_BLOCKED_WORD_CHARS = 64
 ROLE_VIEWS = 64           # per Completions: views of distinct visible-role sets kept
 _PLAIN_TOKEN = re.compile(r"[0-9a-z]+")
 _LAST_TOKEN = re.compile(r"([0-9a-z]+)$")
@@ -78,11 +100,63 @@ class Completion:
 
 @dataclass(frozen=True)
 class PopularSearch:
-    """A logged query that results were clicked for by `sessions` distinct sessions."""
+    """A logged query that `people` distinct verified people searched and clicked a result of."""
 
     query: str                    # normalised, as the search log keeps it
-    sessions: int
-    clicked: tuple[str, ...]      # the tasks those clicks opened, sorted
+    people: int
+    clicked: tuple[str, ...]      # the tasks clicks from it opened (anyone's), sorted
+
+
+class Click(NamedTuple):
+    """A click bound to its search (analytics.store.AnalyticsStore.clicked_searches)."""
+
+    query: str                    # the search's, normalised
+    person: str | None            # the search's verified person (pseudonym), None: anonymous
+    task_id: str                  # the task clicked
+    shown: tuple[str, ...]        # the task ids the search showed
+    at: datetime                  # the (first such) click's time
+
+
+@dataclass(frozen=True)
+class CrowdQuery:
+    """A logged query verified people clicked a result of: `people` of them settled (their first
+    click at least the settle time old), `waiting` more not yet."""
+
+    query: str
+    people: int
+    waiting: int
+    clicked: tuple[str, ...]
+    settles_at: datetime | None   # when the next waiting person counts (None: nobody waits)
+
+
+class Exclusions:
+    """What an admin blocked (admin.completions): whole suggestions by `completion_key`, and words
+    by `blocked_word_key`; a suggestion with a blocked word, or its stem, is never offered."""
+
+    def __init__(self, texts: Iterable[str] = (), words_: Iterable[str] = ()):
+        self.texts = frozenset(texts)
+        self.words = frozenset(words_)
+        self.stems = frozenset(stem(word) for word in self.words)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Exclusions) and (self.texts, self.words) == (other.texts, other.words)
+
+    def __hash__(self) -> int:
+        return hash((self.texts, self.words))
+
+    def __repr__(self) -> str:
+        return f"Exclusions(texts={sorted(self.texts)}, words={sorted(self.words)})"
+
+    def excludes(self, text: str) -> bool:
+        if completion_key(text) in self.texts:
+            return True
+        if not self.words:
+            return False
+        found = suggestion_words(text)
+        return bool(found & self.words) or any(stem(word) in self.stems for word in found)
+
+
+NO_EXCLUSIONS = Exclusions()
 
 
 @dataclass(frozen=True)
@@ -103,7 +177,7 @@ class Entry:
     key: str
     text: str
     source: str
-    score: tuple[int, int, int]     # (search sessions, cases, task names and aliases)
+    score: tuple[int, int, int]     # (search people, cases, task names and aliases)
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -124,6 +198,22 @@ def suggestion_words(text: str) -> frozenset[str]:
     return frozenset(words(text)) | frozenset(_PLAIN_TOKEN.findall(normalise(text)))
 
 
+def completion_key(text: str) -> str:
+    """What makes two suggestions one (and what a block names): `normalise_query` of the text."""
+    return normalise_query(text)
+
+
+def blocked_word_key(word: str) -> str | None:
+    """A word of the blocklist as suggestions are matched against it: its plain tokens joined
+    ("ASQ-3" -> "asq3", as `words` joins a compound), or None when it is not one word of at most
+    MAX_BLOCKED_WORD_CHARS."""
+    tokens = _PLAIN_TOKEN.findall(normalise(word))
+    key = "".join(tokens)
+    if not key or len(key) > MAX_BLOCKED_WORD_CHARS or len(word.split()) != 1:
+        return None
+    return key
+
+
 def text_stems(text: str) -> set[str]:
     return {stem(word) for word in words(text)}
 
@@ -134,21 +224,47 @@ def task_texts(task: TaskRecord) -> tuple[str, ...]:
 
 
 # -- sources --------------------------------------------------------------------------------------
-def popular_searches(clicks: Iterable[tuple[str, str | None, str, Sequence[str]]],
-                     min_sessions: int) -> tuple[PopularSearch, ...]:
-    """The queries clicked by at least `min_sessions` distinct sessions (never fewer than
-    MIN_SESSIONS_FLOOR), from `clicks`: (query, session, clicked task, the ids the search showed)
-    of each click bound to its search. A click counts only with a session and on a task the search
-    showed (analytics.formulas binds events the same way); a query nobody clicked never appears."""
-    floor = max(min_sessions, MIN_SESSIONS_FLOOR)
-    sessions: dict[str, set[str]] = defaultdict(set)
+def crowd_queries(clicks: Iterable[Click], settled_before: datetime) -> tuple[CrowdQuery, ...]:
+    """Per query, the distinct verified people who clicked a task the search showed: settled
+    (their first such click at or before `settled_before`) and waiting. Anonymous clicks (no
+    person) count for nobody, however many sessions, tabs or networks sent them; a click on a task
+    the search did not show counts for nothing. `clicked`: every shown task clicked from the query,
+    by anyone (the visibility rule needs them all)."""
+    first: dict[str, dict[str, datetime]] = defaultdict(dict)
     clicked: dict[str, set[str]] = defaultdict(set)
-    for query, session, task_id, shown in clicks:
-        if session and query and task_id in shown:
-            sessions[query].add(session)
-            clicked[query].add(task_id)
-    return tuple(PopularSearch(query, len(who), tuple(sorted(clicked[query])))
-                 for query, who in sorted(sessions.items()) if len(who) >= floor)
+    for click in clicks:
+        if not click.query or click.task_id not in click.shown:
+            continue
+        clicked[click.query].add(click.task_id)
+        if click.person:
+            seen = first[click.query].get(click.person)
+            if seen is None or click.at < seen:
+                first[click.query][click.person] = click.at
+    found = []
+    for query, people in sorted(first.items()):
+        settled = sum(at <= settled_before for at in people.values())
+        waiting = sorted(at for at in people.values() if at > settled_before)
+        found.append(CrowdQuery(query, settled, len(waiting), tuple(sorted(clicked[query])),
+                                waiting[0] if waiting else None))
+    return tuple(found)
+
+
+def min_people(setting: int) -> int:
+    """The people a crowd completion needs: the setting, never under MIN_PEOPLE_FLOOR."""
+    return max(setting, MIN_PEOPLE_FLOOR)
+
+
+def popular_searches(crowd: Iterable[CrowdQuery], least: int) -> tuple[PopularSearch, ...]:
+    """The crowd queries with at least `least` settled people (never fewer than MIN_PEOPLE_FLOOR)."""
+    floor = min_people(least)
+    return tuple(PopularSearch(c.query, c.people, c.clicked) for c in crowd if c.people >= floor)
+
+
+def upcoming_searches(crowd: Iterable[CrowdQuery], least: int) -> tuple[CrowdQuery, ...]:
+    """The crowd queries not offered yet that will be once their waiting people settle, or that
+    are one person short of it (what the admin's completions page shows coming)."""
+    floor = min_people(least)
+    return tuple(c for c in crowd if c.people < floor and c.people + c.waiting >= floor - 1)
 
 
 def still_answered(popular: Iterable[PopularSearch], unanswered: Collection[str]) -> tuple[PopularSearch, ...]:
@@ -171,7 +287,7 @@ def case_candidates(cases: Iterable[CaseRecord], tasks: Mapping[str, TaskRecord]
 def search_candidates(popular: Iterable[PopularSearch], tasks: Mapping[str, TaskRecord]) -> list[Candidate]:
     """Popular searches whose clicked tasks are all still in the catalog (a task since removed
     cannot say who may see the query that led to it)."""
-    return [Candidate(p.query, "search", p.sessions, tuple(tasks[t] for t in p.clicked)) for p in popular
+    return [Candidate(p.query, "search", p.people, tuple(tasks[t] for t in p.clicked)) for p in popular
             if p.clicked and all(t in tasks for t in p.clicked)]
 
 
@@ -199,14 +315,15 @@ class Vocabulary:
 
 
 def candidates(tasks: Sequence[TaskRecord], cases: Iterable[CaseRecord],
-               popular: Iterable[PopularSearch]) -> tuple[Candidate, ...]:
-    """Every candidate of the three sources up to MAX_COMPLETION_CHARS long; cases and searches
-    only without misspellings."""
+               popular: Iterable[PopularSearch], exclusions: Exclusions = NO_EXCLUSIONS) -> tuple[Candidate, ...]:
+    """Every candidate of the three sources up to MAX_COMPLETION_CHARS long and not excluded;
+    cases and searches only without misspellings."""
     by_id = {task.id: task for task in tasks}
     vocabulary = Vocabulary(tasks)
     written = [c for c in (*case_candidates(cases, by_id), *search_candidates(popular, by_id))
                if len(c.text) <= MAX_COMPLETION_CHARS and not vocabulary.misspelt(c.text)]
-    return (*(c for c in task_candidates(tasks) if len(c.text) <= MAX_COMPLETION_CHARS), *written)
+    found = (*(c for c in task_candidates(tasks) if len(c.text) <= MAX_COMPLETION_CHARS), *written)
+    return tuple(c for c in found if not exclusions.excludes(c.text))
 
 
 # -- visibility and order -------------------------------------------------------------------------
@@ -237,7 +354,7 @@ def ranked_entries(found: Iterable[Candidate]) -> list[Entry]:
     score: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     written: dict[str, dict[str, str]] = defaultdict(dict)
     for candidate in found:
-        key = normalise_query(candidate.text)
+        key = completion_key(candidate.text)
         if not key:
             continue
         score[key][SOURCES.index(candidate.source)] += candidate.weight
@@ -290,13 +407,16 @@ class CompletionView:
 
 
 class Completions:
-    """The completions of one catalog (tasks, written cases) and one read of the popular
-    searches, with a view per set of visible roles (the anonymous one built at once)."""
+    """The completions of one catalog (tasks, written cases), one read of the popular searches and
+    the admin's exclusions, with a view per set of visible roles (the anonymous one built at once)."""
 
     def __init__(self, tasks: Sequence[TaskRecord], cases: Iterable[CaseRecord],
-                 popular: Iterable[PopularSearch] = (), views: int = ROLE_VIEWS):
+                 popular: Iterable[PopularSearch] = (), views: int = ROLE_VIEWS,
+                 exclusions: Exclusions = NO_EXCLUSIONS):
         self.tasks = tuple(tasks)
-        self.candidates = candidates(self.tasks, cases, popular)
+        self.popular = tuple(popular)
+        self.exclusions = exclusions
+        self.candidates = candidates(self.tasks, cases, self.popular, exclusions)
         self._views: LRU[CompletionView] = LRU(views)
         self.view(frozenset())
 
@@ -307,6 +427,16 @@ class Completions:
             view = CompletionView(ranked_entries(visible_candidates(self.candidates, self.tasks, roles)))
             self._views.put(roles, view)
         return view
+
+    def offered(self) -> list[tuple[Entry, frozenset[str]]]:
+        """Every suggestion offered to someone, best first, each with the roles of the tasks it
+        needs (empty: every caller may see those tasks; the hidden-word rule may still keep it
+        from some): what the admin's completions page lists."""
+        roles: dict[str, set[str]] = defaultdict(set)
+        for candidate in self.candidates:
+            for task in candidate.needs:
+                roles[completion_key(candidate.text)].update(task.roles)
+        return [(entry, frozenset(roles[entry.key])) for entry in ranked_entries(self.candidates)]
 
     def complete(self, query: str, roles: frozenset[str] = frozenset(),
                  limit: int = COMPLETION_LIMIT) -> list[Completion]:

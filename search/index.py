@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -17,7 +17,8 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
 from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
-from search.learned import LearnedMemory
+from search.learned import (LearnedExemplar, LearnedMemory, build_learned_memory, learned_cases, people_memory,
+                            trusted_cases)
 from search.signal import REGISTRY
 from search.typed import TypedIndex, build_typed_index
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
@@ -91,6 +92,10 @@ class SearchIndex:
     # this one (search.learned.learned_cases): the counterfactual that contributions.learned is
     # measured against (search.prefilter.learned_attribution). None otherwise.
     written: "SearchIndex | None" = None
+    # The same catalog indexed without the learned cases that anonymous networks alone stand
+    # behind (the written cases and those verified people taught), when such cases joined this
+    # one: what their evidence is bounded by (search.prefilter.bound_anonymous). None otherwise.
+    trusted: "SearchIndex | None" = None
     typed: TypedIndex | None = None         # the typed signal's index (search.typed): words as typed, prefixes
     # What a signal prepared at index time that the shared parts above do not hold: signal name ->
     # Signal.prepare(tasks, cases, index) (search/signal/base.py), once per build_index
@@ -162,6 +167,10 @@ class SearchIndex:
         if written is not None and written.exemplars.screen is not None:
             written = replace(written, exemplars=replace(written.exemplars, screen=None, screen_error=0.0))
         return replace(self, written=written)
+
+    def with_trusted(self, trusted: "SearchIndex | None") -> "SearchIndex":
+        """The index with its trusted counterpart (see `trusted`)."""
+        return replace(self, trusted=trusted)
 
     def with_prototypes(self, prototypes: np.ndarray | None) -> "SearchIndex":
         return replace(self, prototypes=prototypes if self.task_vectors is not None else None, _visibility={})
@@ -333,3 +342,37 @@ class _Postings:
 
     def matrix(self, shape: tuple[int, int]) -> sparse.csc_matrix:
         return sparse.csc_matrix((np.asarray(self.data, dtype=np.float32), (self.rows, self.cols)), shape=shape)
+
+
+def with_use(build: Callable[[Sequence[CaseRecord]], SearchIndex], cases: Sequence[CaseRecord],
+             as_cases: Sequence[LearnedExemplar] = (), in_memory: Sequence[LearnedExemplar] = (),
+             held_out: frozenset[str] = frozenset(), cases_held_out: frozenset[str] | None = None,
+             written: bool = True) -> SearchIndex:
+    """The one recipe of an index that holds what use taught, from `build` (cases -> index: the
+    caller's tasks, field weights and enrichment) and the written `cases`:
+
+    * `as_cases`: learned exemplars that join the cases (search.learned.learned_cases), the
+      written-cases-only index kept beside it (`written`: contributions.learned's
+      counterfactual), and, where anonymous pairs are among them, the index without those
+      (`trusted`: the written cases and what verified people taught; search.learned.trusted_cases),
+      which bounds their evidence (search.prefilter.bound_anonymous);
+    * `in_memory`: those of the `learned` signal's memory (and, in the trusted index, its
+      verified ones: search.learned.people_memory).
+
+    `held_out`: queries whose exemplars stay out (a CV fold's); `cases_held_out`: those left out
+    of the cases (default: `held_out`; a fold leaves out near copies of its queries too)."""
+    cases_held_out = held_out if cases_held_out is None else cases_held_out
+    index = base = build(cases)
+    if as_cases:
+        index = build((*cases, *learned_cases(as_cases, cases_held_out)))
+        if written:
+            index = index.with_written(base)
+        verified = trusted_cases(as_cases, cases_held_out)
+        if verified is not None:
+            index = index.with_trusted(base if not verified else build((*cases, *verified)))
+    if in_memory:
+        task_ids = [t.id for t in index.tasks]
+        index = index.with_learned(build_learned_memory(task_ids, in_memory, held_out))
+        if index.trusted is not None:
+            index = index.with_trusted(index.trusted.with_learned(people_memory(task_ids, in_memory, held_out)))
+    return index

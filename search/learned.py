@@ -227,12 +227,18 @@ def session_weights(sessions: Sequence[str], max_votes: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LearnedExemplar:
-    """A (normalised query, task) pair that use has shown relevant: an implicit exemplar."""
+    """A (normalised query, task) pair that use has shown relevant: an implicit exemplar.
+
+    `verified`: at least the counting rule's `min_people` distinct verified people clicked it
+    (`eligible`). Only such a pair is a voice the product trusts in full (it may become a case:
+    `learned_cases`); a pair that counts on anonymous networks alone feeds the `learned` signal
+    within the written evidence's top ANONYMOUS_WINDOW only (`anonymous_bounded`)."""
 
     query: str
     task_id: str
     relevance: float
     sessions: int
+    verified: bool = True
 
 
 class LearnedInputs(NamedTuple):
@@ -347,8 +353,17 @@ def eligible(pairs: Iterable, rule: CountingRule, blocked: frozenset[tuple[str, 
     heavy = heavy_under(rule, found)
     if heavy:   # only fewer networks per pair: a subset of the pairs found
         found = counting(heavy)
-    found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions)) for p in found]
+    found = [LearnedExemplar(p.query, p.task_id, round(float(p.relevance), 4), int(p.sessions),
+                             verified_by_people(p, rule.min_people)) for p in found]
     return tuple(sorted(found, key=lambda e: (e.query, e.task_id)))
+
+
+def verified_by_people(pair, min_people: int | None) -> bool:
+    """Whether at least `min_people` distinct verified people clicked a pair (`people`: the
+    sketch's count of their keyed pseudonyms, analytics.sources.person_pseudonym; two people
+    sharing a pseudonym are counted once, so the count is never over). Never without a
+    `min_people`: then nobody is counted as a person."""
+    return min_people is not None and int(getattr(pair, "people", 0) or 0) >= min_people
 
 
 def heavy_under(rule: CountingRule, counting: Sequence) -> HeavyNetworks:
@@ -588,12 +603,38 @@ def learned_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozens
     then generalises like a written case does (to paraphrases near it), not only through the
     separate `learned` signal. The fit decides by CV whether an index gets them
     (search.fitting.fit_ranker, `learned_as_cases`). `exclude_queries`: left out (a CV fold's
-    held-out queries). Several eligible tasks for one query give one case with every task."""
+    held-out queries). Several eligible tasks for one query give one case with every task.
+
+    A case reshapes the lexicon, the exemplar memory and the prototypes without a bound on how
+    far it can lift a task, and the CV that admits cases is won by any traffic that copies the
+    written cases in other words (issue 42 item 1: padded cover from 20 networks took the
+    as-cases test and carried a wrong pair with it, rank 10 -> 2). So where cases that anonymous
+    networks alone stand behind join an index, it keeps the index without them beside it
+    (`trusted_cases`) and their evidence counts only inside its top window (`anonymous_bounded`);
+    the cases verified people stand behind count in full."""
     by_query: dict[str, list[str]] = {}
     for e in exemplars:
         if e.query not in exclude_queries:
             by_query.setdefault(e.query, []).append(e.task_id)
     return tuple(CaseRecord(query, tuple(sorted(tasks)), category=IMPLICIT_CATEGORY, implicit=True) for query, tasks in sorted(by_query.items()))
+
+
+def trusted_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozenset[str] = frozenset()
+                  ) -> tuple[CaseRecord, ...] | None:
+    """The learned cases verified people stand behind (`learned_cases` of the verified
+    exemplars), where anonymous ones are among `exemplars` too: what the index without the
+    anonymous cases holds beside the written ones (search.index.SearchIndex.trusted). None when
+    every exemplar (not left out) is verified: nothing to bound."""
+    kept = [e for e in exemplars if e.query not in exclude_queries]
+    if all(e.verified for e in kept):
+        return None
+    return learned_cases([e for e in kept if e.verified])
+
+
+def people_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExemplar],
+                  exclude_queries: frozenset[str] = frozenset()) -> LearnedMemory | None:
+    """The learned memory of the verified exemplars alone (build_learned_memory)."""
+    return build_learned_memory(task_ids, [e for e in exemplars if e.verified], exclude_queries)
 
 
 def unclicked_digest(queries: Sequence[str]) -> str | None:
@@ -607,7 +648,7 @@ def learned_digest(exemplars: Sequence[LearnedExemplar]) -> str | None:
     """Names the learned evidence a fit was made with (None without any)."""
     if not exemplars:
         return None
-    payload = json.dumps([[e.query, e.task_id] for e in exemplars], ensure_ascii=False)
+    payload = json.dumps([[e.query, e.task_id] + ([] if e.verified else [False]) for e in exemplars], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -622,10 +663,35 @@ class LearnedMemory:
     n_tasks: int
     vectors: np.ndarray | None = None
     floor: float = 0.0     # the cosine of an unrelated query (unrelated_cosine), set with the vectors
+    verified: np.ndarray | None = None   # per text: verified people stand behind it (None: every one)
 
     def with_vectors(self, vectors: np.ndarray | None, floor: float = 0.0) -> "LearnedMemory":
         return LearnedMemory(self.texts, self.task_rows, self.group_starts, self.group_rows, self.n_tasks, vectors,
-                             floor)
+                             floor, self.verified)
+
+    @property
+    def anonymous(self) -> bool:
+        """Whether some of its exemplars count on anonymous networks alone."""
+        return self.verified is not None and not bool(self.verified.all())
+
+    def people_only(self) -> "LearnedMemory | None":
+        """The memory of its verified exemplars alone (vectors and floor kept; None: none), built
+        once per memory: what `anonymous_bounded` measures the written evidence with."""
+        cached = self.__dict__.get("_people_only", False)
+        if cached is not False:
+            return cached
+        memory = None
+        if self.verified is None:
+            memory = self
+        elif self.verified.any():
+            keep = np.flatnonzero(self.verified)
+            rows = self.task_rows[keep]
+            groups, starts = np.unique(rows, return_index=True)
+            memory = LearnedMemory(tuple(self.texts[i] for i in keep), rows, starts.astype(np.int64),
+                                   groups.astype(np.int64), self.n_tasks,
+                                   None if self.vectors is None else self.vectors[keep], self.floor)
+        object.__setattr__(self, "_people_only", memory)
+        return memory
 
 
 FLOOR_PAIRS = 4000
@@ -650,21 +716,22 @@ def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExe
     """The memory of `exemplars` over tasks in `task_ids` order; None when none applies.
     `exclude_queries`: queries left out (the fit's CV leaves out its held-out fold's queries)."""
     row_of = {task_id: row for row, task_id in enumerate(task_ids)}
-    per_row: dict[int, list[str]] = {}
+    per_row: dict[int, list[LearnedExemplar]] = {}
     for e in exemplars:
         row = row_of.get(e.task_id)
         if row is not None and e.query not in exclude_queries:
-            per_row.setdefault(row, []).append(e.query)
+            per_row.setdefault(row, []).append(e)
     if not per_row:
         return None
-    texts, owners, starts, rows = [], [], [], []
+    texts, owners, starts, rows, verified = [], [], [], [], []
     for row in sorted(per_row):
         starts.append(len(texts))
         rows.append(row)
-        texts.extend(per_row[row])
+        texts.extend(e.query for e in per_row[row])
+        verified.extend(e.verified for e in per_row[row])
         owners.extend([row] * len(per_row[row]))
     return LearnedMemory(tuple(texts), np.asarray(owners, dtype=np.int64), np.asarray(starts, dtype=np.int64),
-                         np.asarray(rows, dtype=np.int64), len(task_ids))
+                         np.asarray(rows, dtype=np.int64), len(task_ids), verified=np.asarray(verified, dtype=bool))
 
 
 def learned_groups(memory: LearnedMemory, rows: np.ndarray) -> np.ndarray:
@@ -714,3 +781,50 @@ def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector:
     if not learned_available(memory, rows, query_vector):
         return None
     return learned_values(memory, rows, query_vector)
+
+
+# --- what anonymous networks may do (issue 42: a voice is a verified person) -----------------------
+
+#: Evidence that counts on anonymous networks alone counts only for this many tasks at the top of
+#: the ranking the trusted evidence (written cases, verified people) gives (`anonymous_bounded`):
+#: it lifts a task by at most this many places (docs/security.md).
+ANONYMOUS_WINDOW = 3
+
+
+def people_values(memory: LearnedMemory, rows: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+    """learned(q, t) over the verified exemplars alone (learned_signal's formula; the floor for a
+    task without any): the `learned` signal as verified people alone would give it."""
+    people = memory.people_only()
+    if people is None or people.vectors is None or not (learned_groups(people, rows) >= 0).any():
+        return np.full(rows.size, memory.floor, dtype=np.float64)
+    return learned_values(people, rows, query_vector)
+
+
+def anonymous_window(people_scores: np.ndarray, window: int = ANONYMOUS_WINDOW) -> np.ndarray:
+    """A mask of the `window` best tasks by `people_scores` (the fused score with the `learned`
+    signal of verified exemplars alone): where anonymous evidence may count."""
+    kept = np.zeros(people_scores.size, dtype=bool)
+    if window > 0 and people_scores.size:
+        kept[np.argsort(-people_scores, kind="stable")[:window]] = True
+    return kept
+
+
+def anonymous_bounded(served: np.ndarray, trusted: np.ndarray, trusted_scores: np.ndarray,
+                      window: int = ANONYMOUS_WINDOW) -> np.ndarray:
+    """One signal with anonymous evidence kept only inside the window,
+
+        x''(q, t) = x(q, t)    if t is among the `window` best by s'(q, .)
+                    x'(q, t)   otherwise
+
+    x: the value as served (every learned pair counted); x': as the trusted evidence alone gives
+    it (the written cases and the pairs verified people stand behind: `people_values`, or the
+    index without the anonymous pairs as cases); s': the fused score of the x' values
+    (search.prefilter.bound_anonymous applies this to every signal that differs). Below the
+    window every task keeps its trusted score, so the tasks there keep their trusted order among
+    themselves: a task at trusted rank r > window ends at rank r - window or lower, and one in
+    the window at 1 or lower. However many networks stand behind them, anonymous pairs lift a
+    task by at most `window` places, and a task from below the window into it only by pushing a
+    window task down (issue 42: padded cover from 20 networks lifted a wrong task 10 -> 2).
+    Where the served and trusted values are equal (no anonymous evidence near the query),
+    nothing changes."""
+    return np.where(anonymous_window(trusted_scores, window), served, trusted)

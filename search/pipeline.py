@@ -32,8 +32,7 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from search.confidence import Confidence, assess, shown
 from search.fitting import attach_vectors
-from search.index import Enrichment, SearchIndex, TaskText, build_index
-from search.learned import build_learned_memory, learned_cases
+from search.index import Enrichment, SearchIndex, TaskText, build_index, with_use
 from search.prefilter import (AnalysedQuery, PrefilterResult, Scored, ScoredTask, analyse_query, deferrable,
                               rank_scored, score_query)
 from search.prototypes import INIT_SCALE
@@ -127,18 +126,15 @@ def serving_index(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequen
     the memory (`params.learned_as_cases`), those too (and, IndexOptions.written, the
     written-cases-only index beside it); and the learned memory where the fit weighs the
     `learned` signal."""
-    enrichment, task_text, held_out, written = options.enrichment, options.task_text, options.held_out, options.written
+    enrichment, task_text = options.enrichment, options.task_text
     tasks = [t for t in tasks if t.active]
-    index = build_index(tasks, build_lexicon(cases), settings.field_weights, enrichment, cases=cases,
-                        task_text=task_text)
-    if params.learned_as_cases and params.learned:
-        indexed = (*cases, *learned_cases(params.learned, held_out))
-        served = build_index(tasks, build_lexicon(indexed), settings.field_weights, enrichment, cases=indexed,
-                             task_text=task_text)
-        index = served.with_written(index) if written else served
-    if weighs_learned(params):
-        index = index.with_learned(build_learned_memory([t.id for t in index.tasks], params.learned, held_out))
-    return index
+
+    def build(indexed: Sequence[CaseRecord]) -> SearchIndex:
+        return build_index(tasks, build_lexicon(indexed), settings.field_weights, enrichment, cases=indexed,
+                           task_text=task_text)
+
+    return with_use(build, cases, params.learned if params.learned_as_cases else (),
+                    params.learned if weighs_learned(params) else (), options.held_out, written=options.written)
 
 
 def weighs_learned(params: RankerParams) -> bool:
@@ -162,7 +158,9 @@ def attach(index: SearchIndex, params: RankerParams, embedder, task_vectors: np.
         return index
     index = index.with_prototypes(params.prototype_matrix(index))
     if index.written is not None:
-        index = index.with_written(index.written.with_prototypes(params.prototype_matrix(index.written, True)))
+        index = index.with_written(index.written.with_prototypes(params.prototype_matrix(index.written, "written")))
+    if index.trusted is not None:
+        index = index.with_trusted(index.trusted.with_prototypes(params.prototype_matrix(index.trusted, "trusted")))
     return index
 
 

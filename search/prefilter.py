@@ -35,7 +35,7 @@ import numpy as np
 from catalog.records import TaskRecord
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
-from search.learned import learned_available, learned_values
+from search.learned import anonymous_bounded, learned_available, learned_values, people_values
 from search.signal import FAMILIES, REGISTRY, QueryContext, named
 from search.signal import exemplar as exemplar_signal, lexical as lexical_signal, rationale as rationale_signal
 from search.signal import typo as typo_signal
@@ -64,6 +64,12 @@ assert named("learned") == (LEARNED,)
 # each task's exemplar geometry (search.exemplars.typical_neighbour).
 QUERY_EVIDENCE = ("coverage",)
 DENSE_EVIDENCE = ("typical",)
+# Where some learned evidence counts on anonymous networks alone (search.learned: a voice is a
+# verified person), each value as the trusted evidence alone gives it (the written cases and what
+# verified people taught) sits beside the served one under this prefix: "trusted:learned", and,
+# where anonymous pairs joined the cases, every signal and evidence of the index's `trusted`
+# counterpart. `bound_anonymous` reads them; they are never fused themselves, never shown.
+TRUSTED = "trusted:"
 # Where cases learned from use joined the index: the nearest-exemplar cosine over the written
 # cases' exemplars only, from the same products (neighbour_signals), for written_values.
 WRITTEN_NEIGHBOUR = "neighbour_written"
@@ -460,7 +466,27 @@ def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
         values.update(_family(context, "dense"))
         _dense_evidence(context, values)
         values.update(_family(context, "learned", defer))
+    values.update(trusted_values(index, analysed, rows, query_vector, defer, values))
     return values
+
+
+def trusted_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray, query_vector: np.ndarray | None,
+                   defer: frozenset[str], served: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The values the trusted evidence alone gives (TRUSTED), where the index holds learned
+    evidence that anonymous networks alone stand behind: with anonymous pairs among its cases,
+    the whole query scored again by `index.trusted` (the cases without them); with anonymous
+    exemplars in the learned memory only, the `learned` signal over the verified ones
+    (search.learned.people_values). Empty otherwise (the usual case: nothing to bound)."""
+    found: dict[str, np.ndarray] = {}
+    if index.trusted is not None:
+        trusted = index.trusted   # the same reading of the query; its prefix in that index's vocabulary
+        prefix = trusted.prefix_expansion(analysed.words[-1]) if analysed.prefix and analysed.words else {}
+        again = signal_values(trusted, replace(analysed, prefix=prefix), rows, query_vector, defer)
+        found = {TRUSTED + name: v for name, v in again.items() if name != WRITTEN_NEIGHBOUR}
+    if LEARNED in served and TRUSTED + LEARNED not in found and index.learned is not None \
+            and (index.learned.anonymous or index.trusted is not None):
+        found[TRUSTED + LEARNED] = people_values(index.learned, rows, query_vector)
+    return found
 
 
 #: Signals the prefilter computes only at the tasks it returns when their weight is 0: they
@@ -488,9 +514,35 @@ def deferrable(weights, mode: str) -> frozenset[str]:
     return frozenset(name for name in DEFERRABLE if not float(getattr(mode_weights, name)))
 
 
+def bound_anonymous(values: dict[str, np.ndarray], weights: Weights) -> dict[str, np.ndarray]:
+    """`values` with the evidence anonymous networks alone stand behind kept inside the trusted
+    evidence's top window only (search.learned.anonymous_window), and the TRUSTED values
+    dropped; `values` itself when it has none (nothing to bound). With x_f the served values and
+    x'_f the trusted ones (TRUSTED), s' = sum_f w_f x'_f and W the ANONYMOUS_WINDOW best tasks
+    by s',
+
+        x''_f(t) = x_f(t)  if t in W,  else x'_f(t)
+
+    so below the window every task is scored, and ordered, exactly as the trusted evidence
+    alone would (search.learned.anonymous_bounded: the bound and why)."""
+    trusted = {name[len(TRUSTED):]: v for name, v in values.items() if name.startswith(TRUSTED)}
+    if not trusted:
+        return values
+    served = {name: v for name, v in values.items() if not name.startswith(TRUSTED)}
+    if not any(float(getattr(weights, name, 0.0)) for name in trusted if name in FUSED):
+        return served
+    trusted_scores, _ = fuse({**served, **trusted}, weights)
+    for name, value in trusted.items():
+        if name in served:
+            served[name] = anonymous_bounded(served[name], value, trusted_scores)
+    return served
+
+
 def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, dict[str, float]]:
     """score = sum_f w_f * x_f over the available signals (an unavailable one adds nothing;
-    the caller picks the weights fitted for that mode)."""
+    the caller picks the weights fitted for that mode), the `learned` signal's anonymous
+    evidence bounded first (`bound_anonymous`)."""
+    values = bound_anonymous(values, weights)
     used = {name: float(getattr(weights, name)) for name in FUSED if name in values}
     size = len(next(iter(values.values()))) if values else 0
     fused = np.zeros(size, dtype=np.float64)
@@ -551,6 +603,7 @@ def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extra
     deferred, explain, attribute = extras.deferred, extras.explain, extras.attribute
     mode = mode_of(values)
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
+    values = bound_anonymous(values, mode_weights)   # what every task shows is what ranked it
     fused, fused_weights = fuse(values, mode_weights)
     for name in deferred:
         fused_weights[name] = 0.0
@@ -663,6 +716,15 @@ def learned_attribution(names: list[str], terms: np.ndarray, at: np.ndarray, sca
     return np.vstack([terms, gained]), [*names, LEARNED]
 
 
+def sparse_values(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The values a query has without embeddings: the sparse and typing signals and the query
+    evidence (and their TRUSTED counterparts), as the degraded mode scores it."""
+    def sparse(name: str) -> bool:
+        name = name[len(TRUSTED):] if name.startswith(TRUSTED) else name
+        return name in SPARSE_SIGNALS or name in TYPING_SIGNALS or name in QUERY_EVIDENCE
+    return {name: v for name, v in values.items() if sparse(name)}
+
+
 @dataclass(frozen=True)
 class Scored:
     """A query's signal values over the tasks one viewer may see: all that fusing needs,
@@ -682,8 +744,7 @@ class Scored:
         similarity dropped), or unchanged ("full")."""
         if mode == "full" or mode_of(self.values) == "sparse":
             return self
-        kept = {name: v for name, v in self.values.items()
-                if name in SPARSE_SIGNALS or name in TYPING_SIGNALS or name in QUERY_EVIDENCE}
+        kept = sparse_values(self.values)
         return replace(self, values=kept, out_of_scope_similarity=None, deferred=frozenset())
 
 

@@ -67,15 +67,18 @@ class RankerParams:
         """The fusion weights a query is ranked with: the typing weights while it is being typed."""
         return self.typing if unfinished and self.typing is not None else self.weights
 
-    def prototype_matrix(self, index: SearchIndex, written: bool = False) -> np.ndarray | None:
+    def prototype_matrix(self, index: SearchIndex, which: str = "served") -> np.ndarray | None:
         """The fitted prototypes in `index`'s task order; a task the fit did not know (added
         since) gets its scaled centroid, the prototypes' starting point. `written`: the ones
         fitted on the written cases alone (stored as "written_matrix" when the fit put learned
-        exemplars in the memory: the counterfactual of contributions.learned, search.index)."""
+        exemplars in the memory: the counterfactual of contributions.learned, search.index), or
+        (`which` "trusted") those fitted without the learned cases anonymous networks alone stand
+        behind ("trusted_matrix"; the written ones where none is stored: no verified case)."""
         if not self.prototypes or index.exemplars.centroids is None:
             return None
         known = self.prototypes["task_ids"]
-        key = "written_matrix" if written and "written_matrix" in self.prototypes else "matrix"
+        key = {"written": ("written_matrix",), "trusted": ("trusted_matrix", "written_matrix")}.get(which, ())
+        key = next((k for k in key if k in self.prototypes), "matrix")
         fitted = prototypes.decode(self.prototypes[key], len(known))
         row_of = {task_id: i for i, task_id in enumerate(known)}
         out = prototypes.INIT_SCALE * index.exemplars.centroids.copy()
@@ -92,7 +95,7 @@ class RankerParams:
                "abstention": {mode: (model.as_dict() if model else None) for mode, model in self.abstention.items()},
                "prototypes": self.prototypes}
         if self.learned:
-            row["learned"] = [[e.query, e.task_id, e.relevance, e.sessions] for e in self.learned]
+            row["learned"] = [[e.query, e.task_id, e.relevance, e.sessions, e.verified] for e in self.learned]
         if self.learned_as_cases:
             row["learned_as_cases"] = True
         if self.typing is not None:
@@ -105,7 +108,9 @@ class RankerParams:
     def from_dict(cls, row: dict, source: str = "fit", fit_id: int | None = None) -> "RankerParams":
         abstention = {mode: (AbstentionModel.from_dict(model) if model else None)
                       for mode, model in (row.get("abstention") or {}).items()}
-        learned = tuple(LearnedExemplar(str(q), str(t), float(r), int(s)) for q, t, r, s in row.get("learned") or ())
+        # a fit stored before issue 42 did not say who stood behind a pair: read as anonymous
+        learned = tuple(LearnedExemplar(str(q), str(t), float(r), int(s), bool(rest[0]) if rest else False)
+                        for q, t, r, s, *rest in row.get("learned") or ())
         typing = FusionWeights.from_dict(row["typing"]) if row.get("typing") else None
         tail = {str(mode): (float(whole), float(typed)) for mode, (whole, typed) in (row.get("tail") or {}).items()}
         return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,

@@ -97,7 +97,8 @@ def test_versions_list_detail_and_rollback(admin_app, api):
     assert detail["kind"] == "case.create" and detail["changes"][0]["after"]["query"] == "to be rolled back"
 
     assert client.post(f"/admin/api/versions/{mark}/rollback", headers=viewer).status_code == 403
-    rolled = client.post(f"/admin/api/versions/{mark}/rollback", headers=editor, json={"message": "undo"})
+    rolled = client.post(f"/admin/api/versions/{mark}/rollback", headers=editor,
+                         json={"message": "undo", "based_on": mark + 1})
     assert rolled.status_code == 200
     assert rolled.get_json()["rolled_back_to"] == mark and rolled.get_json()["version"] == mark + 2
     assert all(c.id != case["id"] for c in store.cases())

@@ -1,8 +1,10 @@
 """Query completions under the search box (search.completions, api.completions): the pure module on
 hand-made catalogs, the popular searches read from the analytics tables on SQLite and PostgreSQL,
 and the `completions` of /api/search on a real app (embedded SQLite, no embeddings) fed by real
-searches and click events: restricted words never reach a caller outside the roles, one session's
-query is never offered, a query clicked by three sessions is."""
+searches and click events: restricted words never reach a caller outside the roles, and a voice is
+a person (issue 42): sessions, tabs, networks and tokens of one `sub` never plant a completion, a
+victim's private query repeated by others is never offered, k distinct verified people are (once
+their clicks settle), and the admin's exclusion list removes a suggestion whatever its source."""
 from __future__ import annotations
 
 import json
@@ -14,12 +16,15 @@ import pytest
 
 from analytics.records import EventRecord, SearchRecord
 from analytics.store import AnalyticsStore
-from api.completions import LiveCompletions, read_popular
+from analytics.sources import person_pseudonym
+from api.completions import CrowdRead, LiveCompletions, read_popular
+from api.events import PSEUDONYM_KEY_EXTENSION
 from api.roles import sign_role_token
 from api.search import COMPLETIONS
 from catalog.records import CaseRecord, TaskRecord
-from search.completions import (MAX_COMPLETION_CHARS, Completion, Completions, PopularSearch, popular_searches,
-                                still_answered, typed_words)
+from search.completions import (MAX_COMPLETION_CHARS, MIN_PEOPLE_FLOOR, Click, Completion, Completions, CrowdQuery,
+                                Exclusions, PopularSearch, blocked_word_key, crowd_queries, popular_searches,
+                                still_answered, typed_words, upcoming_searches)
 from tests.conftest import build_app, close_app, make_settings
 
 IMM = TaskRecord(id="h.imm", name="Immunization Records", help="Record vaccines and exemptions.", category="health")
@@ -116,17 +121,97 @@ def test_a_search_needs_every_clicked_task_visible_and_still_in_the_catalog():
     assert texts(found.complete("bus")) == ["bus and shots", "Bus Routes"]
 
 
+# -- the admin's exclusion list ------------------------------------------------------------------------
+def test_a_blocked_text_or_word_is_never_offered_whatever_its_source():
+    cases = [CaseRecord("bus giveaway schedule", ("t.bus",)), CaseRecord("vaccine shots", ("h.imm",))]
+    popular_ = [popular("bus timetable", 5, "t.bus"), popular("free bus giveaways", 6, "t.bus")]
+    plain = Completions(TASKS, cases, popular_)
+    assert texts(plain.complete("bus", limit=10)) == ["free bus giveaways", "bus timetable", "bus giveaway schedule",
+                                                      "Bus Routes"]
+    blocked = Completions(TASKS, cases, popular_, exclusions=Exclusions(
+        texts={"bus timetable", "bus routes"}, words_={blocked_word_key("Giveaway")}))
+    assert texts(blocked.complete("bus", limit=10)) == []                 # search, case (a stem), task name
+    assert texts(blocked.complete("vacc")) == ["vaccine shots"]
+    assert texts(Completions(TASKS, [], exclusions=Exclusions(words_={"immunization"})).complete("imm")) == []
+
+
+def test_a_blocked_word_is_one_word_as_suggestions_are_matched():
+    assert blocked_word_key(" Crypto ") == "crypto"
+    assert blocked_word_key("ASQ-3") == "asq3"
+    assert Exclusions(words_={"asq3"}).excludes("ASQ-3 Screening")
+    assert blocked_word_key("free crypto") is None and blocked_word_key("--") is None
+    assert blocked_word_key("x" * 65) is None
+
+
+def test_the_exclusion_list_is_stored_and_read_back(engine):
+    from sqlalchemy.orm import Session
+
+    from analytics.store import add_blocked_word, add_completion_block, remove_blocked_word, remove_completion_block
+
+    store = AnalyticsStore(engine)
+    with Session(engine) as session, session.begin():
+        assert add_completion_block(session, "bus timetable", "Bus  timetable", "user:eddie")
+        assert add_blocked_word(session, "crypto", "user:eddie")
+        assert add_blocked_word(session, "giveaway", "user:eddie")
+    with Session(engine) as session, session.begin():
+        assert not add_completion_block(session, "bus timetable", "bus timetable", "user:vera")
+        assert not add_blocked_word(session, "crypto", "user:vera")
+    assert store.completion_exclusions() == Exclusions({"bus timetable"}, {"crypto", "giveaway"})
+    assert [(b.key, b.text, b.created_by) for b in store.completion_blocks()] == [
+        ("bus timetable", "Bus  timetable", "user:eddie")]
+    with Session(engine) as session, session.begin():
+        assert remove_completion_block(session, "bus timetable").text == "Bus  timetable"
+        assert remove_completion_block(session, "bus timetable") is None
+        assert remove_blocked_word(session, "crypto") and not remove_blocked_word(session, "crypto")
+    assert store.completion_exclusions() == Exclusions((), {"giveaway"})
+
+
 # -- popular searches ---------------------------------------------------------------------------------
-def test_popular_searches_count_distinct_sessions_that_clicked_a_shown_result():
-    clicks = [("bus timetable", f"s{i}", "t.bus", ("t.bus", "h.imm")) for i in range(3)]
-    clicks += [("bus depot", "solo", "t.bus", ("t.bus",))] * 7                 # one session, many clicks
-    clicks += [("bus garage", "s1", "t.bus", ("t.bus",)), ("bus garage", "s2", "t.bus", ("t.bus",)),
-               ("bus garage", None, "t.bus", ("t.bus",)),                        # no session: binds nothing
-               ("bus garage", "s3", "h.imm", ("t.bus",))]                       # not a task it showed
-    assert popular_searches(clicks, 3) == (PopularSearch("bus timetable", 3, ("t.bus",)),)
-    assert popular_searches(clicks, 2) == (PopularSearch("bus garage", 2, ("t.bus",)),
-                                           PopularSearch("bus timetable", 3, ("t.bus",)))
-    assert [p.query for p in popular_searches(clicks, 1)] == ["bus garage", "bus timetable"]  # never one session
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+
+
+def click(query: str, person: str | None, task: str = "t.bus", shown=("t.bus", "h.imm"), minute: int = 0) -> Click:
+    return Click(query, person, task, tuple(shown), T0 + timedelta(minutes=minute))
+
+
+def test_popular_searches_count_distinct_verified_people_that_clicked_a_shown_result():
+    clicks = [click("bus timetable", f"p{i}") for i in range(5)]
+    clicks += [click("bus depot", "p1")] * 7                                       # one person, many clicks
+    clicks += [click("bus garage", f"p{i}") for i in range(4)] + [
+        click("bus garage", None), click("bus garage", None),                     # anonymous: nobody
+        click("bus garage", "p9", task="h.imm", shown=("t.bus",))]                # not a task it showed
+    crowd = crowd_queries(clicks, T0)
+    assert popular_searches(crowd, 5) == (PopularSearch("bus timetable", 5, ("t.bus",)),)
+    assert popular_searches(crowd, 4) == (PopularSearch("bus garage", 4, ("t.bus",)),
+                                          PopularSearch("bus timetable", 5, ("t.bus",)))
+    assert [p.query for p in popular_searches(crowd, 1)] == ["bus garage", "bus timetable"]   # never under 3
+    assert MIN_PEOPLE_FLOOR == 3
+
+
+def test_anonymous_sessions_tabs_and_networks_never_make_a_completion_however_many():
+    """Issue 42's planting: any number of anonymous sessions (or tabs, or networks: the click
+    carries no person) clicking a query count for nobody; one person's many sessions count once."""
+    clicks = [click("eligibility determination free crypto giveaway", None, minute=-i) for i in range(1000)]
+    clicks += [click("eligibility determination free crypto giveaway", "p1", minute=-i) for i in range(40)]
+    crowd = crowd_queries(clicks, T0)
+    assert crowd == (CrowdQuery("eligibility determination free crypto giveaway", 1, 0, ("t.bus",), None),)
+    assert popular_searches(crowd, 3) == () and upcoming_searches(crowd, 3) == ()
+
+
+def test_a_person_counts_once_their_first_click_has_settled_and_upcoming_shows_what_comes():
+    clicks = [click("bus timetable", f"p{i}", minute=-60) for i in range(3)]     # settled
+    clicks += [click("bus timetable", "p3", minute=-1), click("bus timetable", "p3", minute=-90),   # first: settled
+               click("bus timetable", "p4", minute=10)]                          # not yet
+    clicks += [click("bus stops", f"p{i}", minute=-60) for i in range(4)]        # one person short
+    clicks += [click("bus garage", f"p{i}", minute=-60) for i in range(2)]       # two short: not shown
+    crowd = crowd_queries(clicks, T0)
+    by_query = {c.query: c for c in crowd}
+    assert by_query["bus timetable"] == CrowdQuery("bus timetable", 4, 1, ("t.bus",), T0 + timedelta(minutes=10))
+    assert popular_searches(crowd, 5) == ()
+    assert [c.query for c in upcoming_searches(crowd, 5)] == ["bus stops", "bus timetable"]
+    later = crowd_queries(clicks, T0 + timedelta(minutes=10))
+    assert popular_searches(later, 5) == (PopularSearch("bus timetable", 5, ("t.bus",)),)
+    assert [c.query for c in upcoming_searches(later, 5)] == ["bus stops"]
 
 
 def test_a_query_last_answered_without_a_confident_match_is_dropped():
@@ -159,20 +244,36 @@ def logged(store: AnalyticsStore, query: str, session: str, minute: int, shown=(
     store.write([search], events)
 
 
+def logged_person(store: AnalyticsStore, query: str, session: str, person: str | None, minute: int,
+                  clicked: str = "t.bus") -> None:
+    at = NOW + timedelta(minutes=minute)
+    search = SearchRecord(id=f"{query}-{session}-{minute}".replace(" ", "_"), at=at, session_id=session, query=query,
+                          rerank=False, result_ids=("t.bus",), no_confident_match=False, person=person)
+    store.write([search], [EventRecord(at=at, search_id=search.id, type="click", session_id=session,
+                                       task_id=clicked, position=1)])
+
+
 def test_read_popular_binds_clicks_to_their_sessions_and_drops_queries_now_unanswered(engine):
     store = AnalyticsStore(engine)
-    for i in range(3):
-        logged(store, "bus timetable", f"session-{i}", i)
-        logged(store, "bus stops", f"session-{i}", i)
-        logged(store, "bus garage", f"session-{i}", i, clicked="h.imm")     # a task the search did not show
+    for i in range(5):
+        logged_person(store, "bus timetable", f"session-{i}", f"p{i}", i)
+        logged_person(store, "bus stops", f"session-{i}", f"p{i}", i)
+        logged_person(store, "bus garage", f"session-{i}", f"p{i}", i, clicked="h.imm")   # a task it did not show
     logged(store, "bus stops", "session-9", 30, unanswered=True)           # its latest answer: none
+    for i in range(20):
+        logged(store, "bus depot", f"anonymous-{i}", i)                    # twenty anonymous sessions
     for minute in range(5):
-        logged(store, "bus depot", "solo-session", minute)                 # one session, five clicks
+        logged_person(store, "bus yard", f"tab-{minute}", "p1", minute)    # one person, five tabs
     forged = SearchRecord(id="forged-search", at=NOW, session_id="owner-session", query="bus forged", rerank=False,
-                          result_ids=("t.bus",))
+                          result_ids=("t.bus",), person="p1")
     store.write([forged], [EventRecord(at=NOW, search_id=forged.id, type="click", session_id=f"other-{i}",
-                                       task_id="t.bus", position=1) for i in range(3)])   # not the search's session
-    assert read_popular(store, 3) == (PopularSearch("bus timetable", 3, ("t.bus",)),)
+                                       task_id="t.bus", position=1) for i in range(5)])   # not the search's session
+    read = read_popular(store, 5, 600, now=lambda: NOW + timedelta(minutes=14))
+    assert read.popular == (PopularSearch("bus timetable", 5, ("t.bus",)),)
+    assert read.exclusions == Exclusions()
+    early = read_popular(store, 5, 600, now=lambda: NOW + timedelta(minutes=13, seconds=59))   # p4 not settled
+    assert early.popular == ()
+    assert [(c.query, c.people, c.waiting) for c in early.upcoming] == [("bus timetable", 4, 1)]
 
 
 # -- through /api/search --------------------------------------------------------------------------------
@@ -182,7 +283,7 @@ SECRET = "s" * 40
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, shared_cache_dir):
     settings = make_settings(tmp_path_factory.mktemp("completions"), shared_cache_dir, EMBEDDINGS_ENABLED="0",
-                             ROLE_TOKEN_SECRET=SECRET, ANALYTICS_FLUSH_INTERVAL_S="3600")
+                             ROLE_TOKEN_SECRET=SECRET, ANALYTICS_FLUSH_INTERVAL_S="3600", COMPLETION_SETTLE_S="0")
     cases = [CaseRecord("payroll batch", ("x.pay",)), CaseRecord("vaccine shots", ("h.imm",))]
     app = build_app(settings, TASKS, cases)
     yield app
@@ -197,13 +298,33 @@ def search(client, q: str, session: str | None = None, token: str | None = None)
     return response.get_json()
 
 
-def search_and_click(client, q: str, session: str, task_id: str, token: str | None = None) -> None:
+def search_and_click(client, q: str, session: str, task_id: str, token: str | None = None,
+                     address: str | None = None) -> None:
+    """The widget's traffic: the search, then its impression and a click (from `address`, through
+    the app's trusted proxy, when given)."""
     body = search(client, q, session, token)
-    position = [row["id"] for row in body["results"]].index(task_id) + 1
-    event = {"type": "click", "search_id": body["search_id"], "task_id": task_id, "position": position}
-    response = client.post("/api/events", data=json.dumps({"session_id": session, "events": [event]}),
-                           content_type="application/json")
+    shown = [row["id"] for row in body["results"]]
+    position = shown.index(task_id) + 1
+    events = [{"type": "impression", "search_id": body["search_id"], "query": q, "task_ids": shown},
+              {"type": "click", "search_id": body["search_id"], "task_id": task_id, "position": position}]
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = client.post("/api/events", data=json.dumps({"session_id": session, "events": events}),
+                           content_type="application/json", headers=headers,
+                           environ_base={"REMOTE_ADDR": address} if address else {})
     assert response.status_code == 202, response.get_data(as_text=True)
+
+
+def people_tokens(app, n: int, roles=(), prefix: str = "staff") -> list[str]:
+    """Role tokens of n people whose search-log pseudonyms differ (8 bits: two of n subjects may
+    share one, and then count once, which a test of "n people" must not stumble on)."""
+    key, tokens, seen, i = app.extensions[PSEUDONYM_KEY_EXTENSION], [], set(), 0
+    while len(tokens) < n:
+        subject, i = f"{prefix}-{i}", i + 1
+        pseudonym = person_pseudonym(subject, key)
+        if pseudonym not in seen:
+            seen.add(pseudonym)
+            tokens.append(sign_role_token(SECRET, list(roles), 300, subject=subject))
+    return tokens
 
 
 def refreshed(app) -> None:
@@ -218,26 +339,86 @@ def test_completions_come_with_every_answer(app):
     assert search(app.test_client(), "🚌")["completions"] == []
 
 
-def test_a_query_clicked_by_three_sessions_is_offered_one_sessions_query_never(app):
+def offered(client, prefix: str) -> list[str]:
+    return [c["text"] for c in search(client, prefix)["completions"]]
+
+
+def test_five_distinct_people_plant_a_completion_fewer_never(app):
     client = app.test_client()
-    for i in range(3):
-        search_and_click(client, "bus timetable", f"commuter-{i:04d}", "t.bus")
-    for _ in range(4):
-        search_and_click(client, "bus depot keys", "lone-session-0001", "t.bus")
-    for i in range(2):
-        search_and_click(client, "bus garage", f"mechanic-{i:04d}", "t.bus")
+    for i, token in enumerate(people_tokens(app, 5, prefix="commuter")):
+        search_and_click(client, "bus timetable", f"commuter-{i:04d}", "t.bus", token=token)
+    for i, token in enumerate(people_tokens(app, 4, prefix="mechanic")):
+        search_and_click(client, "bus garage", f"mechanic-{i:04d}", "t.bus", token=token)
     refreshed(app)
     assert search(client, "bus")["completions"] == [{"text": "bus timetable", "source": "search"},
                                                    {"text": "Bus Routes", "source": "task"}]
-    assert search(client, "bus dep")["completions"] == []
-    assert search(client, "bus gar")["completions"] == []
+    assert offered(client, "bus gar") == []
+
+
+PLANTED = "bus timetable free crypto giveaway"
+
+
+@pytest.mark.parametrize("how", ["sessions", "tabs", "networks", "one-sub"])
+def test_one_person_never_plants_a_completion(app, how):
+    """Issue 42: 3 (here 6) sessions, browser tabs, networks, or tokens of ONE `sub`: never offered."""
+    client = app.test_client()
+    one = sign_role_token(SECRET, [], 300, subject="mallory")
+    query = f"{PLANTED} {how.replace('-', ' ')}"
+    for i in range(6):
+        if how == "sessions":       # a new session per search, one address
+            search_and_click(client, query, f"{how}-session-{i:04d}", "t.bus")
+        elif how == "tabs":         # one browser: its tabs share the cookie jar, nothing names a person
+            search_and_click(client, query, f"{how}-tab-{i:04d}", "t.bus", address="192.0.2.10")
+        elif how == "networks":     # a fresh /24 each time
+            search_and_click(client, query, f"{how}-net-{i:04d}", "t.bus", address=f"198.51.{i}.7")
+        else:                       # six tokens the host minted for the same person
+            token = sign_role_token(SECRET, [], 300 + i, subject="mallory") if i else one
+            search_and_click(client, query, f"{how}-sub-{i:04d}", "t.bus", token=token, address=f"198.51.{i}.8")
+    refreshed(app)
+    for prefix in ("free", "cryp", "giv", "bus timetable f"):
+        assert query not in offered(client, prefix), prefix
+
+
+def test_a_victims_private_query_repeated_by_others_is_never_offered(app):
+    """Issue 42: a victim's one search (with their token) and a click, then attacker sessions (and
+    one attacker with a token) repeating it: not enough people, so no completion tells it."""
+    client = app.test_client()
+    private = "bus routes for jayden smith"
+    victim = sign_role_token(SECRET, [], 300, subject="parent-of-jayden")
+    search_and_click(client, private, "victim-session-01", "t.bus", token=victim)
+    for i in range(10):
+        search_and_click(client, private, f"attacker-session-{i:02d}", "t.bus", address=f"203.0.{i}.9")
+    search_and_click(client, private, "attacker-with-token", "t.bus",
+                     token=sign_role_token(SECRET, [], 300, subject="attacker"))
+    refreshed(app)
+    for prefix in ("jay", "jayden", "smi", "bus routes f", "bus routes j"):
+        assert all("jayden" not in text for text in offered(client, prefix)), prefix
+
+
+def test_a_crowd_completion_waits_for_its_clicks_to_settle(app):
+    """COMPLETION_SETTLE_S: the read's clock is injected (no sleeping): five people clicked now,
+    an hour's settle time; offered only when the read is made an hour later."""
+    client = app.test_client()
+    for i, token in enumerate(people_tokens(app, 5, prefix="driver")):
+        search_and_click(client, "bus depot hours", f"driver-{i:04d}", "t.bus", token=token)
+    app.extensions["taskfinder_analytics"].flush()
+    store = AnalyticsStore(app.extensions["taskfinder"].store.engine)
+    live = app.extensions["taskfinder"].search.live()
+    clock = [datetime.now(timezone.utc)]
+    completions = LiveCompletions(lambda: read_popular(store, 5, 3600, now=lambda: clock[0]))
+    completions.refresh_popular()
+    assert "bus depot hours" not in [c["text"] for c in completions.complete(live, "bus dep", frozenset())]
+    assert [c.query for c in completions.crowd.upcoming if c.query == "bus depot hours"] == ["bus depot hours"]
+    clock[0] += timedelta(hours=1, seconds=1)
+    completions.refresh_popular()
+    assert [c["text"] for c in completions.complete(live, "bus dep", frozenset())] == ["bus depot hours"]
 
 
 def test_restricted_words_never_reach_an_anonymous_caller(app):
     client = app.test_client()
     fiscal = sign_role_token(SECRET, ["fiscal"], 300)
-    for i in range(3):
-        search_and_click(client, "payroll export monthly", f"clerk-{i:04d}", "x.pay", token=fiscal)
+    for i, token in enumerate(people_tokens(app, 5, roles=["fiscal"], prefix="clerk")):
+        search_and_click(client, "payroll export monthly", f"clerk-{i:04d}", "x.pay", token=token)
     refreshed(app)
     for word in ("payroll export monthly", "salary run", "payroll batch"):
         for end in range(1, len(word) + 1):
@@ -251,7 +432,7 @@ def test_restricted_words_never_reach_an_anonymous_caller(app):
 
 
 def test_a_failed_read_keeps_the_previous_popular_searches(app):
-    reads = iter([(popular("bus timetable", 3, "t.bus"),), RuntimeError("database down")])
+    reads = iter([CrowdRead((popular("bus timetable", 3, "t.bus"),)), RuntimeError("database down")])
 
     def read():
         value = next(reads)
@@ -265,3 +446,24 @@ def test_a_failed_read_keeps_the_previous_popular_searches(app):
     assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search"}
     completions.refresh_popular()      # fails: logged, the previous read keeps serving
     assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search"}
+
+
+def test_another_worker_drops_a_blocked_suggestion_within_the_exclusions_refresh(app):
+    """A worker that did not make the change reads the exclusion list on its own timer
+    (EXCLUSIONS_REFRESH_S), in the background, without waiting for the popular searches' 5 minutes."""
+    blocked = [Exclusions()]
+    now = [0.0]
+    live = app.extensions["taskfinder"].search.live()
+    completions = LiveCompletions(lambda: CrowdRead((popular("bus timetable", 5, "t.bus"),), (), blocked[0]),
+                                  refresh_s=300, clock=lambda: now[0], read_exclusions=lambda: blocked[0],
+                                  exclusions_refresh_s=30)
+    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search"}
+    blocked[0] = Exclusions({"bus timetable"})
+    now[0] = 29.0
+    assert completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable"   # not due yet
+    now[0] = 30.0
+    completions.complete(live, "bus", frozenset())      # starts the background read
+    deadline = time.monotonic() + 5
+    while completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]

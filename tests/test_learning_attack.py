@@ -185,7 +185,10 @@ def test_honest_corrections_from_many_networks_are_learned_beside_the_attackers_
     lifted = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
     print("control ranks:", [r for *_, r in CORRECTIONS], "->", lifted)
     assert all(after is not None and after <= before for after, (*_, before) in zip(lifted, CORRECTIONS))
-    assert sum(after < before for after, (*_, before) in zip(lifted, CORRECTIONS)) >= 3
+    # anonymous networks only: their evidence counts inside the trusted top 3 alone (issue 42,
+    # search.learned.anonymous_bounded), so the right task at rank 4 stays there (verified people
+    # lift it: tests/test_learning_people.py::test_verified_people_behind_one_office_address_still_teach)
+    assert sum(after < before for after, (*_, before) in zip(lifted, CORRECTIONS) if before <= 3) >= 2
     assert rank_of(service, ATTACK_QUERY, WRONG_TASK) == 10
 
 

@@ -44,3 +44,19 @@ def client_address(remote_addr: str | None, forwarded_for: str | None, trusted_p
         if not is_trusted_proxy(client, trusted):
             return client
     return client
+
+
+def known_client_address(remote_addr: str | None, forwarded_for: str | None,
+                         trusted_proxies: Iterable[str]) -> str | None:
+    """`client_address` when the client is *known*: None when the peer is a trusted proxy and
+    any hop of its `X-Forwarded-For` is not a bare IP address (`unknown`, `garbage`,
+    `127.0.0.1:80`, `[::1]`). `client_address` then answers the last trusted hop, the proxy's
+    own (loopback) address, which is right for keying limits on but says nothing about who the
+    client is: what decides on the client being local (/metrics) must not take it for one
+    (issue 42 item 5)."""
+    trusted = tuple(trusted_proxies)
+    if is_trusted_proxy(remote_addr, trusted):
+        hops = [part.strip() for part in (forwarded_for or "").split(",")]
+        if forwarded_for is not None and any(_address(hop) is None for hop in hops):
+            return None
+    return client_address(remote_addr, forwarded_for, trusted)

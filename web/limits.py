@@ -10,7 +10,8 @@ knowledge base draw on one budget) and matched on the request path, not on a vie
 added later under a limited path (the events API) is limited from its first request; it is
 checked before anything else the app does for a request (install_rate_limits). The client is
 `web.clients.client_address`: the TCP peer, or behind TRUSTED_PROXIES the first untrusted hop
-of X-Forwarded-For. The strategy is the moving window: at most `limit` requests in any
+of X-Forwarded-For, grouped by `infra.addresses.client_key` (an IPv6 /64 is one client: one host
+picks any of its 2^64 addresses, issue 42 item 4; an IPv4-mapped address is its IPv4). The strategy is the moving window: at most `limit` requests in any
 `window_s` span (a fixed window lets twice that through across a window boundary), and
 Retry-After is exactly when the oldest counted request leaves the window. With REDIS_URL every
 worker and host shares one count per client and limit (the `limits` library keeps the
@@ -44,6 +45,7 @@ from limits import RateLimitItemPerSecond
 from limits.storage import MemoryStorage, MovingWindowSupport, RedisStorage, Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
+from infra.addresses import client_key
 from infra.breaker import CircuitBreaker
 from web.clients import client_address
 from settings import Rate
@@ -58,7 +60,7 @@ REDIS_TIMEOUT_S = 0.25
 #: The events_* scopes are the flood caps of POST /api/events (analytics.budget): they bound
 #: rows written to the database, so an outage must not lift them.
 LOCAL_SCOPES = frozenset({"login", "login_lockout", "login_account",
-                          "events_session", "events_address", "events_everyone"})
+                          "events_session", "events_address", "events_network", "events_everyone"})
 OPEN, LOCAL = "open", "local"
 SCHEME = "taskfinder+"   # ResilientStorage's URI: this prefix before the Redis URL
 
@@ -287,7 +289,7 @@ def install_rate_limits(app: Flask, settings, metrics, breaker: CircuitBreaker, 
         rule = next((r for r in rules if r.matches(request.path, request.method)), None)
         if rule is None:
             return None
-        client, item = request_client(settings), items[rule.name]
+        client, item = client_key(request_client(settings)), items[rule.name]
         now = time.time()
         reset = refused_until.get((rule.name, client), now)
         if reset is None:

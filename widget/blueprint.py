@@ -29,6 +29,7 @@ from flask_compress import Compress, DictCache
 
 from lexicon.text import display_label
 from api.roles import sign_role_token
+from api.search import caller_access
 from widget.demo_roles import EXTENSION, demo_secret, switcher_enabled, token_ttl_s
 
 log = logging.getLogger(__name__)
@@ -205,8 +206,11 @@ def demo_role_token():
 
 def missing_page():
     """A page that no route serves: in demo mode, a task's URL gets a stand-in for the host's
-    task screen (200; a restricted task's name and help are not shown); anything else an HTML
-    404."""
+    task screen (200); anything else an HTML 404. A restricted task's URL is a task's page only
+    to a caller whose verified roles (api.roles: a role token, as a bearer token or
+    `?role_token=`, or a trusted proxy's header) may see it, and to anyone else the very 404 of
+    a URL that no task has: until issue 42 item 7 it answered 200 "A restricted task" with its
+    category, which confirmed the task by its URL. The shown page is never stored by a cache."""
     settings = current_app.config["SETTINGS"]
     if settings.demo_homepage and request.method in ("GET", "HEAD"):
         try:
@@ -215,7 +219,12 @@ def missing_page():
             log.warning("no search index to look %s up in; answering 404", request.path, exc_info=True)
             return _page("widget/not_found.html", 404, path=request.path)
         task = next((t for t in live.index.tasks if t.active and t.url == request.path), None)
+        if task is not None and task.roles and not task.visible_to(caller_access(request.args).roles):
+            task = None   # the same answer, byte for byte, as a URL no task has
         if task is not None:
-            return _page("widget/task.html", task=task, restricted=bool(task.roles), path=request.path,
-                         category_label=live.index.category_labels.get(task.category))
+            response = _page("widget/task.html", task=task, path=request.path,
+                             category_label=live.index.category_labels.get(task.category))
+            if task.roles:
+                response.headers["Cache-Control"] = "private, no-store"
+            return response
     return _page("widget/not_found.html", 404, path=request.path)

@@ -25,10 +25,9 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, k_folds
 from lexicon.rationale import build_lexicon
 from lexicon.text import terms
-from search.index import SearchIndex, build_index, embedding_text
-from search.learned import LearnedExemplar, build_learned_memory, learned_cases, normalised_query, unrelated_cosine
-from search.prefilter import (QUERY_EVIDENCE, SPARSE_SIGNALS, TYPING_SIGNALS, AnalysedQuery, analyse_query,
-                              signal_values)
+from search.index import SearchIndex, build_index, embedding_text, with_use
+from search.learned import LearnedExemplar, normalised_query, unrelated_cosine
+from search.prefilter import AnalysedQuery, analyse_query, signal_values, sparse_values
 from search.prototypes import fit_prototypes
 from search.ranker import MODES
 from settings import Settings
@@ -127,7 +126,7 @@ class CVQuery:
     def values_for(self, mode: str) -> dict[str, np.ndarray]:
         if mode == "full":
             return self.values
-        return {k: v for k, v in self.values.items() if k in SPARSE_SIGNALS or k in TYPING_SIGNALS or k in QUERY_EVIDENCE}
+        return sparse_values(self.values)
 
 
 def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
@@ -145,6 +144,8 @@ def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None
         index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
     if index.written is not None:
         index = index.with_written(attach_vectors(index.written, embedder, task_vectors))
+    if index.trusted is not None:
+        index = index.with_trusted(attach_vectors(index.trusted, embedder, task_vectors))
     return index
 
 
@@ -196,15 +197,16 @@ def _fold_index(context: FitContext, tasks: Sequence[TaskRecord], fit: Sequence[
                 cv: CVPass, held_queries: frozenset[str]) -> SearchIndex:
     """The index of one CV fold: its training cases (plus the learned exemplars of queries it does
     not hold out), with vectors and prototypes where there is an embedder."""
-    if cv.learned_as_cases:   # no held-out query among them, nor a near copy of one
-        left_out = held_queries | near_copies({e.query for e in cv.learned_as_cases}, held_queries)
-        fit = [*fit, *learned_cases(cv.learned_as_cases, left_out)]
-    index = build_index(tasks, build_lexicon(fit), context.settings.field_weights, cases=fit)
-    if cv.learned:
-        index = index.with_learned(build_learned_memory([t.id for t in tasks], cv.learned, held_queries))
+    # no held-out query among the cases, nor a near copy of one
+    left_out = held_queries | near_copies({e.query for e in cv.learned_as_cases}, held_queries)
+    index = with_use(lambda indexed: build_index(tasks, build_lexicon(indexed), context.settings.field_weights,
+                                                 cases=indexed),
+                     fit, cv.learned_as_cases, cv.learned, held_queries, left_out, written=False)
     if context.embedder is not None:
         index = attach_vectors(index, context.embedder, task_vectors)
         index = index.with_prototypes(prototypes_of(index))
+        if index.trusted is not None:
+            index = index.with_trusted(index.trusted.with_prototypes(prototypes_of(index.trusted)))
     return index
 
 

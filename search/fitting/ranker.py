@@ -22,7 +22,7 @@ from search.fitting.tail import choose_tail_ratio
 from search.fitting.typed import fit_typing, typing_queries
 from search.fitting.weights import fit_weights
 from search.index import build_index
-from search.learned import LearnedInputs, learned_cases, learned_digest, unclicked_digest
+from search.learned import LearnedInputs, learned_cases, learned_digest, trusted_cases, unclicked_digest
 from search.prefilter import TYPING_SIGNALS
 from search.prototypes import encode
 from search.ranker import MODES, FusionWeights, RankerParams
@@ -108,7 +108,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     # threshold would refuse more of the answerable queries than the budget allows (simulator,
     # docs/learning-from-use.md). Served queries only gain evidence from the learned exemplars.
     calibration = queries
-    if learned:
+    if learned:   # the anonymous ones bounded by the trusted evidence, in the CV as in serving
         trial = CVPass(negatives=negatives, learned=informative, learned_as_cases=tuple(learned))
         queries, weights, as_cases = choose_learned_as_cases(context, trial,
                                                              defaults, queries, weights, report, signals)
@@ -143,12 +143,19 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                 written_index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights,
                                                            cases=cases), embedder)
                 stored_prototypes["written_matrix"] = encode(prototypes_of(written_index))
+                verified = trusted_cases(learned)
+                if verified:   # the index without the anonymous pairs' cases: search.index.SearchIndex.trusted
+                    trusted_index = attach_vectors(build_index(tasks, build_lexicon([*cases, *verified]),
+                                                               settings.field_weights, cases=[*cases, *verified]), embedder)
+                    stored_prototypes["trusted_matrix"] = encode(prototypes_of(trusted_index))
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing,
                           tail=tail)
     if learned:
-        report["learned"] = {"pairs": len(learned), "informative": len(informative), "digest": learned_digest(learned),
+        report["learned"] = {"pairs": len(learned), "verified": sum(e.verified for e in learned),
+                             "informative": len(informative),
+                             "digest": learned_digest(learned),
                              "weight": weights.full.learned if embedder is not None else None,
                              "as_cases": as_cases, "used": used}
     if use.unclicked:

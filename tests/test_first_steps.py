@@ -1,0 +1,53 @@
+"""First steps on a fresh database (issue 44 item 8): docs/admin.md's order, `app.py users create`
+before `make run`, printed `sqlite3.OperationalError: no such table: users` under a traceback.
+Every app.py command on a database never set up either sets it up or says in one line what to
+run, and none prints a traceback. Each command runs in a subprocess, as a person would run it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(data_dir: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "LLM_BASE_URL")}
+    env.update(TASKFINDER_DATA_DIR=str(data_dir), SECRET_KEY="k" * 40, EMBEDDINGS_ENABLED="0")
+    return subprocess.run([sys.executable, "app.py", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_users_create_first_sets_the_database_up_and_make_runs_demo_still_loads(tmp_path):
+    created = run(tmp_path, "users", "create", "alice", "--role", "editor", "--password-stdin",
+                  stdin="a long enough password\n")
+    assert "Traceback" not in created.stdout + created.stderr
+    assert created.returncode == 0, created.stderr
+    assert "created alice (editor)" in created.stdout
+    listed = run(tmp_path, "users", "list")
+    assert listed.returncode == 0 and listed.stdout.startswith("alice\teditor\tactive"), listed.stderr
+    # `make run` afterwards (load-demo) still finds an empty catalog and loads the demo
+    loaded = run(tmp_path, "load-demo", "--no-fit")
+    assert loaded.returncode == 0, loaded.stderr
+    assert "catalog: " in loaded.stdout and "already loaded" not in loaded.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("users", "list"),
+    ("tokens", "create", "alice"),
+    ("tokens", "list"),
+    ("search", "hearing screening"),
+    ("export-cases", "cases.jsonl"),
+    ("analytics", "report"),
+], ids=lambda args: " ".join(args))
+def test_commands_on_a_fresh_database_say_what_to_run(tmp_path, args):
+    result = run(tmp_path, *args)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output
+    assert result.returncode != 0
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert "make run" in lines[0] or "db upgrade" in lines[0], output

@@ -1,0 +1,183 @@
+"""A voice is a verified person (issue 42): what anonymous networks can and cannot teach.
+
+Learned pairs that verified people stand behind (at least LEARNING_MIN_PEOPLE distinct people a
+host vouched for, api.roles) are the product's full evidence: they feed the `learned` signal and
+may become cases. Pairs that count on anonymous networks alone feed the `learned` signal only
+inside the written evidence's top ANONYMOUS_WINDOW (search.learned.anonymous_bounded): however
+many networks, they lift a task at most ANONYMOUS_WINDOW - 1 places, never into the top from
+below it.
+
+The audit's attack (issue 42 item 1), through the real endpoints: each public test case's query
+padded with words of its gold task's name and help until its word overlap with the case is under
+0.45 (so the near-copy rule, Jaccard 0.5, cannot see it), searched with k=10 and the gold
+clicked, 2 sessions per query from 2 of the attacker's /24s in turn; then 4 sessions from 4 of
+them search the attack query and click a wrong task at rank 10; `app.py fit`. Before: the pairs
+counted, the as-cases test took them (10 wins, 3 losses) and the wrong task rose 10 -> 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from api.roles import sign_role_token
+from ops.simulate_attack import PADDED_MAX_OVERLAP, overlap, padded
+from search.learned import (ANONYMOUS_WINDOW, CountingRule, LearnedExemplar, anonymous_bounded, build_learned_memory,
+                            eligible, learned_cases, people_values, trusted_cases)
+from search.ranker import RankerParams
+from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.test_learning_attack import ATTACK_QUERY, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of
+
+ROLE_SECRET = "r" * 40
+PADDED_COVER = 40            # 40 cover queries x 2 sessions + 4 attack sessions: the audit's 168 requests
+
+
+def padded_cover_attack(app, cases, tasks, blocks: list[str], attack_sessions: int = 4) -> dict:
+    """The audit's traffic (module docstring) from the networks `blocks`; returns its counts."""
+    widget = Widget(app)
+    by_id = {t.id: t for t in tasks}
+    chosen = sorted({(c.query, c.gold[0]) for c in cases if c.gold and c.gold[0] in by_id})[:PADDED_COVER]
+    sent = 0
+    for i, (query, gold) in enumerate(chosen):
+        cover = padded(query, by_id[gold])
+        assert overlap(cover, query) < PADDED_MAX_OVERLAP
+        for copy in range(2):
+            block = blocks[(2 * i + copy) % len(blocks)]
+            session = f"pad-{block.replace('.', '-')}-{i:03d}-{copy}-session"
+            body = widget.client.get("/api/search", query_string={"q": cover, "k": 10, "session": session},
+                                     environ_base={"REMOTE_ADDR": f"{block}.{1 + i % 200}"}).get_json()
+            ids = [r["id"] for r in body["results"]]
+            if gold in ids:
+                widget.vote(cover, session, f"{block}.{1 + i % 200}", 10, gold)
+                sent += 1
+    for n in range(attack_sessions):
+        block = blocks[n % len(blocks)]
+        widget.vote(ATTACK_QUERY, f"pad-attack-{n:03d}-session", f"{block}.250", 10, WRONG_TASK)
+    app.extensions["taskfinder_analytics"].flush()
+    return {"cover_votes": sent, "networks": len(blocks)}
+
+
+@pytest.fixture
+def demo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40,
+                                  ROLE_TOKEN_SECRET=ROLE_SECRET), demo_tasks, demo_cases)
+    install_demo_fit(app)
+    yield app
+    close_app(app)
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+@pytest.mark.parametrize("n_networks", [6, 20, 40])
+def test_padded_cover_from_many_networks_cannot_lift_a_wrong_task(demo, demo_cases, demo_tasks, n_networks):
+    """Issue 42 item 1. Failed before (this traffic, 20 networks): the pairs were taken as cases and
+    the wrong task rose 10 -> 2, its paraphrases 7 -> 2 (the audit saw 10 -> 1 from 6 networks)."""
+    service = demo.extensions["taskfinder"].search
+    before = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    assert before[ATTACK_QUERY] == 10
+    sent = padded_cover_attack(demo, demo_cases, demo_tasks, [f"198.{51 + i // 200}.{i % 200}" for i in range(n_networks)])
+    assert sent["cover_votes"] >= 60
+    report = fit(demo)
+    after = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    print(f"padded cover, {n_networks} networks:", sent, before, "->", after, report.get("learned"))
+    for query, rank in after.items():
+        assert rank is None or before[query] is None or rank >= before[query], (query, before[query], rank)
+    assert (report.get("learned") or {}).get("verified", 0) == 0   # anonymous: bounded by the trusted evidence
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_verified_people_behind_one_office_address_still_teach(demo):
+    """The control: staff behind ONE office address (one network: anonymous, they would count
+    for nothing), each search carrying a role token that names its person, correct the 4 queries
+    whose right task the written evidence puts at rank 2-4 (tests/test_learning_attack.py's
+    CORRECTIONS, 3 people each): the pairs are verified, earn the `learned` signal its weight in
+    the CV and lift the right tasks."""
+    service = demo.extensions["taskfinder"].search
+    assert [rank_of(service, q, t) for q, t, _ in CORRECTIONS] == [r for *_, r in CORRECTIONS]
+    widget, person = Widget(demo), 0
+    for query, task, _ in CORRECTIONS:
+        for _ in range(3):
+            token = sign_role_token(ROLE_SECRET, [], 300, subject=f"staff-{person}")
+            env, headers = {"REMOTE_ADDR": "203.0.113.10"}, {"Authorization": f"Bearer {token}"}
+            session = f"office-{person:03d}-session-abcdef"
+            body = widget.client.get("/api/search", query_string={"q": query, "k": 10, "session": session},
+                                     headers=headers, environ_base=env).get_json()
+            ids = [r["id"] for r in body["results"]]
+            events = [{"type": "impression", "search_id": body["search_id"], "query": query, "task_ids": ids},
+                      {"type": "click", "search_id": body["search_id"], "task_id": task,
+                       "position": ids.index(task) + 1}]
+            assert widget.client.post("/api/events", json={"session_id": session, "events": events},
+                                      headers=headers, environ_base=env).status_code == 202
+            person += 1
+    demo.extensions["taskfinder_analytics"].flush()
+    report = fit(demo)
+    print("office with tokens:", report.get("learned"))
+    assert report["learned"]["verified"] == report["learned"]["pairs"] == len(CORRECTIONS)
+    assert report["learned"]["used"]
+    lifted = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
+    print("office ranks:", [r for *_, r in CORRECTIONS], "->", lifted)
+    assert all(after is not None and after <= before for after, (*_, before) in zip(lifted, CORRECTIONS))
+    assert sum(after < before for after, (*_, before) in zip(lifted, CORRECTIONS)) >= 3
+
+
+# -- the pure parts --------------------------------------------------------------------------------
+class Pair:
+    def __init__(self, query, task, people, networks):
+        self.query, self.task_id, self.people, self.networks = query, task, people, networks
+        self.sessions, self.relevance = max(3, people, networks), 0.9
+
+
+def test_a_pair_is_verified_only_with_enough_distinct_people():
+    rule = CountingRule(min_sessions=3, min_relevance=0.5, min_networks=2, min_people=2)
+    found = {e.query: e.verified for e in eligible([Pair("people", "t", 2, 1), Pair("networks", "t", 0, 40),
+                                                    Pair("one person", "t", 1, 5)], rule)}
+    assert found == {"people": True, "networks": False, "one person": False}
+    assert all(not e.verified for e in eligible([Pair("x", "t", 5, 5)], CountingRule(3, 0.5, 2)))   # no min_people
+
+
+def test_the_trusted_cases_are_the_verified_ones_and_exist_only_beside_anonymous_ones():
+    verified = LearnedExemplar("renew my card", "t1", 0.9, 3, verified=True)
+    anonymous = LearnedExemplar("crypto giveaway", "t2", 0.9, 40, verified=False)
+    assert [c.query for c in learned_cases([verified, anonymous])] == ["crypto giveaway", "renew my card"]
+    assert [(c.query, c.gold) for c in trusted_cases([verified, anonymous])] == [("renew my card", ("t1",))]
+    assert trusted_cases([anonymous]) == ()
+    assert trusted_cases([verified]) is None                                   # nothing to bound
+    assert trusted_cases([verified, anonymous], frozenset({"crypto giveaway"})) is None   # held out
+
+
+def test_a_fit_keeps_who_stood_behind_each_pair_and_reads_an_old_row_as_anonymous():
+    from search.ranker import FusionWeights
+    from settings import Weights
+
+    weights = FusionWeights(Weights(), Weights())
+    params = RankerParams(weights, 15, learned=(LearnedExemplar("q", "t", 0.9, 3, True),
+                                                 LearnedExemplar("r", "t", 0.8, 4, False)))
+    again = RankerParams.from_dict(params.as_dict())
+    assert [e.verified for e in again.learned] == [True, False]
+    old = params.as_dict()
+    old["learned"] = [row[:4] for row in old["learned"]]     # stored before issue 42
+    assert [e.verified for e in RankerParams.from_dict(old).learned] == [False, False]
+
+
+def test_anonymous_evidence_reorders_the_top_window_only():
+    """x_L >= x_P; a task the written evidence puts at rank 10 stays at 10 whatever its anonymous
+    evidence, while within the top ANONYMOUS_WINDOW it may rise to the first place."""
+    people_scores = -np.arange(12, dtype=float)          # task i at written rank i + 1
+    people = np.zeros(12)
+    learned = np.zeros(12)
+    learned[9] = 100.0                                   # rank 10: heavy anonymous evidence
+    learned[ANONYMOUS_WINDOW - 1] = 100.0                # the window's last task too
+    bounded = anonymous_bounded(learned, people, people_scores)
+    assert bounded[9] == 0.0 and bounded[ANONYMOUS_WINDOW - 1] == 100.0
+    final = people_scores + bounded
+    order = list(np.argsort(-final, kind="stable"))
+    assert order[0] == ANONYMOUS_WINDOW - 1 and order.index(9) == 9
+
+
+def test_people_values_read_the_verified_exemplars_alone():
+    exemplars = [LearnedExemplar("a", "t0", 0.9, 3, verified=True), LearnedExemplar("b", "t1", 0.9, 3, verified=False)]
+    memory = build_learned_memory(["t0", "t1"], exemplars)
+    assert memory.anonymous
+    vectors = np.eye(2, dtype=np.float32)
+    memory = memory.with_vectors(vectors, floor=0.1)
+    rows = np.arange(2)
+    assert people_values(memory, rows, vectors[1]).tolist() == pytest.approx([0.1, 0.1])   # b's own task: floor
+    assert people_values(memory, rows, vectors[0]).tolist() == pytest.approx([1.0, 0.1])
