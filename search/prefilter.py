@@ -452,12 +452,17 @@ def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
 
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
-                  query_vector: np.ndarray | None, defer: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+                  query_vector: np.ndarray | None, defer: frozenset[str] = frozenset(),
+                  neighbours: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Each available signal's value for the tasks in `rows` (search/signal/, family by family:
     sparse always, typing for a query still being typed, dense and learned with vectors), and
     the abstention evidence beside them (QUERY_EVIDENCE, DENSE_EVIDENCE). The signals in `defer`
-    (DEFERRABLE ones) are left out: `deferred_signals` gives them at the ranked rows only."""
+    (DEFERRABLE ones) are left out: `deferred_signals` gives them at the ranked rows only.
+    `neighbours`: the nearest-exemplar cosines at `rows` where the caller has them already
+    (`trusted_values`), instead of reading the exemplars again."""
     context = QueryContext(index, analysed, rows, query_vector)
+    if neighbours is not None:
+        context.__dict__["neighbours"] = (neighbours, None)
     values = _family(context, "sparse")
     values["coverage"] = np.full(rows.size, query_coverage(index, analysed), dtype=np.float32)
     if analysed.unfinished and index.typed is not None:
@@ -481,7 +486,8 @@ def trusted_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
     if index.trusted is not None:
         trusted = index.trusted   # the same reading of the query; its prefix in that index's vocabulary
         prefix = trusted.prefix_expansion(analysed.words[-1]) if analysed.prefix and analysed.words else {}
-        again = signal_values(trusted, replace(analysed, prefix=prefix), rows, query_vector, defer)
+        again = signal_values(trusted, replace(analysed, prefix=prefix), rows, query_vector, defer,
+                              written_neighbours(index, served))
         found = {TRUSTED + name: v for name, v in again.items() if name != WRITTEN_NEIGHBOUR}
     if LEARNED in served and TRUSTED + LEARNED not in found and index.learned is not None \
             and (index.learned.anonymous or index.trusted is not None):
@@ -512,6 +518,22 @@ def deferrable(weights, mode: str) -> frozenset[str]:
     """The DEFERRABLE signals whose weight in `mode` is 0."""
     mode_weights = weights.for_mode(mode) if hasattr(weights, "for_mode") else weights
     return frozenset(name for name in DEFERRABLE if not float(getattr(mode_weights, name)))
+
+
+def written_neighbours(index: SearchIndex, served: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The trusted index's nearest-exemplar cosines from the served products, where its
+    exemplars are exactly the served index's written ones (no verified learned case): the
+    WRITTEN_NEIGHBOUR values, and at the tasks the served cascade did not reach the lowest of
+    them (what the cascade gives such tasks: neighbour_signals). None otherwise: the trusted
+    pass reads its own exemplars. Saves that pass most of its cost (docs/results.md, latency)."""
+    written = served.get(WRITTEN_NEIGHBOUR)
+    mask = index.exemplars.written
+    if written is None or mask is None or len(index.trusted.exemplars.texts) != int(np.count_nonzero(mask)):
+        return None
+    reached = ~np.isnan(written)
+    if not reached.any():
+        return None
+    return np.where(reached, written, written[reached].min()).astype(np.float32)
 
 
 def bound_anonymous(values: dict[str, np.ndarray], weights: Weights) -> dict[str, np.ndarray]:

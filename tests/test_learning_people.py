@@ -181,3 +181,57 @@ def test_people_values_read_the_verified_exemplars_alone():
     rows = np.arange(2)
     assert people_values(memory, rows, vectors[1]).tolist() == pytest.approx([0.1, 0.1])   # b's own task: floor
     assert people_values(memory, rows, vectors[0]).tolist() == pytest.approx([1.0, 0.1])
+
+
+# -- the bound through the real index and prefilter --------------------------------------------------
+def served_with(service, live, exemplars):
+    """The live demo indexed as serving builds it when the fit takes `exemplars` as cases
+    (search.pipeline.serving_index's recipe, search.index.with_use), with vectors."""
+    from lexicon.rationale import build_lexicon
+    from search.fitting import attach_vectors
+    from search.index import build_index, with_use
+
+    fields = service.settings.field_weights
+    index = with_use(lambda cases: build_index(live.index.tasks, build_lexicon(cases), fields, cases=cases),
+                     live.cases, exemplars)
+    return attach_vectors(index, service.embedder)
+
+
+def ranked(index, query, weights, embedder):
+    from search.prefilter import analyse_query, prefilter
+
+    analysed = analyse_query(index, query)
+    return prefilter(index, analysed, weights, k=10, query_vector=embedder.embed([analysed.embedding_text], "query")[0])
+
+
+def test_an_anonymous_case_cannot_lift_a_task_from_rank_8_and_a_verified_one_can(demo_app):
+    """The same learned case, once with verified people behind it and once anonymous: verified,
+    it lifts the task from rank 8 into the top 7 (as tests/test_learning.py's attribution test);
+    anonymous, the task stays at 8 (outside the trusted top 3 it keeps its trusted values), and
+    the scores shown still add up. The trusted pass reads the neighbour cosines from the served
+    products (search.prefilter.written_neighbours): the same values a pass of its own gives."""
+    from lexicon.text import normalise_query
+    from search.prefilter import TRUSTED, analyse_query, signal_values
+
+    service = demo_app.extensions["taskfinder"].search
+    live = service.live(wait=True)
+    weights = live.params.weights
+    query = "where do i put the bus route changes"
+    ids = [r.task.id for r in ranked(served_with(service, live, []), query, weights, service.embedder).ranked]
+    target = ids[7]
+    verified = served_with(service, live, [LearnedExemplar(normalise_query(query), target, 0.9, 5, verified=True)])
+    assert verified.trusted is None
+    lifted = [r.task.id for r in ranked(verified, query, weights, service.embedder).ranked]
+    assert lifted.index(target) < 7
+    anonymous = served_with(service, live, [LearnedExemplar(normalise_query(query), target, 0.9, 5, verified=False)])
+    assert anonymous.trusted is not None
+    result = ranked(anonymous, query, weights, service.embedder)
+    assert [r.task.id for r in result.ranked].index(target) == 7
+    for item in result.ranked:
+        assert sum(item.contributions.values()) == pytest.approx(item.score, abs=1e-3)
+    analysed = analyse_query(anonymous, query)
+    vector = service.embedder.embed([analysed.embedding_text], "query")[0]
+    rows, _ = anonymous.visible(None)
+    fast = signal_values(anonymous, analysed, rows, vector)[TRUSTED + "neighbour"]
+    own = signal_values(anonymous.trusted, analysed, rows, vector)["neighbour"]
+    np.testing.assert_allclose(fast, own, atol=1e-6)
