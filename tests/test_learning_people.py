@@ -24,7 +24,7 @@ from ops.simulate_attack import PADDED_MAX_OVERLAP, overlap, padded
 from search.learned import (ANONYMOUS_WINDOW, CountingRule, LearnedExemplar, anonymous_bounded, build_learned_memory,
                             eligible, learned_cases, people_values, trusted_cases)
 from search.ranker import RankerParams
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import build_app, close_app, install_demo_fit, make_settings, postgres_schema
 from tests.test_learning_attack import ATTACK_QUERY, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of
 
 ROLE_SECRET = "r" * 40
@@ -56,18 +56,41 @@ def padded_cover_attack(app, cases, tasks, blocks: list[str], attack_sessions: i
     return {"cover_votes": sent, "networks": len(blocks)}
 
 
+def demo_app_on(tmp_path, shared_cache_dir, demo_tasks, demo_cases, **env):
+    app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40,
+                                  ROLE_TOKEN_SECRET=ROLE_SECRET, **env), demo_tasks, demo_cases)
+    install_demo_fit(app)
+    return app
+
+
 @pytest.fixture
 def demo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40,
-                                  ROLE_TOKEN_SECRET=ROLE_SECRET), demo_tasks, demo_cases)
-    install_demo_fit(app)
+    app = demo_app_on(tmp_path, shared_cache_dir, demo_tasks, demo_cases)
     yield app
     close_app(app)
+
+
+@pytest.fixture
+def demo_postgresql(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
+    """The same on PostgreSQL (a fresh schema): the people and networks are counted there."""
+    with postgres_schema() as (_schema, url):
+        app = demo_app_on(tmp_path, shared_cache_dir, demo_tasks, demo_cases, DATABASE_URL=url)
+        yield app
+        close_app(app)
 
 
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
 @pytest.mark.parametrize("n_networks", [6, 20, 40])
 def test_padded_cover_from_many_networks_cannot_lift_a_wrong_task(demo, demo_cases, demo_tasks, n_networks):
+    padded_cover_moves_nothing(demo, demo_cases, demo_tasks, n_networks)
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_padded_cover_from_20_networks_cannot_lift_a_wrong_task_on_postgresql(demo_postgresql, demo_cases, demo_tasks):
+    padded_cover_moves_nothing(demo_postgresql, demo_cases, demo_tasks, 20)
+
+
+def padded_cover_moves_nothing(demo, demo_cases, demo_tasks, n_networks):
     """Issue 42 item 1. Failed before (this traffic, 20 networks): the pairs were taken as cases and
     the wrong task rose 10 -> 2, its paraphrases 7 -> 2 (the audit saw 10 -> 1 from 6 networks)."""
     service = demo.extensions["taskfinder"].search
@@ -85,6 +108,15 @@ def test_padded_cover_from_many_networks_cannot_lift_a_wrong_task(demo, demo_cas
 
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
 def test_verified_people_behind_one_office_address_still_teach(demo):
+    verified_office_teaches(demo)
+
+
+@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
+def test_verified_people_behind_one_office_address_still_teach_on_postgresql(demo_postgresql):
+    verified_office_teaches(demo_postgresql)
+
+
+def verified_office_teaches(demo):
     """The control: staff behind ONE office address (one network: anonymous, they would count
     for nothing), each search carrying a role token that names its person, correct the 4 queries
     whose right task the written evidence puts at rank 2-4 (tests/test_learning_attack.py's
