@@ -265,10 +265,13 @@ class CatalogStore:
         session.flush()
         # A case may take the query another case is leaving (a rollback can swap two): the one
         # leaving goes through a placeholder first, so the unique index never sees both at once.
+        # A plain UPDATE, not the ORM's versioned one: the placeholder is no edit of its own, and
+        # bumping the record version for it made the change skip a record version (3 -> 5).
         claimed = {target["query"]: key for key, target in wanted.items() if key[0] == CASE and target}
         for key, row in rows.items():
             if key[0] == CASE and row is not None and wanted[key] and claimed.get(row.query, key) != key:
-                row.query = f" renaming #{key[1]} "  # never a real query: those are stripped
+                # never a real query: those are stripped
+                session.execute(update(TestCase).where(TestCase.id == row.id).values(query=f" renaming #{key[1]} "))
         session.flush()
         created = []
         for kind, key, target in targets:
@@ -281,6 +284,13 @@ class CatalogStore:
                 created.append((kind, key, row))
             _assign(kind, row, target)
         session.flush()
+        # A task id people give again (add or import after a revert or rollback deleted it)
+        # continues the counter its history reached, as a re-created record does: restarting at 1
+        # let an editor still holding the deleted task's page overwrite the new one unwarned.
+        again = [(kind, key) for kind, key, _ in created if kind == TASK and (kind, key) not in recreate_versions]
+        if again:
+            reached = last_versions(_version_record(r) for r in session.scalars(select(CatalogVersion)))
+            recreate_versions = {**{k: reached[k] + 1 for k in again if k in reached}, **recreate_versions}
         for kind, key, row in created:
             if (kind, key) in recreate_versions:  # the ORM inserts version 1 whatever it is given
                 counter = recreate_versions[(kind, key)]
