@@ -17,8 +17,7 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
 from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
-from search.learned import (LearnedExemplar, LearnedMemory, build_learned_memory, learned_cases, people_memory,
-                            trusted_cases)
+from search.learned import LearnedExemplar, LearnedMemory, build_learned_memory, learned_cases, trusted_cases
 from search.signal import REGISTRY
 from search.typed import TypedIndex, build_typed_index
 from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
@@ -356,23 +355,22 @@ def with_use(build: Callable[[Sequence[CaseRecord]], SearchIndex], cases: Sequen
       counterfactual), and, where anonymous pairs are among them, the index without those
       (`trusted`: the written cases and what verified people taught; search.learned.trusted_cases),
       which bounds their evidence (search.prefilter.bound_anonymous);
-    * `in_memory`: those of the `learned` signal's memory (and, in the trusted index, its
-      verified ones: search.learned.people_memory).
+    * `in_memory`: those of the `learned` signal's memory (the trusted evidence reads its
+      verified ones: search.learned.people_values).
 
     `held_out`: queries whose exemplars stay out (a CV fold's); `cases_held_out`: those left out
     of the cases (default: `held_out`; a fold leaves out near copies of its queries too)."""
     cases_held_out = held_out if cases_held_out is None else cases_held_out
-    index = base = build(cases)
-    if as_cases:
+    if not as_cases:
+        index = build(cases)
+    else:
         index = build((*cases, *learned_cases(as_cases, cases_held_out)))
+        verified = trusted_cases(as_cases, cases_held_out)
+        base = build(cases) if written or verified == () else None   # the written cases' own, where wanted
         if written:
             index = index.with_written(base)
-        verified = trusted_cases(as_cases, cases_held_out)
         if verified is not None:
             index = index.with_trusted(base if not verified else build((*cases, *verified)))
     if in_memory:
-        task_ids = [t.id for t in index.tasks]
-        index = index.with_learned(build_learned_memory(task_ids, in_memory, held_out))
-        if index.trusted is not None:
-            index = index.with_trusted(index.trusted.with_learned(people_memory(task_ids, in_memory, held_out)))
+        index = index.with_learned(build_learned_memory([t.id for t in index.tasks], in_memory, held_out))
     return index

@@ -230,9 +230,9 @@ class LearnedExemplar:
     """A (normalised query, task) pair that use has shown relevant: an implicit exemplar.
 
     `verified`: at least the counting rule's `min_people` distinct verified people clicked it
-    (`eligible`). Only such a pair is a voice the product trusts in full (it may become a case:
-    `learned_cases`); a pair that counts on anonymous networks alone feeds the `learned` signal
-    within the written evidence's top ANONYMOUS_WINDOW only (`anonymous_bounded`)."""
+    (`eligible`). Only such a pair is a voice the product trusts in full; what a pair that counts
+    on anonymous networks alone adds, as a case or to the `learned` signal, counts only inside
+    the trusted evidence's top ANONYMOUS_WINDOW (`anonymous_bounded`)."""
 
     query: str
     task_id: str
@@ -629,12 +629,6 @@ def trusted_cases(exemplars: Sequence[LearnedExemplar], exclude_queries: frozens
     if all(e.verified for e in kept):
         return None
     return learned_cases([e for e in kept if e.verified])
-
-
-def people_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExemplar],
-                  exclude_queries: frozenset[str] = frozenset()) -> LearnedMemory | None:
-    """The learned memory of the verified exemplars alone (build_learned_memory)."""
-    return build_learned_memory(task_ids, [e for e in exemplars if e.verified], exclude_queries)
 
 
 def unclicked_digest(queries: Sequence[str]) -> str | None:

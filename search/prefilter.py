@@ -480,8 +480,9 @@ def trusted_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
     """The values the trusted evidence alone gives (TRUSTED), where the index holds learned
     evidence that anonymous networks alone stand behind: with anonymous pairs among its cases,
     the whole query scored again by `index.trusted` (the cases without them); with anonymous
-    exemplars in the learned memory only, the `learned` signal over the verified ones
-    (search.learned.people_values). Empty otherwise (the usual case: nothing to bound)."""
+    exemplars in the learned memory, the `learned` signal over the verified ones
+    (search.learned.people_values: the trusted index holds no learned memory of its own). Empty
+    otherwise (the usual case: nothing to bound)."""
     found: dict[str, np.ndarray] = {}
     if index.trusted is not None:
         trusted = index.trusted   # the same reading of the query; its prefix in that index's vocabulary
@@ -489,8 +490,7 @@ def trusted_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
         again = signal_values(trusted, replace(analysed, prefix=prefix), rows, query_vector, defer,
                               written_neighbours(index, served))
         found = {TRUSTED + name: v for name, v in again.items() if name != WRITTEN_NEIGHBOUR}
-    if LEARNED in served and TRUSTED + LEARNED not in found and index.learned is not None \
-            and (index.learned.anonymous or index.trusted is not None):
+    if LEARNED in served and (index.learned.anonymous or index.trusted is not None):
         found[TRUSTED + LEARNED] = people_values(index.learned, rows, query_vector)
     return found
 

@@ -21,8 +21,8 @@ from search.fitting.metrics import choose_shortlist, choose_sparse_signals, rank
 from search.fitting.tail import choose_tail_ratio
 from search.fitting.typed import fit_typing, typing_queries
 from search.fitting.weights import fit_weights
-from search.index import build_index
-from search.learned import LearnedInputs, learned_cases, learned_digest, trusted_cases, unclicked_digest
+from search.index import build_index, with_use
+from search.learned import LearnedInputs, learned_digest, trusted_cases, unclicked_digest
 from search.prefilter import TYPING_SIGNALS
 from search.prototypes import encode
 from search.ranker import MODES, FusionWeights, RankerParams
@@ -133,21 +133,17 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         report["cv"][mode]["tail"] = {"whole": whole_report, "typing": typing_report}
     stored_prototypes = None
     if embedder is not None:
-        index_cases = [*cases, *learned_cases(learned)] if as_cases else cases   # the exemplars serving will hold
-        index = attach_vectors(build_index(tasks, build_lexicon(index_cases), settings.field_weights,
-                                           cases=index_cases), embedder)
+        # the exemplars serving will hold, and its written-only and trusted counterparts (search.index.with_use)
+        index = attach_vectors(with_use(lambda indexed: build_index(tasks, build_lexicon(indexed),
+                                                                    settings.field_weights, cases=indexed),
+                                        cases, learned if as_cases else ()), embedder)
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}
-            if as_cases:   # the written cases' own: contributions.learned's counterfactual (search.index)
-                written_index = attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights,
-                                                           cases=cases), embedder)
-                stored_prototypes["written_matrix"] = encode(prototypes_of(written_index))
-                verified = trusted_cases(learned)
-                if verified:   # the index without the anonymous pairs' cases: search.index.SearchIndex.trusted
-                    trusted_index = attach_vectors(build_index(tasks, build_lexicon([*cases, *verified]),
-                                                               settings.field_weights, cases=[*cases, *verified]), embedder)
-                    stored_prototypes["trusted_matrix"] = encode(prototypes_of(trusted_index))
+            if index.written is not None:   # contributions.learned's counterfactual
+                stored_prototypes["written_matrix"] = encode(prototypes_of(index.written))
+            if index.trusted is not None and trusted_cases(learned):   # else the written ones serve it
+                stored_prototypes["trusted_matrix"] = encode(prototypes_of(index.trusted))
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing,
