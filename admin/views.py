@@ -20,6 +20,7 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
 from web.limits import request_client
 from catalog.validation import bounded_int
+from search.learned import ANONYMOUS_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ def dashboard():
     }
     return render_template("admin/dashboard.html", summary=summary,
                            roles=sorted({r for t in tasks for r in t.roles}), unclicked=dashboard_unclicked(cases),
-                           counting=dashboard_counting())
+                           counting=dashboard_counting(), anonymous_window=ANONYMOUS_WINDOW,
+                           min_people=current_app.extensions["taskfinder"].settings.learning_min_people)
 
 
 BROWSE_RESULTS = 50  # tasks the browse pages' search box ranks

@@ -230,6 +230,9 @@ def test_the_dashboard_lists_every_pair_that_will_count_at_the_next_fit_new_ones
     assert section.index("lead test kids") < section.index("where does the yellow bus go")   # both new: by evidence
     assert re.findall(r"<td>([^<]*)</td>", first)[:3] == ["5", "5", "0"]   # sessions, networks, people
     assert "new: joins at the next fit" in first
+    # what a pair no verified person stands behind can do (issue 42: tests/test_learning_people.py)
+    assert " ".join(section.split()).count("fewer than 2 verified people stand behind counts on anonymous networks "
+                                           "alone and can move a task at most 3 places, within the top 3") == 1
     assert f'href="/admin/tasks/{OTHER}#learned"' in first
     yellow = section[section.index("where does the yellow bus go"):]
     assert re.findall(r"<td>([^<]*)</td>", yellow)[:3] == ["7", "4", "2"]
