@@ -22,38 +22,27 @@ from flask.cli import FlaskGroup, ScriptInfo, with_appcontext
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from werkzeug.routing import IntegerConverter
 
-from admin import admin_bp, audit, init_admin
+from admin import audit
 from admin.accounts import AccountStore
 from admin.cli import COMMANDS as ADMIN_COMMANDS
 from analytics.cli import analytics_group
-from analytics.learning import fit_inputs
 from catalog.cli import COMMANDS as CATALOG_COMMANDS
-from catalog.db import make_engine, schema_problem
+from catalog.db import at_newest_migration, make_engine, schema_problem
 from catalog.store import CatalogStore
 from catalog.validation import MAX_ID
 from evaluation.cli import evaluate_command, evaluate_prefixes_command
 from kb.cli import corpus_group
 from kb.enrich import catalog_enrichment
 from rerank import Reranker
-from admin.throttle import build_throttle
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
 from infra.cli import llm_group
-from api.events import events_bp, init_analytics
-from api.kb import kb_bp
-from api.search import render_text, search_bp
 from search.cli import fit_command
-from api.cors import install_cors
 from search.embeddings import build_embedder
 from serving.service import BadQuery, SearchService
 from settings import Settings
-from web.headers import install_api_headers
 from web.json_provider import OrjsonProvider
-from web.limits import REDIS_COOLDOWN_S, REDIS_FAILURES, OutageReporter, build_storage, install_rate_limits
 from web.metrics import Metrics
-from web.request_metrics import install_request_metrics
-from widget import widget_bp
-
 
 @dataclass(frozen=True)
 class Services:
@@ -65,7 +54,10 @@ class Services:
     cache: HealingCache
 
 
-def create_app(settings: Settings | None = None) -> Flask:
+def create_app(settings: Settings | None = None, *, http: bool = True) -> Flask:
+    """The app: its services and, with `http` (the default), what it answers over HTTP (the
+    public API, the widget, the analytics events, the admin). The command line builds it without
+    them unless the command serves HTTP or reads what they set up (`TaskfinderGroup`)."""
     settings = settings or Settings.from_env()
     app = Flask(__name__)
     app.url_map.converters["int"] = Int32Converter   # before any route: <int:...> past 32 bits is a 404
@@ -82,9 +74,36 @@ def create_app(settings: Settings | None = None) -> Flask:
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),
                               metrics.embedding_observer()) if settings.embeddings_enabled else None
     search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings),
-                           learned_evidence=lambda: fit_inputs(engine, settings))  # read at fit time only
+                           learned_evidence=lambda: learned_evidence(engine, settings))  # read at fit time only
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
+    if http:
+        install_http(app, settings, engine, metrics, accounts)
+    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,
+                    analytics_group,
+                    search_command,
+                    serve_command):
+        app.cli.add_command(command)
+    return app
+
+
+def install_http(app: Flask, settings: Settings, engine, metrics: Metrics, accounts: AccountStore) -> None:
+    """Everything `app` answers over HTTP: rate limits, the public API and widget, the analytics
+    events and their recorder, CORS, the admin, and the middleware around them. Imported here,
+    not at the top: ~0.3 s of imports (the admin's pages alone ~0.35 s with their own
+    dependencies) that a command such as `app.py search` never needs (issue 44 item 9;
+    `ops/bench_cli.py`)."""
+    from admin.routes import install_admin
+    from admin.throttle import build_throttle
+    from api.cors import install_cors
+    from api.events import events_bp, init_analytics
+    from api.kb import kb_bp
+    from api.search import search_bp
+    from web.headers import install_api_headers
+    from web.limits import REDIS_COOLDOWN_S, REDIS_FAILURES, OutageReporter, build_storage, install_rate_limits
+    from web.request_metrics import install_request_metrics
+    from widget import widget_bp
+
     # Redis (REDIS_URL) for the rate limits and the login throttle: connected lazily, so a Redis
     # that is down at start is an outage like any other (web.limits), not a failed start
     redis_breaker = CircuitBreaker(REDIS_FAILURES, REDIS_COOLDOWN_S, on_change=metrics.breaker_listener("redis"))
@@ -100,16 +119,17 @@ def create_app(settings: Settings | None = None) -> Flask:
         settings, events_breaker, OutageReporter("redis (event caps)", metrics.ratelimit_backend_errors.inc)))
     app.register_blueprint(events_bp)
     install_cors(app, settings.cors_origins)
-    init_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
-    app.register_blueprint(admin_bp)   # with its nested /admin/api and /admin/analytics (admin.blueprint)
+    # admin_bp with its nested /admin/api and /admin/analytics (admin.blueprint)
+    install_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
     install_api_headers(app)                # WSGI middleware around the app...
     install_request_metrics(app, metrics)   # ...and the outermost: its duration covers everything inside
-    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,
-                    analytics_group,
-                    search_command,
-                    serve_command):
-        app.cli.add_command(command)
-    return app
+
+
+def learned_evidence(engine, settings: Settings):
+    """What the use of the search taught (analytics.learning.fit_inputs), read when a fit runs:
+    imported then, not when the app starts (~0.1 s; issue 44 item 9)."""
+    from analytics.learning import fit_inputs
+    return fit_inputs(engine, settings)
 
 
 def digits_at_most(limit: int) -> str:
@@ -144,8 +164,13 @@ def metered_breaker(settings: Settings, metrics: Metrics, name: str) -> CircuitB
 def require_migrated_store() -> None:
     """Stop a CLI command that reads the store, with one line saying what to run, when its
     database is not set up or not migrated (catalog.db.schema_problem): the alternative is a
-    40-line SQLAlchemy traceback ending in "no such table: store_revision"."""
-    problem = schema_problem(current_app.extensions["taskfinder"].store.engine)
+    40-line SQLAlchemy traceback ending in "no such table: store_revision". A database at the
+    newest migration is known in one query (catalog.db.at_newest_migration); Alembic is asked only
+    otherwise."""
+    engine = current_app.extensions["taskfinder"].store.engine
+    if at_newest_migration(engine):
+        return
+    problem = schema_problem(engine)
     if problem:
         raise click.ClickException(problem)
 
@@ -166,6 +191,18 @@ def search_command(query: str, k: int, roles: tuple[str, ...], rerank: bool | No
     except BadQuery as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(json.dumps(body, indent=2, ensure_ascii=False) if as_json else render_text(body))
+
+
+def render_text(body: dict) -> str:
+    """`app.py search`'s human-readable form of a search response."""
+    lines = [f"query: {body['query']!r}" + (f"  (degraded: {', '.join(body['degraded'])})" if body["degraded"] else "")]
+    for rank, row in enumerate(body["results"], start=1):
+        parts = ", ".join(f"{name}={value:.2f}" for name, value in row["contributions"].items() if value)
+        lines.append(f"{rank:>2}. {row['name']}  [{row['id']}]  score={row['score']:.3f}  ({parts})")
+    if body["corrections"]:
+        lines.append("typo corrections: " + json.dumps(body["corrections"]))
+    lines.append(f"timings (ms): {json.dumps(body['timings_ms'])}")
+    return "\n".join(lines)
 
 
 @click.command("serve")
@@ -196,10 +233,28 @@ def serve_command(host: str | None, port: int | None, threads: int):
 
 
 class TaskfinderGroup(FlaskGroup):
-    """Flask's command group, plus: a command that meets a database not set up (or not migrated
-    to this code's head) ends with one line saying what to run (catalog.db.schema_problem), never
-    with SQLAlchemy's traceback ("no such table: users"; issue 44 item 8). Commands that read
-    the store may ask first (`require_migrated_store`); this catches every other one."""
+    """Flask's command group, plus:
+
+    * a command that meets a database not set up (or not migrated to this code's head) ends with
+      one line saying what to run (catalog.db.schema_problem), never with SQLAlchemy's traceback
+      ("no such table: users"; issue 44 item 8). Commands that read the store may ask first
+      (`require_migrated_store`); this catches every other one;
+    * the app it builds answers HTTP (`create_app(http=True)`) except for OFFLINE_COMMANDS,
+      which neither serve nor read what the HTTP side sets up (the analytics recorder): `app.py
+      search` starts without ~0.3 s of imports it never uses (issue 44 item 9). A command it
+      does not know (`routes`, `shell`, a plugin's) gets the whole app."""
+
+    OFFLINE_COMMANDS = frozenset(command.name for command in (
+        *CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command,
+        fit_command, search_command))
+    command_name: str | None = None
+
+    def get_command(self, ctx: click.Context, name: str):
+        self.command_name = name  # before FlaskGroup loads the app to find the app's commands
+        return super().get_command(ctx, name)
+
+    def serves_http(self) -> bool:
+        return self.command_name not in self.OFFLINE_COMMANDS
 
     def invoke(self, ctx: click.Context):
         try:
@@ -219,7 +274,7 @@ class TaskfinderGroup(FlaskGroup):
             return None
 
 
-cli = TaskfinderGroup(create_app=lambda: create_app(), add_version_option=False,
+cli = TaskfinderGroup(create_app=lambda: create_app(http=cli.serves_http()), add_version_option=False,
                       help="Taskfinder: task discovery for enterprise platforms.")
 
 if __name__ == "__main__":

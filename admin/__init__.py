@@ -15,9 +15,7 @@
     admin.throttle   login throttling
     admin.cli        `python app.py users ...` and `python app.py tokens ...`
 
-create_app configures the admin (init_admin) and registers `admin_bp` with its nested blueprints.
+create_app registers the admin (`admin.routes.install_admin`) when it serves pages; importing
+`admin` or one of its light modules (audit, accounts, cli) registers nothing and pulls in none of
+the pages, so a command-line run that needs no routes does not pay for them (issue 44 item 9).
 """
-from admin import completions, editor, evaluation_views, learned, views  # noqa: F401  (register the routes on admin_bp)
-from admin.blueprint import admin_bp, init_admin
-
-__all__ = ["admin_bp", "init_admin"]

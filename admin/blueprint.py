@@ -46,6 +46,7 @@ from admin.preview import PreviewMemo
 from admin.analytics import analytics_pages_bp
 from infra.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
+from infra.words import counted, noun
 from api.roles import bearer_token
 from settings import Settings
 
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 admin_bp = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates",
                      static_folder="static")
+admin_bp.add_app_template_filter(counted, "counted")   # "1 test case", "3 test cases" (infra.words)
+admin_bp.add_app_template_filter(noun, "noun")
 api_bp = Blueprint("api", __name__, url_prefix="/api")  # JSON for automation: /admin/api/...
 # The blueprints nested in admin_bp, named here where it is defined (a blueprint is nested once,
 # before any app registers admin_bp; a module never nests itself as a side effect of its import):

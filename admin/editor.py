@@ -121,16 +121,30 @@ def case_page(case_id: int):
     history = [v for v in store().versions(limit=200) if any(c.kind == CASE and c.key == str(case_id)
                                                             for c in v.changes)]
     return render_template("admin/case.html", case=case, tasks=by_id, retired=retired_gold(case, by_id),
-                           history=history)
+                           history=history, served=served_now(case.query))
+
+
+def served_now(query: str) -> dict:
+    """How the search ranks `query` now (every role's tasks), with which fit, and whether a
+    refit is under way that will replace it: after publishing a change the preview said a refit
+    follows; this is where its result shows (issue 44 item 4)."""
+    service = current_app.extensions["taskfinder"].search
+    live = service.live(wait=True)   # the index of what is published now (just after a publish, a rebuild)
+    body = service.search(query, k=5, restrict_roles=False)
+    return {"results": body["results"], "abstained": bool(body["no_confident_match"]),
+            "source": live.params.source, "fit_id": live.params.fit_id,
+            "refitting": service.fitting or service.refit_due(live.cases, live.fit_stale)}
 
 
 @admin_bp.get("/cases/new")
 def case_new():
-    """The form for a new test case; `?query=...&gold=<task id>` (gold repeatable) pre-fill it
-    (the analytics pages link here from a query that found nothing)."""
+    """The form for a new test case; `?query=...&gold=<task id>` (gold repeatable) and
+    `&rationale=...` pre-fill it (the analytics pages link here from a query that found nothing;
+    the evaluation page's "Add a case in other words", with its suggested rationale)."""
     by_id = tasks_by_id()
     gold = tuple(dict.fromkeys(g for g in request.args.getlist("gold") if g in by_id))[:5]
-    draft = CaseRecord(query=request.args.get("query", "")[:500], gold=gold)
+    draft = CaseRecord(query=request.args.get("query", "")[:500], gold=gold,
+                       rationale=request.args.get("rationale", "").strip()[:5000])
     return render_case_form(draft, None)
 
 

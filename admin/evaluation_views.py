@@ -17,7 +17,12 @@ puts it on the held-out side), so editing that case cannot change its result. Wh
 teaching its words through a case the run learns from: the edit form of a training-side case of
 the same task, pre-filled with a rationale sentence linking the query's words to the task
 (evaluation.errors.rationale_sentence), previewed before anything is published; or, when every
-case of that task is held out, a new case in other words. The comparison with simpler methods
+case of that task is held out, a new case in other words, pre-filled with the same sentence. A
+miss with words that no task text and no training case has is offered no fix: teaching them would
+copy the held-out test into the catalog (evaluation.runs.offered_fix). A training-side fix shows
+what the run measured it to do (evaluation.runs.measure_fixes: Hit@5 before and after, the queries
+that newly pass or fail), which is what the next run measures once exactly that is published;
+the figure is shown only while that case is as the run saw it. The comparison with simpler methods
 and the ablations (bm25, centroid, hybrid_rationale, ...) follow, collapsed, each configuration's
 Hit@5 set against the product's with the report's paired significance test (`versus_product`).
 """
@@ -31,11 +36,9 @@ from flask import current_app, g, jsonify, redirect, render_template, url_for
 from admin.audit import user_actor
 from admin.blueprint import admin_bp, api_bp, refuse
 from catalog.records import CaseRecord, TaskRecord
-from catalog.splits import bucket
 from evaluation.configs import config_specs
-from evaluation.errors import rationale_sentence
-from evaluation.runs import HOLDOUT, SEED, EvaluationBusy, EvaluationJob, EvaluationRuns, RunRecord
-from lexicon.text import terms
+from evaluation.runs import (MAX_MEASURED_FIXES, EvaluationBusy, EvaluationJob, EvaluationRuns,  # noqa: F401
+                             RunRecord, learned_from, offered_fix, teaching_case)
 from search.fitting import usable_learned
 
 CHART_METRICS = (("hit@1", "Hit@1"), ("hit@5", "Hit@5"), ("mrr", "MRR"))
@@ -126,6 +129,29 @@ class Headline:
     n_oos: int               # held-out out-of-scope queries
     oos_answered: float | None   # share of them answered anyway (the product's operating point)
 
+    @property
+    def off_topic(self) -> str:
+        """What the search did with the held-out off-topic queries, in a sentence that reads
+        for one of them as for several (counts, never a percentage of one query)."""
+        n = self.n_oos
+        if not n:
+            return "No off-topic test query was held out, so “no confident match” is not measured here."
+        if self.oos_answered is None:
+            return (f"{'The one off-topic test query' if n == 1 else f'The {n} off-topic test queries'} "
+                    "(no right task) could not be measured.")
+        answered = round(self.oos_answered * n)
+        refused = "refused (“no confident match”, no task shown)"
+        with_task = "answered with a task instead of “no confident match”"
+        if n == 1:
+            return f"The one off-topic test query (no right task) was {with_task if answered else refused}."
+        if answered == 0:
+            return f"All {n} off-topic test queries (no right task) were {refused}."
+        if answered == n:
+            return f"All {n} off-topic test queries (no right task) were {with_task}."
+        return (f"Of the {n} off-topic test queries (no right task), {answered} "
+                f"{'was' if answered == 1 else 'were'} {with_task}; the other {n - answered} "
+                f"{'was' if n - answered == 1 else 'were'} refused.")
+
 
 def headline(configs: Mapping[str, dict]) -> Headline | None:
     """The product's own held-out figures: the first of PRODUCT_CONFIGS that ran."""
@@ -139,6 +165,22 @@ def headline(configs: Mapping[str, dict]) -> Headline | None:
 
 
 @dataclass(frozen=True)
+class FixEffect:
+    """What the run measured a training-side fix to do (evaluation.runs.measure_fixes): the
+    product's held-out Hit@5 before and after, over `n` queries, and the queries whose right
+    task newly enters (or leaves) the top five."""
+    before: float
+    after: float
+    n: int
+    newly_passing: tuple[str, ...]
+    newly_failing: tuple[str, ...]
+
+    @property
+    def change(self) -> str:
+        return f"{self.after - self.before:+.3f}"
+
+
+@dataclass(frozen=True)
 class FailingQuery:
     query: str
     gold: tuple[tuple[str, str], ...]    # (id, name) of the right tasks
@@ -149,41 +191,47 @@ class FailingQuery:
     case_id: int | None                  # its own test case now (None: deleted since the run); held out
     rationale: str                       # the suggested rationale sentence (evaluation.errors.rationale_sentence)
     teach: tuple[int, str] | None        # (id, query) of the case to add it to: one the run learns from
+    fix: str = "teach"                   # evaluation.runs.Fix.kind: teach, new_case or none
+    held_out_words: tuple[str, ...] = ()   # words only the held-out test has (fix "none")
+    effect: FixEffect | None = None      # what the run measured the `teach` fix to do (None: not measured)
+    stale: bool = False                  # the run measured a fix for it, but that case has changed since
 
 
-def learned_from(query: str) -> bool:
-    """Whether a run fits on the case with this query: the training side of the page's split
-    (evaluation.runs: catalog.splits.holdout_split, HOLDOUT, SEED), decided by the wording alone."""
-    return bucket(SEED, query) >= HOLDOUT
-
-
-def teaching_case(query: str, gold: tuple[str, ...], cases: Sequence[CaseRecord]) -> CaseRecord | None:
-    """The test case to teach a held-out query's words through: a case of one of its right tasks
-    that the run learns from, the one sharing the most words with the query (then the first);
-    None when every case of those tasks is held out."""
-    mine = set(terms(query))
-    candidates = [c for c in cases if set(c.gold) & set(gold) and c.query != query and learned_from(c.query)]
-    return max(candidates, key=lambda c: len(mine & set(terms(c.query))), default=None)
+def measured_effect(report: Mapping, query: str, teacher: CaseRecord | None, sentence: str) -> FixEffect | None:
+    """The run's measurement of this fix, while it still is the fix the page offers: the same
+    case, as the run saw it, and the same sentence (else the catalog changed since the run)."""
+    if teacher is None:
+        return None
+    for row in report.get("fixes") or ():
+        if (row.get("query"), row.get("case_id"), row.get("case_rationale"), row.get("rationale")) == \
+                (query, teacher.id, teacher.rationale, sentence):
+            before, after = row["hit@5"]
+            return FixEffect(before, after, int(row["n"]), tuple(row.get("newly_passing") or ()),
+                             tuple(row.get("newly_failing") or ()))
+    return None
 
 
 def failing_queries(report: Mapping, tasks: Mapping[str, TaskRecord], cases: Sequence[CaseRecord],
                     limit: int = MAX_FAILING) -> list[FailingQuery]:
-    """The product's held-out misses (gold not in the top five), worst first, each with what
-    its fix needs: the rationale sentence (from the tasks as they are now) and the case that
-    can carry it (`teaching_case`)."""
+    """The product's held-out misses (gold not in the top five), worst first, each with the fix
+    the run offers it (evaluation.runs.offered_fix: the rationale sentence, from the tasks as they
+    are now, and the case that can carry it; or none) and what the run measured that fix to do."""
     analysis = (report.get("error_analysis") or {}).get(PRODUCT_CONFIGS[0]) or {}
     case_ids = {c.query: c.id for c in cases}
     out = []
     for miss in analysis.get("misses", [])[:limit]:
         top = miss.get("top") or []
         gold = tuple(miss.get("gold", ()))
-        teacher = teaching_case(miss["query"], gold, cases)
+        fix = offered_fix(miss, tasks, cases)
+        teacher = fix.case
         out.append(FailingQuery(
             miss["query"], tuple((g, tasks[g].name if g in tasks else g) for g in gold),
             (top[0], tasks[top[0]].name if top[0] in tasks else top[0]) if top else None, miss.get("gold_rank"),
             PLAIN_REASONS.get(miss.get("cls"), miss.get("reason", "")), tuple(miss.get("unknown_words") or ()),
-            case_ids.get(miss["query"]), rationale_sentence(miss["query"], [tasks[g] for g in gold if g in tasks]),
-            (teacher.id, teacher.query) if teacher is not None else None))
+            case_ids.get(miss["query"]), fix.sentence,
+            (teacher.id, teacher.query) if teacher is not None else None, fix.kind, fix.held_out_words,
+            measured_effect(report, miss["query"], teacher, fix.sentence),
+            any(row.get("query") == miss["query"] for row in report.get("fixes") or ())))
     return out
 
 
@@ -243,7 +291,7 @@ def render_page(run: RunRecord | None, status: int = 200, error: str | None = No
         n_failing=len(((report or {}).get("error_analysis") or {}).get(PRODUCT_CONFIGS[0], {}).get("misses", [])),
         chart=bar_chart(report["configs"]) if report else None,
         descriptions={name: spec.description for name, spec in specs.items()},
-        metrics=TABLE_METRICS, running=any(r.active and not r.stalled() for r in runs)), status
+        metrics=TABLE_METRICS, max_measured=MAX_MEASURED_FIXES, running=any(r.active and not r.stalled() for r in runs)), status
 
 
 @admin_bp.get("/evaluation")

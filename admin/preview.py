@@ -443,6 +443,7 @@ class Side:
     tasks: Sequence[TaskRecord]
     cases: Sequence[CaseRecord]
     params: RankerParams
+    refit_s: float | None = None   # an automatic refit follows publishing (after_fit): its last duration
 
 
 def cross_validate(bench: _Workbench, before: Side, after: Side
@@ -544,26 +545,28 @@ def preview_change(service, before_tasks: Sequence[TaskRecord], before_cases: Se
     started = time.perf_counter()
     before_cases, after_cases = _content(before_cases), _content(after_cases)
     live = service.live()
-    after_params = after_fit(service, live, after_tasks, after_cases)
+    after_params, refit_s = after_fit(service, live, after_tasks, after_cases)
     if memo is None:
-        return _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
-                               after_cases, queries, view_as, None)
+        return _preview_change(service, live, (after_params, refit_s), started, before_tasks, before_cases,
+                               after_tasks, after_cases, queries, view_as, None)
     key = (tuple(before_tasks), tuple(before_cases), tuple(after_tasks), tuple(after_cases), tuple(queries),
            view_as, id(live), id(after_params))
     anchors = (live, after_params)
     report = memo.get(key, anchors)
     if report is None:
-        report = _preview_change(service, live, after_params, started, before_tasks, before_cases, after_tasks,
-                                 after_cases, queries, view_as, memo)
+        report = _preview_change(service, live, (after_params, refit_s), started, before_tasks, before_cases,
+                                 after_tasks, after_cases, queries, view_as, memo)
         if report.mode == "full" or not live.vectors_ok:   # never keep one that embeddings failing degraded
             memo.put(key, anchors, report)
     return report
 
 
-def _preview_change(service, live, after_params: RankerParams, started: float, before_tasks, before_cases,
-                    after_tasks, after_cases, queries, view_as, memo: "PreviewMemo | None") -> PreviewReport:
-    """The preview itself (`before_cases`, `after_cases`: as _content makes them; `memo`: for
-    the cross-validated ranks of each side)."""
+def _preview_change(service, live, after_fit_: tuple[RankerParams, float | None], started: float, before_tasks,
+                    before_cases, after_tasks, after_cases, queries, view_as, memo: "PreviewMemo | None"
+                    ) -> PreviewReport:
+    """The preview itself (`before_cases`, `after_cases`: as _content makes them; `after_fit_`:
+    after_fit's answer; `memo`: for the cross-validated ranks of each side)."""
+    after_params, refit_s = after_fit_
     embedder = service.embedder if live.vectors_ok else None
     settings = service.settings
     try:
@@ -572,20 +575,27 @@ def _preview_change(service, live, after_params: RankerParams, started: float, b
                 live.index.tasks == tuple(t for t in before_tasks if t.active):
             bench.adopt(live.index, before_cases, live.params)
         return _preview(bench, started, Side(before_tasks, before_cases, live.params),
-                        Side(after_tasks, after_cases, after_params), queries)
+                        Side(after_tasks, after_cases, after_params, refit_s), queries)
     except EmbeddingUnavailable:
         bench = _Workbench(settings, None, settings.abstain, service.enrichment, view_as=view_as, memo=memo, live=live)
         return _preview(bench, started, Side(before_tasks, before_cases, live.params),
-                        Side(after_tasks, after_cases, after_params), queries)
+                        Side(after_tasks, after_cases, after_params, refit_s), queries)
 
 
-def after_fit(service, live, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) -> RankerParams:
-    """The fit the service will rank (`tasks`, `cases`) with once published: the live one for
-    the live data, else what SearchService.params_for picks for that data's digest."""
+def after_fit(service, live, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]
+              ) -> tuple[RankerParams, float | None]:
+    """The fit the service will rank (`tasks`, `cases`) with once published (the live one for
+    the live data, else what SearchService.params_for picks for that data's digest), and
+    whether an automatic refit follows and replaces it (SearchService.refit_due): then the
+    seconds the newest fit took (0.0 when it did not say), else None (issue 44 item 4)."""
     digest = cases_digest([t for t in tasks if t.active], cases)
     if digest == live.digest:
-        return live.params
-    return service.params_for(digest)[0]
+        return live.params, None
+    params, stale = service.params_for(digest)
+    if not service.refit_due(cases, stale):
+        return params, None
+    newest = next(iter(service.source.fits(limit=1)), None)
+    return params, float(((newest.report or {}).get("seconds") or 0.0) if newest is not None else 0.0)
 
 
 def _preview(bench: _Workbench, started: float, then: Side, now: Side, queries) -> PreviewReport:
@@ -609,12 +619,13 @@ def _preview(bench: _Workbench, started: float, then: Side, now: Side, queries) 
         changed_cases=tuple(cases), cv_before=cv_before, cv_after=cv_after,
         newly_failing=tuple(failing), newly_passing=tuple(passing),
         mode=mode,
-        ranker={"source": after_params.source, "fit_id": after_params.fit_id,
+        ranker={"source": after_params.source, "fit_id": after_params.fit_id, "refit_follows": now.refit_s is not None,
+                "refit_s": now.refit_s,
                 "before": {"source": before_params.source, "fit_id": before_params.fit_id}},
         elapsed_ms=round((time.perf_counter() - started) * 1000.0, 1),
         view_as=bench.view_as or ANONYMOUS,
         roles=tuple(sorted({r for t in [*before_tasks, *after_tasks] if t.active for r in t.roles})),
-        hidden_gold=hidden_gold(after_tasks, [*edited, *cases], bench.view_as),
+        hidden_gold=hidden_gold(before_tasks, after_tasks, edited, cases, bench.view_as),
         abstention=abstention_note(after_params, mode, bench.abstain, before_cases, after_cases),
         prose_words=prose)
 
@@ -632,17 +643,29 @@ def prose_words(changed: Sequence[CaseRecord], cases: Sequence[CaseRecord]) -> t
     return tuple(found)
 
 
-def hidden_gold(tasks: Sequence[TaskRecord], shown: Sequence[QueryComparison], view_as: str | None
-                ) -> tuple[HiddenGold, ...]:
-    """The gold tasks of the shown queries that `view_as` may not see (active ones: a retired
-    gold is flagged elsewhere), each with the queries naming it."""
+def hidden_gold(before_tasks: Sequence[TaskRecord], after_tasks: Sequence[TaskRecord], edited: Sequence[QueryComparison],
+                changed: Sequence[QueryComparison], view_as: str | None) -> tuple[HiddenGold, ...]:
+    """The gold tasks this change leaves hidden from `view_as` (active ones: a retired gold is
+    flagged elsewhere), each with the queries naming it: the gold of the edited queries, and a
+    gold the change itself hides (a task given a role, or new and restricted) of any changed
+    case. A restricted task the change leaves as it was is not this change's news: a Dental Exam
+    alias edit says nothing about Background Checks (issue 44 item 5)."""
     roles, restrict = visibility(view_as)
-    by_id = {t.id: t for t in tasks if t.active}
+    if not restrict:
+        return ()
+    was_visible = {t.id for t in before_tasks if t.active and t.visible_to(roles)}
+    by_id = {t.id: t for t in after_tasks if t.active}
+    existed = {t.id for t in before_tasks if t.active}
+    hidden = {task_id for task_id, task in by_id.items() if not task.visible_to(roles)}
+    newly_hidden = {task_id for task_id in hidden if task_id in was_visible or task_id not in existed}
     naming: dict[str, list[str]] = {}
-    for comparison in shown:
+    for comparison in edited:
         for task_id in comparison.gold:
-            task = by_id.get(task_id)
-            if task is not None and restrict and not task.visible_to(roles):
+            if task_id in hidden:
+                naming.setdefault(task_id, []).append(comparison.query)
+    for comparison in changed:
+        for task_id in comparison.gold:
+            if task_id in newly_hidden:
                 naming.setdefault(task_id, []).append(comparison.query)
     return tuple(HiddenGold(t, by_id[t].name, tuple(by_id[t].roles), tuple(dict.fromkeys(q)))
                  for t, q in sorted(naming.items()))

@@ -16,6 +16,7 @@ from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_task
 from admin.learned import dashboard_counting, dashboard_unclicked, task_learned_rows
 from admin.searching import ranked_tasks
 from admin.throttle import DEVICE_COOKIE, DEVICE_COOKIE_PATH, DeviceCookies, Lockout
+from infra.words import counted
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
 from web.limits import request_client
@@ -85,7 +86,7 @@ def _throttled(lockout: Lockout):
     """429 with Retry-After (whole seconds): the client is told when to come back rather than
     held in a sleeping request thread."""
     minutes = max(1, round(lockout.seconds / 60))
-    response, status = _login_form(f"Too many failed sign-ins. Try again in about {minutes} minute(s).", 429)
+    response, status = _login_form(f"Too many failed sign-ins. Try again in about {counted(minutes, 'minute')}.", 429)
     return response, status, {"Retry-After": str(int(lockout.seconds))}
 
 

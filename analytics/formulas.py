@@ -11,31 +11,44 @@ with known answers (tests/test_analytics_formulas.py). The pipeline:
 
 Definitions (the constants below are part of them):
 
-* **A search** is an *intent*, not a request. A type-ahead box sends one request per keystroke
-  pause, so consecutive requests of one session are grouped into one search while each
-  continues the previous one (`continues_intent`): same session, at most KEYSTROKE_GAP_S apart,
-  and the new query extends or edits the previous one. Requests without a session id cannot be
-  grouped: each is a search of its own. An intent's query and results are those of its last
-  request (what the person finally saw); its clicks are the clicks on any of its requests, each
-  bound to its request (`bound_to_search`: sent by the session that made the search) and on a
-  task that request showed (a click on a task it did not show, or from another session, is
-  ignored: the widget cannot have sent it, so it says nothing about the search).
+* **A search** is what a person settled on, not a request (issue 44 item 3). A type-ahead box
+  sends a request per keystroke pause, so a session's requests are cut into searches the way
+  site-search analytics do: a search is the text the person stopped on, and the texts passed
+  through while typing belong to it without naming it. A text (consecutive requests of one
+  query: the instant list, the re-ranked one, Enter) is *settled* (`settles`) when the person
+  clicked one of its results, left on it (the session's last text), or looked at it long enough
+  before the box changed: at least SETTLE_GAP_S before cutting it back, fixing or replacing it
+  (a box cleared and retyped, even with the same first letters, even within seconds), at least
+  EXTEND_SETTLE_S before typing on after a finished word; typing on inside a word never settles
+  it (up to TYPING_ON_GAP_S: "crim", "medica", "family income el" are fragments). A search the
+  session already searched within REPEAT_WINDOW_S (Back re-runs it on the page a task was
+  opened from) is the same search again, counted once; its requests and clicks join it.
+  Requests without a session id cannot be grouped: each is a search of its own. An intent's
+  query and results are those of its last request (what the person finally saw); its clicks
+  are the clicks on any of its requests, each bound to its request (`bound_to_search`: sent by
+  the session that made the search) and on a task that request showed (a click on a task it
+  did not show, or from another session, is ignored: the widget cannot have sent it, so it
+  says nothing about the search). ops/simulate_sessions.py measures the cut on simulated
+  keystroke sessions whose searches are known (docs/admin.md).
 * **No result**: the intent's last request showed no task (empty list, or "no confident match").
 * **Click-through rate** = searches with at least one click / searches.
 * **Average click position** = mean 1-based position over all clicks of the searches (None
   without clicks).
-* **Reformulated**: the search got no *kept* click (a click is kept unless a `return` event for
-  the same search and task says the person came back to the results) and the same session's
-  next search starts at most REFORMULATION_WINDOW_S after this one's last request, with a
-  different query that is *related* to it (`related`: a shared term after normalisation and
-  stemming, a word of one that is a typo of a word of the other, or one query an edit of the
-  other). A later search on another subject is a new need, not a rephrasing (issue 32 item 3:
-  "cacfp", "how do i enroll a child" and "kids shots" in one session are three needs).
+* **Reformulated**: the search got no click at all and the same session's next search starts
+  at most REFORMULATION_WINDOW_S after this one's last request, with a different query that is
+  *related* to it (`related`: a shared term after normalisation and stemming, a word of one
+  that is a typo of a word of the other, or one query an edit of the other). A later search on
+  another subject is a new need, not a rephrasing (issue 32 item 3: "cacfp", "how do i enroll a
+  child" and "kids shots" in one session are three needs). A clicked search is never
+  reformulated, even when the person came back and searched again (issue 44 item 3: a query read
+  100% clicked and 100% reformulated): each search ends one way, so
+  searches = clicked + reformulated + abandoned + no result and left.
   **Reformulation rate** = reformulated searches / searches.
 * **Abandoned**: the search showed results, got no click and was not reformulated: the person
-  left. **Abandonment rate** = abandoned searches / searches.
-* **Suggested gold** of a query: the task most often clicked (kept click) at the end of a
-  chain of reformulations that started from a search for that query; the task the people who
+  left. (A no-result search that was not reformulated is neither: it is counted as no result.)
+  **Abandonment rate** = abandoned searches / searches.
+* **Suggested gold** of a query ("Found after rephrasing"): the task most often clicked (kept
+  click) at the end of a chain of reformulations that started from a search for that query; the task the people who
   did not find it under that query found under another (ties: the smaller task id). The chain
   ends at the first search that is not reformulated; its kept click is the chain's task only
   when that search's query is still related to the chain's first one (a chain drifting from
@@ -56,12 +69,24 @@ from rapidfuzz.distance import Levenshtein
 from analytics.records import EventRecord, SearchRecord
 from lexicon.text import terms, words
 
-#: Longest pause between two requests of one search (type-ahead keystrokes of one intent).
-KEYSTROKE_GAP_S = 10.0
-#: An edit that is not at the end of the query still continues the search if it changes at most
-#: this many characters (a typo fixed mid-word) ...
+#: A text shown at least this long (from its first request to the next text's) before the person
+#: cut it back, fixed it or replaced it was a search they settled on; shorter, it was passed
+#: through while typing (a typo noticed and fixed, a box cleared at once). Fitted on the
+#: simulated sessions of ops/simulate_sessions.py (docs/admin.md, "Search analytics").
+SETTLE_GAP_S = 1.0
+#: ... and before the person typed on after a finished word ("lead" -> "lead screening"): a pause
+#: between words while composing a query is longer than one inside a word, so this is longer.
+EXTEND_SETTLE_S = 3.0
+#: Typing on inside a word continues the text whatever the pause up to this long (a slow typist
+#: hunting for a letter; Algolia aggregates the prefixes of one query over 30 s the same way).
+TYPING_ON_GAP_S = 30.0
+#: The same query searched again by the same session within this long (Back on the page a task
+#: was opened from re-runs it, the widget keeps it 30 minutes) is the same search, counted once.
+REPEAT_WINDOW_S = 1800.0
+#: An edit that is not at the end of the query is still an edit of it (`is_edit`, used by
+#: `related`) if it changes at most this many characters (a typo fixed mid-word) ...
 MAX_TYPO_EDITS = 2
-#: ... and both queries are at least this long (so "d" -> "a", a cleared box, starts a new search).
+#: ... and both queries are at least this long.
 MIN_TYPO_EDIT_CHARS = 4
 #: Longest gap from a search's last request to the next search for that to be its reformulation
 #: (and that search must be `related`: the gap alone chained every later search of a session).
@@ -179,16 +204,144 @@ def as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
-# -- grouping keystrokes into searches -------------------------------------------------------
+# -- segmenting a session's requests into searches ----------------------------------------------
 def is_edit(previous: str, current: str) -> bool:
     """`current` extends or edits `previous`: one is a prefix of the other (typing on, deleting
     at the end, the same text again), or both have at least MIN_TYPO_EDIT_CHARS characters and
-    differ by at most MAX_TYPO_EDITS single-character insertions, deletions or substitutions."""
+    differ by at most MAX_TYPO_EDITS single-character insertions, deletions or substitutions.
+    (Lexical only: whether an edit ends a search is `settles`' question, which also asks how long
+    the text was shown.)"""
     if previous.startswith(current) or current.startswith(previous):
         return True
     if min(len(previous), len(current)) < MIN_TYPO_EDIT_CHARS:
         return False
     return Levenshtein.distance(previous, current, score_cutoff=MAX_TYPO_EDITS) <= MAX_TYPO_EDITS
+
+
+def types_on_mid_word(previous: str, current: str) -> bool:
+    """`current` is `previous` typed on inside its last word ("crim" -> "crimi", "family income el"
+    -> "family income elig"): the person had not finished a word, so `previous` was not a query."""
+    return (len(current) > len(previous) > 0 and current.startswith(previous)
+            and previous[-1].isalnum() and current[len(previous)].isalnum())
+
+
+def settles(previous: str, current: str | None, shown_s: float, clicked: bool = False) -> bool:
+    """Whether the text `previous`, shown for `shown_s` seconds before the box said `current`
+    (None: nothing followed, the person left), was a search the person settled on, rather than
+    a text passed through while typing (module docstring, "A search"):
+
+    * a click on its results, or leaving on it: settled;
+    * typed on inside a word (types_on_mid_word) within TYPING_ON_GAP_S: passed through, however
+      long the pause (a slow typist hunting for a letter, "medica" ... "medicaid");
+    * typed on at a word boundary ("lead" -> "lead screening"): settled when shown at least
+      EXTEND_SETTLE_S (the person read the results, then narrowed them), else passed through;
+    * any other change (cut back, a typo fixed, the box cleared and retyped, another text):
+      settled when shown at least SETTLE_GAP_S, else passed through (a typo noticed while
+      typing is fixed within a second; a text the person read before changing it was searched).
+    """
+    if clicked or current is None:
+        return True
+    if types_on_mid_word(previous, current):
+        return shown_s > TYPING_ON_GAP_S
+    if current.startswith(previous):
+        return shown_s >= EXTEND_SETTLE_S
+    return shown_s >= SETTLE_GAP_S
+
+
+def _longest_pause(run: list[SearchRecord], following: SearchRecord | None) -> float:
+    """The longest pause (seconds) the person made on the text of `run` (its requests) before
+    the box said `following`'s text: between two keystrokes that sent it (typing a space sends
+    the same text again) or from the last one to `following`. A re-ranked request is the widget
+    asking again after a pause, not a keystroke, so the pause runs on through it."""
+    if following is None:
+        return 0.0
+    typed = [r for r in run if not r.rerank] or run[:1]
+    moments = [as_utc(r.at) for r in typed] + [as_utc(following.at)]
+    return max((b - a).total_seconds() for a, b in zip(moments, moments[1:]))
+
+
+def _session_segments(records: list[SearchRecord], clicked: set[str]
+                      ) -> tuple[list[list[SearchRecord]], list[tuple[int, SearchRecord]]]:
+    """One session's requests (time order) cut into searches: each search is the requests up to
+    and including the last request of a text the person settled on (`settles`); the fragments
+    passed through on the way belong to it but never name it. Consecutive requests of one text
+    (the instant list, then the re-ranked one; Enter) are one text, shown from its first request.
+    A search whose query the session already searched within REPEAT_WINDOW_S (Back on the page
+    a task was opened from re-runs it; the same words typed again) is that search again: its
+    requests join it (GA's "unique searches": one keyword counted once per session).
+
+    Returns the searches and, in time order, each time one was searched: (index of the search,
+    that time's first request), which says what the session searched next (`intents`)."""
+    runs: list[list[SearchRecord]] = []
+    for record in records:
+        if runs and runs[-1][-1].query == record.query:
+            runs[-1].append(record)
+        else:
+            runs.append([record])
+    segments: list[list[SearchRecord]] = []
+    pending: list[SearchRecord] = []
+    for index, run in enumerate(runs):
+        pending.extend(run)
+        following = runs[index + 1][0] if index + 1 < len(runs) else None
+        shown = _longest_pause(run, following)
+        if settles(run[0].query, following.query if following is not None else None, shown,
+                   any(r.id in clicked for r in run)):
+            segments.append(pending)
+            pending = []
+    # the same query searched again within the window: the same search (repeats merged)
+    merged: list[list[SearchRecord]] = []
+    latest: dict[str, int] = {}
+    occurrences: list[tuple[int, SearchRecord]] = []
+    for segment in segments:
+        last = segment[-1]
+        home = latest.get(last.query)
+        if home is None or (as_utc(last.at) - as_utc(merged[home][0].at)).total_seconds() > REPEAT_WINDOW_S:
+            home = len(merged)
+            merged.append([])
+            latest[last.query] = home
+        merged[home].extend(segment)
+        occurrences.append((home, segment[0]))
+    return merged, occurrences
+
+
+def _segments(searches: Iterable[SearchRecord], events: Iterable[EventRecord]
+              ) -> tuple[list[list[SearchRecord]], dict[int, tuple[int, SearchRecord]]]:
+    """The searches (group_requests) and, for each search that its session searched something
+    else after, (index of that next search, the first request of that time)."""
+    ordered = sorted(searches, key=lambda s: (as_utc(s.at), s.id))
+    by_id = {s.id: s for s in ordered}
+    clicked = {e.search_id for e in events if e.type == "click" and e.search_id in by_id
+               and bound_to_search(by_id[e.search_id], e) and e.task_id in by_id[e.search_id].result_ids}
+    per_session: dict[str, list[SearchRecord]] = defaultdict(list)
+    groups: list[list[SearchRecord]] = []
+    for record in ordered:
+        if record.session_id:
+            per_session[record.session_id].append(record)
+        else:
+            groups.append([record])
+    following: dict[int, tuple[int, SearchRecord]] = {}
+    for records in per_session.values():
+        merged, occurrences = _session_segments(records, clicked)
+        base = len(groups)
+        groups.extend(merged)
+        # what the session searched after each search's LAST time (Back re-runs included)
+        for k, (home, _first) in enumerate(occurrences):
+            if k + 1 == len(occurrences):
+                following.pop(base + home, None)
+            elif occurrences[k + 1][0] != home:
+                following[base + home] = (base + occurrences[k + 1][0], occurrences[k + 1][1])
+    order = sorted(range(len(groups)), key=lambda i: (as_utc(groups[i][0].at), groups[i][0].id))
+    position = {old: new for new, old in enumerate(order)}
+    return ([groups[i] for i in order],
+            {position[i]: (position[j], first) for i, (j, first) in following.items()})
+
+
+def group_requests(searches: Iterable[SearchRecord], events: Iterable[EventRecord] = ()) -> list[list[SearchRecord]]:
+    """The requests grouped into searches (`_session_segments` per session), in the order of each
+    search's first request (ties: its id); a group's last request is of the text it searched.
+    Requests without a session id cannot be grouped: each is a search of its own. `events`: the
+    clicks that end a search on the text clicked (bound to their search, on a task it showed)."""
+    return _segments(searches, events)[0]
 
 
 def _misspelt(word: str, other: str) -> bool:
@@ -219,33 +372,6 @@ def related(previous: str, current: str) -> bool:
     if set(terms(previous)) & set(terms(current)):
         return True
     return any(_misspelt(a, b) for a in set(words(previous)) for b in set(words(current)))
-
-
-def continues_intent(previous: SearchRecord, current: SearchRecord) -> bool:
-    """Whether `current` is a further keystroke of the search `previous` belongs to: the same
-    non-empty session, at most KEYSTROKE_GAP_S after `previous`, and its query an edit of
-    `previous`'s (is_edit)."""
-    if not previous.session_id or previous.session_id != current.session_id:
-        return False
-    gap = (as_utc(current.at) - as_utc(previous.at)).total_seconds()
-    return 0 <= gap <= KEYSTROKE_GAP_S and is_edit(previous.query, current.query)
-
-
-def group_requests(searches: Iterable[SearchRecord]) -> list[list[SearchRecord]]:
-    """The requests grouped into searches (in time order): each request joins the group of its
-    session's previous request when it continues it, else starts a new group."""
-    groups: list[list[SearchRecord]] = []
-    open_group: dict[str, list[SearchRecord]] = {}
-    for record in sorted(searches, key=lambda s: (as_utc(s.at), s.id)):
-        group = open_group.get(record.session_id) if record.session_id else None
-        if group is not None and continues_intent(group[-1], record):
-            group.append(record)
-            continue
-        group = [record]
-        groups.append(group)
-        if record.session_id:
-            open_group[record.session_id] = group
-    return groups
 
 
 # -- attaching events and reformulations -----------------------------------------------------
@@ -279,13 +405,14 @@ def _intent(group: list[SearchRecord], clicks: dict[str, list[tuple[Click, str |
                   degraded=any(s.degraded for s in group), clicks=tuple(found))
 
 
-def _reformulates(intent: Intent, following: Intent | None) -> bool:
-    """`following` (the session's next search) rephrases `intent`: `intent` got no kept click,
-    `following` started within REFORMULATION_WINDOW_S of its last request, with another query
-    that is `related` to it."""
-    if following is None or intent.kept_click is not None:
+def _reformulates(intent: Intent, following: Intent | None, next_at: datetime | None) -> bool:
+    """`following` (what the session searched next, from `next_at`) rephrases `intent`: `intent`
+    got no click at all (a search is clicked or reformulated, never both: a click the person came
+    back from still counts as its click), the next search started within REFORMULATION_WINDOW_S
+    of its last request, with another query that is `related` to it."""
+    if following is None or next_at is None or intent.clicked:
         return False
-    gap = (following.started_at - intent.ended_at).total_seconds()
+    gap = (as_utc(next_at) - intent.ended_at).total_seconds()
     return gap <= REFORMULATION_WINDOW_S and following.query != intent.query and related(intent.query, following.query)
 
 
@@ -293,23 +420,23 @@ def intents(searches: Iterable[SearchRecord], events: Iterable[EventRecord]) -> 
     """The searches as people mean them (group_requests), in time order, with their clicks,
     whether each was reformulated, and the task clicked at the end of its reformulation chain.
     Events whose search id is not among `searches` are ignored (see unmatched_events)."""
+    events = list(events)
     clicks = clicks_by_search(events)
-    found = [_intent(group, clicks) for group in group_requests(searches)]
-    following: dict[int, int] = {}
-    last_of_session: dict[str, int] = {}
-    for index, intent in enumerate(found):
-        if intent.session_id:
-            if intent.session_id in last_of_session:
-                following[last_of_session[intent.session_id]] = index
-            last_of_session[intent.session_id] = index
-    reformulated = [_reformulates(intent, found[following[i]] if i in following else None)
+    groups, nexts = _segments(searches, events)
+    found = [_intent(group, clicks) for group in groups]
+    following = {index: after for index, (after, _first) in nexts.items()}
+    reformulated = [_reformulates(intent, found[following[i]] if i in following else None,
+                                  nexts[i][1].at if i in nexts else None)
                     for i, intent in enumerate(found)]
     result = []
     for index, intent in enumerate(found):
         followup = None
-        step = index
+        step, seen = index, {index}
         while reformulated[step]:
             step = following[step]
+            if step in seen:   # cannot happen (each step is searched after the last); never loop
+                break
+            seen.add(step)
             kept = found[step].kept_click
             if kept is not None:
                 # still the need the chain started with (module docstring: Suggested gold)

@@ -36,9 +36,12 @@ EVENT_GRACE = timedelta(days=1)
 #: Searches are read from this long before a day's start: a burst of typing that crosses
 #: midnight, and the searches that a click received just after midnight is about.
 SEARCH_LOOKBACK = timedelta(hours=1)
-#: Searches are read this long past a day's end (a reformulation follows within
-#: REFORMULATION_WINDOW_S of the previous search's last keystroke).
-ROLLUP_MARGIN = timedelta(seconds=formulas.REFORMULATION_WINDOW_S + 2 * formulas.KEYSTROKE_GAP_S)
+#: Searches are read this long past a day's end: a reformulation follows within
+#: REFORMULATION_WINDOW_S of the previous search's last request, Back re-runs a search (whose
+#: clicks are then that search's) within REPEAT_WINDOW_S, and whether the day's last text was
+#: typed on is known TYPING_ON_GAP_S later.
+ROLLUP_MARGIN = timedelta(seconds=max(formulas.REFORMULATION_WINDOW_S, formulas.REPEAT_WINDOW_S)
+                          + 2 * formulas.TYPING_ON_GAP_S)
 
 
 def day_start(day: date) -> datetime:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import logging
 import os
 from dataclasses import replace
@@ -304,15 +303,3 @@ def internal_error(_error):
     carry queries, SQL or paths; Flask has already logged them with the traceback). The request
     metrics (web.request_metrics) count it with status 500, like every other response."""
     return jsonify({"error": "internal server error"}), 500
-
-
-def render_text(body: dict) -> str:
-    """The CLI's human-readable form of a search response."""
-    lines = [f"query: {body['query']!r}" + (f"  (degraded: {', '.join(body['degraded'])})" if body["degraded"] else "")]
-    for rank, row in enumerate(body["results"], start=1):
-        parts = ", ".join(f"{name}={value:.2f}" for name, value in row["contributions"].items() if value)
-        lines.append(f"{rank:>2}. {row['name']}  [{row['id']}]  score={row['score']:.3f}  ({parts})")
-    if body["corrections"]:
-        lines.append("typo corrections: " + json.dumps(body["corrections"]))
-    lines.append(f"timings (ms): {json.dumps(body['timings_ms'])}")
-    return "\n".join(lines)

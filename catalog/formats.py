@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 
 from catalog.records import CaseRecord, TaskRecord
 from catalog.validation import JSONRefused, decode_json, json_problem, task_id_problem, url_problem
+from infra.words import counted
 
 #: Fields whose text may hold line breaks and tabs (every other field is one line).
 MULTILINE_FIELDS = frozenset({"help", "rationale"})
@@ -76,7 +77,7 @@ class ImportRejected(ValueError):
         self.errors = errors
         shown = "\n".join(f"  {e}" for e in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
-        super().__init__(f"{source}: rejected, {len(errors)} error(s), nothing imported:\n{shown}{more}")
+        super().__init__(f"{source}: rejected, {counted(len(errors), 'error')}, nothing imported:\n{shown}{more}")
 
 
 Row = tuple[int, object]  # (line number, parsed value)
@@ -105,10 +106,10 @@ def parse_catalog_csv(text: str) -> tuple[list[Row], list[str]]:
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in ("id", "name", "help") if c not in (reader.fieldnames or [])]
     if missing:
-        return [], [f"line 1: header lacks column(s) {', '.join(missing)}"]
+        return [], [f"line 1: header lacks {'column' if len(missing) == 1 else 'columns'} {', '.join(missing)}"]
     unknown = [c for c in reader.fieldnames or [] if c not in CSV_COLUMNS]
     if unknown:
-        return [], [f"line 1: unknown column(s) {', '.join(unknown)}"]
+        return [], [f"line 1: unknown {'column' if len(unknown) == 1 else 'columns'} {', '.join(unknown)}"]
     rows: list[Row] = []
     for record in reader:
         row: dict = {}
@@ -226,7 +227,7 @@ def validate_cases(rows: Iterable[Row], known_task_ids: set[str], source: str,
             continue
         unknown = [g for g in row["gold"] if g not in known_task_ids]
         if unknown:
-            errors.append(f"line {lineno}: field 'gold': unknown task id(s) {', '.join(map(repr, unknown))}")
+            errors.append(f"line {lineno}: field 'gold': unknown task {'id' if len(unknown) == 1 else 'ids'} {', '.join(map(repr, unknown))}")
             continue
         if query in first_line:
             errors.append(f"line {lineno}: field 'query': duplicate query {query!r} (first on line {first_line[query]})")

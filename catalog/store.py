@@ -28,6 +28,7 @@ from catalog.versions import (BLOCK, CASE, TASK, Change, RevertPlan, RollbackPla
                               block_pair, block_snapshot, case_from, case_snapshot, changes_between, content, diff,
                               last_versions, records_of, revert_plan, state_at, state_of, task_from, task_snapshot)
 from lexicon.text import printable, query_problem
+from infra.words import counted
 
 REVISION_ROW = "catalog"
 MAX_BLOCK_QUERY = 500   # the learned_blocks.query column (and a test case's query)
@@ -341,14 +342,14 @@ class CatalogStore:
                 referencing = [c for c in session.scalars(select(TestCase)) if removed & set(c.gold)]
                 if referencing:
                     names = ", ".join(sorted(removed & {g for c in referencing for g in c.gold}))
-                    raise StoreConflict(f"cannot remove task(s) still named by test cases: {names}")
+                    raise StoreConflict(f"cannot remove tasks still named by test cases: {names}")
             targets = [(TASK, task_id, None) for task_id in sorted(removed)]
             targets += [(TASK, t.id, content(TASK, task_snapshot(t))) for t in tasks
                         if t.id not in existing or existing[t.id] != t]
             created = sum(t.id not in existing for t in tasks)
             updated = len(targets) - len(removed) - created
             self._publish(session, "import.tasks", self._write(session, targets), actor,
-                          message or f"import of {len(tasks)} task(s)" + (" (replace)" if replace else ""))
+                          message or f"import of {counted(len(tasks), 'task')}" + (" (replace)" if replace else ""))
         return {"created": created, "updated": updated, "removed": len(removed),
                 "unchanged": len(tasks) - created - updated}
 
@@ -371,7 +372,7 @@ class CatalogStore:
                     targets.append((CASE, str(now.id), wanted))
                     updated += 1
             self._publish(session, "import.cases", self._write(session, targets), actor,
-                          message or f"import of {len(cases)} test case(s)" + (" (replace)" if replace else ""))
+                          message or f"import of {counted(len(cases), 'test case')}" + (" (replace)" if replace else ""))
         return {"created": created, "updated": updated, "unchanged": len(cases) - created - updated}
 
     def add_case(self, case: CaseRecord, actor: str = SYSTEM_ACTOR, message: str = "") -> CaseRecord:

@@ -24,14 +24,22 @@ miss therefore comes with a suggested case: the query, its gold ids and a ration
 a sentence (`rationale_sentence`): the query as typed, the gold task's name and its help. A miss is
 a held-out query, so its own case is never learned from: the admin page
 (admin.evaluation_views) adds that sentence to a case the run does learn from.
+
+Each miss also records its ``held_out_words``: the query's words that no task text and no
+training case has (their stem is not in the training index's vocabulary; a word typo correction
+maps onto a known one counts too: the run never saw it written so). Teaching such a word from the
+page would copy the held-out test into the catalog, and the next run would count a query it was
+shown as a success (issue 44 item 6: "ouch report" went 0.900 -> 0.925 that way), so the page
+offers no one-click fix for such a miss (evaluation.runs.offered_fix).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from lexicon.text import stem, words
+from lexicon.text import STOPWORDS, stem, words
 from search.index import SearchIndex
 from search.prefilter import typo_corrections
 from search.signals import unique
@@ -54,6 +62,7 @@ class Miss:
     gold_rank: int | None
     unknown_words: list[str]
     suggestion: dict
+    held_out_words: list[str]      # words of the query no task text and no training case has
 
 
 def _rank_of(scores: np.ndarray, row: int) -> int:
@@ -62,15 +71,32 @@ def _rank_of(scores: np.ndarray, row: int) -> int:
 
 def rationale_sentence(query: str, gold_tasks) -> str:
     """A rationale that reads as a sentence and links the query's words, in the order the user
-    typed them, to its right task(s): '"driver's morning check of the bus before leaving" should
+    typed them, to its right task(s): '“driver's morning check of the bus before leaving” should
     find Vehicle Inspections: Pre-trip/post-trip checklists and annual inspections.' Its other
     words ("should", "find") are stopwords, so the lexicon learns nothing from them; the task's
-    name and first help sentence say what the task is (one task only: several are just named)."""
+    name and first help sentence say what the task is (one task only: several are just named).
+    The query is quoted with typographic marks, the page's one kind: a page showing the sentence
+    never wraps it in a second pair."""
     names = [task.name for task in gold_tasks]
-    sentence = f'"{" ".join(query.split())}" should find ' + (" or ".join(names) if names else "its right task")
+    sentence = f'“{" ".join(query.split())}” should find ' + (" or ".join(names) if names else "its right task")
     if len(gold_tasks) == 1 and gold_tasks[0].help:
         sentence += ": " + gold_tasks[0].help.split(". ")[0].strip().rstrip(".")
     return sentence + "."
+
+
+_TYPED_WORD = re.compile(r"[0-9a-z]+(?:['-][0-9a-z]+)*")   # a word as typed ("driver's" is one)
+
+
+def words_sentence(query: str, gold_tasks) -> str:
+    """The rationale a page fix adds: the query's own words one by one, never the held-out query
+    itself (issue 44 item 6: copying it into the catalog made the next run pass it), then what
+    `rationale_sentence` says of the right task: '“driver's”, “morning”, “check”, “bus” should
+    find Vehicle Inspections: Pre-trip/post-trip checklists and annual inspections.' Stopwords
+    are left out; every other word links the task, as the query's words did in a sentence."""
+    kept = [w for w in dict.fromkeys(_TYPED_WORD.findall(query.casefold())) if w not in STOPWORDS]
+    sentence = rationale_sentence(query, gold_tasks)
+    tail = sentence[sentence.index("” should find ") + 1:]
+    return ", ".join(f"“{w}”" for w in kept) + tail if kept else tail.strip().removeprefix("should find ")
 
 
 def suggest_case(query: str, gold: tuple[str, ...], category: str | None, tasks_by_id, unlinked: list[str]) -> dict:
@@ -136,6 +162,13 @@ def classify(index: SearchIndex, block: CVQuery, fused: np.ndarray, ranking: lis
     return "fusion", f"embedding rank {emb_rank}, sparse rank {sparse_rank}, but fused rank > 5", unknown, unlinked
 
 
+def held_out_words(index: SearchIndex, query: str) -> list[str]:
+    """The words of `query` that no task text and no training case has: their stem is not in the
+    vocabulary of `index` (built from the catalog and the training cases alone), typo
+    corrections notwithstanding (see the module docstring)."""
+    return [w for w in unique(words(query)) if stem(w) not in index.vocabulary]
+
+
 def analyse(index: SearchIndex, rows, blocks: dict[str, CVQuery], weights, use_pins: bool,
             shortlist_size: int, typo_min_similarity: float = 80.0) -> dict:
     """Classify the misses among `rows` (QueryRuns of one configuration)."""
@@ -154,7 +187,8 @@ def analyse(index: SearchIndex, rows, blocks: dict[str, CVQuery], weights, use_p
                                                   typo_min_similarity)
         rank = next((i for i, t in enumerate(row.ranking, start=1) if t in gold), None)
         misses.append(Miss(row.query, gold, row.category, cls, reason, row.ranking[:5], rank, unknown,
-                           suggest_case(row.query, gold, row.category, tasks_by_id, unlinked)))
+                           suggest_case(row.query, gold, row.category, tasks_by_id, unlinked),
+                           held_out_words(index, row.query)))
     counts = {c: sum(1 for m in misses if m.cls == c) for c in CLASSES}
     worst = sorted(misses, key=lambda m: (-(m.gold_rank or 10_000), m.query))
     return {"n_misses": len(misses), "counts": counts,

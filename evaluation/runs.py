@@ -12,24 +12,41 @@ and measured on its held-out part (catalog.splits.holdout_split, 20 %, seed 42: 
 defaults). One run at a time across every process and host: the run holds the store lease
 EVALUATION_LEASE while it runs. A process that dies mid-run leaves its row queued or running;
 its heartbeat stops, and the next start marks it failed and takes the lease over.
+
+The fixes a run offers, and what each measurably does (`offered_fix`, `measure_fixes`). A miss is
+a held-out query: its own case is never learned from, so its fix teaches its words through a
+training-side case of the right task (`teaching_case`), or, where the task has none, a new case in
+other words. A miss with words that no task text and no training case has (its `held_out_words`)
+is offered no fix at all: the only way to teach those words is to copy them from the held-out test
+into the catalog, and the next run would then count a query it was shown (issue 44 item 6: the
+"ouch report" sentence put "ouch" into a training case and the figure went 0.900 -> 0.925 for
+nothing users gain). Each training-side fix is measured in the run itself, the way the next run
+will measure it: the same evaluation (the same split, fit and code) of the catalog with that one
+case's rationale as the page's link pre-fills it, so the page states the Hit@5 change and the
+queries that newly pass or fail, and publishing exactly that change makes the next run measure
+exactly that (the case editor's preview cross-validates the whole suite on other folds, another
+measure; tests/test_evaluation_page_truth.py).
 """
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import sessionmaker
 
-from catalog.splits import holdout_split
+from catalog.records import CaseRecord, TaskRecord
+from catalog.splits import bucket, holdout_split
 from catalog.store import CatalogStore
-from evaluation.configs import resolve
+from evaluation.configs import BASELINE, resolve
+from evaluation.errors import words_sentence
 from evaluation.evaluate import EvaluationOptions, Runtime, Split, evaluate
 from evaluation.models import EvaluationRun
 from evaluation.report import json_safe
+from lexicon.text import terms
 from settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,6 +59,9 @@ HOLDOUT, SEED = 0.2, 42     # the CLI's defaults (python app.py evaluate)
 CONFIGURATIONS = ("deterministic",)
 ACTIVE = ("queued", "running")
 MAX_ERROR_CHARS = 2000
+MAX_MEASURED_FIXES = 10     # the worst misses whose fix a run measures: each is one more evaluation (~15 s on
+                            # the demo, the fit's prototypes memoised); the page says the others were not measured
+RATIONALE_MAX_CHARS = 5000  # a case's rationale, as the case editor keeps it (admin.editor.case_edit)
 
 
 def utcnow() -> datetime:
@@ -158,10 +178,90 @@ class EvaluationBusy(RuntimeError):
     """Another evaluation is running (in this process or another)."""
 
 
-def evaluate_catalog(settings: Settings, tasks, cases, embedder, cache,
-                     on_progress: Callable[[str, float], None] | None = None, learned=()) -> dict:
-    """The offline evaluation of `tasks` and `cases` (module docstring): the report, JSON-safe.
-    `learned`: the catalog's exemplars learned from use, blocked pairs already dropped."""
+# -- the fixes a run offers, and their measured effect (module docstring) ------------------------------
+def learned_from(query: str) -> bool:
+    """Whether a run fits on the case with this query: the training side of the split
+    (catalog.splits.holdout_split, HOLDOUT, SEED), decided by the wording alone."""
+    return bucket(SEED, query) >= HOLDOUT
+
+
+def teaching_case(query: str, gold: Sequence[str], cases: Sequence[CaseRecord]) -> CaseRecord | None:
+    """The test case to teach a held-out query's words through: a case of one of its right tasks
+    that the run learns from, the one sharing the most words with the query (then the first);
+    None when every case of those tasks is held out."""
+    mine = set(terms(query))
+    candidates = [c for c in cases if set(c.gold) & set(gold) and c.query != query and learned_from(c.query)]
+    return max(candidates, key=lambda c: len(mine & set(terms(c.query))), default=None)
+
+
+def taught(rationale: str, sentence: str) -> str:
+    """A case's rationale with `sentence` added, exactly as the case editor pre-fills it from the
+    evaluation page's link (admin.editor.case_edit: `?rationale=`)."""
+    sentence = sentence.strip()[:RATIONALE_MAX_CHARS]
+    if not sentence or sentence in rationale:
+        return rationale
+    return f"{rationale} {sentence}".strip()[:RATIONALE_MAX_CHARS]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What the page offers a miss: `teach` (add `sentence` to the rationale of `case`, a case the
+    run learns from), `new_case` (a case in other words with `sentence` as its rationale: every
+    case of the right task is held out), or `none` (`held_out_words`: words only the held-out
+    test has; teaching them would copy the test into the catalog)."""
+
+    kind: str
+    case: CaseRecord | None
+    sentence: str
+    held_out_words: tuple[str, ...] = ()
+
+
+def offered_fix(miss: Mapping, tasks: Mapping[str, TaskRecord], cases: Sequence[CaseRecord]) -> Fix:
+    """The fix offered for one miss of the report (module docstring). A report from before
+    `held_out_words` were recorded falls back on its unknown words (a subset of them)."""
+    held = tuple(miss["held_out_words"] if "held_out_words" in miss else (miss.get("unknown_words") or ()))
+    if held:
+        return Fix("none", None, "", held)
+    gold = tuple(miss.get("gold") or ())
+    sentence = words_sentence(miss["query"], [tasks[g] for g in gold if g in tasks])
+    teacher = teaching_case(miss["query"], gold, cases)
+    return Fix("teach" if teacher is not None else "new_case", teacher, sentence)
+
+
+def _product_misses(report: Mapping) -> list[dict]:
+    return ((report.get("error_analysis") or {}).get(BASELINE) or {}).get("misses") or []
+
+
+def measure_fixes(settings: Settings, tasks, cases: Sequence[CaseRecord], embedder, cache, report: Mapping,
+                  learned=(), on_progress: Callable[[float], None] | None = None) -> list[dict]:
+    """Each training-side fix the page will offer for `report`'s misses, measured as the next run
+    measures it (module docstring): per fix, the miss, the case it edits (id, query, rationale
+    before), the sentence, the product's Hit@5 before and after on the same held-out queries,
+    and the held-out queries that newly pass and newly fail."""
+    tasks_by_id = {t.id: t for t in tasks}
+    misses = _product_misses(report)
+    before_missed = {m["query"] for m in misses}
+    before = report["configs"][BASELINE]
+    fixes = [(miss, offered_fix(miss, tasks_by_id, cases)) for miss in misses[:MAX_MEASURED_FIXES]]
+    fixes = [(miss, fix) for miss, fix in fixes if fix.kind == "teach"]
+    out = []
+    for position, (miss, fix) in enumerate(fixes):
+        if on_progress is not None:
+            on_progress(position / len(fixes))
+        changed = [replace(c, rationale=taught(c.rationale, fix.sentence)) if c.id == fix.case.id else c
+                   for c in cases]
+        after_report = _evaluate(settings, tasks, changed, embedder, cache, None, learned, (BASELINE,))
+        after = after_report["configs"][BASELINE]
+        after_missed = {m["query"] for m in _product_misses(after_report)}
+        out.append({"query": miss["query"], "case_id": fix.case.id, "case_query": fix.case.query,
+                    "case_rationale": fix.case.rationale, "rationale": fix.sentence, "n": after["n"],
+                    "hit@5": [before["hit@5"], after["hit@5"]],
+                    "newly_passing": sorted(before_missed - after_missed),
+                    "newly_failing": sorted(after_missed - before_missed)})
+    return out
+
+
+def _evaluate(settings: Settings, tasks, cases, embedder, cache, on_progress, learned, configs) -> dict:
     train, test = holdout_split(cases, HOLDOUT, SEED)
     if not test:
         raise ValueError(f"no held-out test case: {len(cases)} test case(s) leave none in the "
@@ -171,7 +271,22 @@ def evaluate_catalog(settings: Settings, tasks, cases, embedder, cache,
     report, _artefacts = evaluate(Runtime(settings, embedder, cache), Split(tasks, train, test, {
         "catalog": "database (admin evaluation page)", "cases": "database",
         "split": f"hash holdout {HOLDOUT} seed {SEED} (catalog.splits.holdout_split)", "holdout": HOLDOUT}),
-        resolve(CONFIGURATIONS), EvaluationOptions(seed=SEED, show=False, on_progress=on_progress), learned)
+        configs, EvaluationOptions(seed=SEED, show=False, on_progress=on_progress), learned)
+    return report
+
+
+def evaluate_catalog(settings: Settings, tasks, cases, embedder, cache,
+                     on_progress: Callable[[str, float], None] | None = None, learned=(),
+                     with_fixes: bool = True) -> dict:
+    """The offline evaluation of `tasks` and `cases` (module docstring): the report, JSON-safe,
+    with the measured effect of each fix the page offers (`fixes`, unless not `with_fixes`).
+    `learned`: the catalog's exemplars learned from use, blocked pairs already dropped."""
+    report = _evaluate(settings, tasks, cases, embedder, cache, on_progress, learned, resolve(CONFIGURATIONS))
+    if with_fixes:
+        # measured at the end of the error analysis stage (its share of the run: 0.99 -> 1)
+        report["fixes"] = measure_fixes(
+            settings, tasks, cases, embedder, cache, report, learned,
+            (lambda done: on_progress("error analysis", round(0.99 + 0.0099 * done, 4))) if on_progress else None)
     return json_safe(report)
 
 

@@ -240,10 +240,20 @@ class SearchService:
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)
         self.metrics.record_index_build(live, len(index.lexicon), time.perf_counter() - build_started)
-        enough = sum(1 for c in cases if c.gold) >= self.settings.fit_min_cases
-        if stale and enough and self.settings.auto_fit:
+        if self.refit_due(cases, stale):
             self.refit_in_background(live)
         return live
+
+    def refit_due(self, cases: Sequence[CaseRecord], stale: bool) -> bool:
+        """Whether serving `cases` with a fit not made on them (`stale`, from params_for) starts
+        an automatic refit in the background (AUTO_FIT, and enough in-scope cases to fit on).
+        The change preview says so: the fit it ranks with serves only until that refit is done."""
+        return stale and self.settings.auto_fit and sum(1 for c in cases if c.gold) >= self.settings.fit_min_cases
+
+    @property
+    def fitting(self) -> bool:
+        """Whether this process is fitting now (a background refit, or `refit_now`)."""
+        return self._fitting.locked()
 
     def params_for(self, digest: str) -> tuple[RankerParams, bool]:
         """The fit that ranks the data of `digest` (search.pipeline.params_for: the newest fit made
@@ -307,8 +317,10 @@ class SearchService:
         if lease is not None and not lease(FIT_LEASE, FIT_LEASE_S):
             return {"status": "another process is fitting"}
         try:
+            started = time.perf_counter()
             params, report = fit_ranker(self.settings, tasks, cases, embedder, self.defaults,
                                         LearnedInputs(learned, blocked, unclicked))
+            report["seconds"] = round(time.perf_counter() - started, 1)   # what the preview quotes
             if report["status"] == "fitted":
                 report["fit_id"] = self.source.save_fit(live.revision, live.digest, params.as_dict(), report)
             return report

@@ -7,7 +7,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from analytics.formulas import (KEYSTROKE_GAP_S, REFORMULATION_WINDOW_S, by_day, by_query, intents, is_edit,
+from analytics.formulas import (EXTEND_SETTLE_S, REFORMULATION_WINDOW_S, SETTLE_GAP_S, TYPING_ON_GAP_S, by_day,
+                                by_query, intents, is_edit,
                                 low_ctr_queries, measure, top_no_result_queries, unmatched_events)
 from analytics.records import EventRecord, SearchRecord
 from lexicon.text import normalise_query
@@ -69,24 +70,39 @@ def test_keystrokes_of_one_session_are_one_search():
     assert measure(found).searches == 5
 
 
-def test_the_keystroke_gap_is_inclusive():
-    at_gap = [search("x1", "s", 0, "hear"), search("x2", "s", KEYSTROKE_GAP_S, "hearing")]
-    past_gap = [search("y1", "s", 0, "hear"), search("y2", "s", KEYSTROKE_GAP_S + 0.5, "hearing")]
-    assert len(intents(at_gap, [])) == 1
-    assert len(intents(past_gap, [])) == 2
+def test_typing_on_settles_only_after_a_pause_at_a_word_boundary():
+    """Issue 44 item 3: typing on inside a word never settles a text (within TYPING_ON_GAP_S);
+    typing on after a finished word settles it once it was shown EXTEND_SETTLE_S."""
+    mid_word = [search("x1", "s", 0, "hear"), search("x2", "s", TYPING_ON_GAP_S, "hearing")]
+    word_pause = [search("y1", "s", 0, "hearing"), search("y2", "s", EXTEND_SETTLE_S - 0.5, "hearing screening")]
+    read_then_on = [search("z1", "s", 0, "hearing"), search("z2", "s", EXTEND_SETTLE_S, "hearing screening")]
+    assert [i.query for i in intents(mid_word, [])] == ["hearing"]
+    assert [i.query for i in intents(word_pause, [])] == ["hearing screening"]
+    assert [i.query for i in intents(read_then_on, [])] == ["hearing", "hearing screening"]
 
 
 def test_a_cleared_box_starts_a_new_search():
-    # deleting back to "d" is still the first search; "a" after it is not an edit of "d"
-    log = [search("1", "s", 0, "developmental"), search("2", "s", 1, "dev"), search("3", "s", 2, "d"),
-           search("4", "s", 3, "a"), search("5", "s", 4, "asq")]
-    assert [i.search_ids for i in intents(log, [])] == [("1", "2", "3"), ("4", "5")]
+    # "developmental" shown 5 s, then cut back and replaced: two searches; "dev" and "d" were
+    # passed through on the way (under SETTLE_GAP_S each) and belong to the second
+    log = [search("1", "s", 0, "developmental"), search("2", "s", 5, "dev"), search("3", "s", 5.3, "d"),
+           search("4", "s", 5.6, "a"), search("5", "s", 5.8, "asq")]
+    assert [i.search_ids for i in intents(log, [])] == [("1",), ("2", "3", "4", "5")]
+    # cut back at once (a typo noticed while typing): one search
+    quick = [search("1", "s", 0, "developmentl"), search("2", "s", SETTLE_GAP_S / 2, "development"),
+             search("3", "s", SETTLE_GAP_S, "developmental")]
+    assert [i.query for i in intents(quick, [])] == ["developmental"]
 
 
-def test_clicks_on_any_keystroke_count_for_the_search():
+def test_a_click_ends_the_search_on_the_text_clicked():
+    # typed on mid-word, then a result of "eligib" opened: one search, "eligib", clicked
     log = [search("1", "s", 0, "eli"), search("2", "s", 1, "eligib", results=("t1", "t2"))]
-    found = intents(log, [click("1", "t1", 1, 2)])
+    found = intents(log, [click("2", "t2", 2, 2)])
     assert len(found) == 1 and found[0].clicked and found[0].result_ids == ("t1", "t2")
+    assert found[0].search_ids == ("1", "2")
+    # a click on a half-typed text's results: the person settled on it (issue 44 item 3)
+    clicked_early = [search("1", "s", 0, "eli"), search("2", "s", 1, "eligib", results=("t1", "t2"))]
+    found = intents(clicked_early, [click("1", "t1", 1, 0.5)])
+    assert [(i.query, i.clicked) for i in found] == [("eli", True), ("eligib", False)]
 
 
 # -- the measures on one worked example -----------------------------------------------------------
@@ -98,7 +114,8 @@ def worked_example():
     S3 (b) "attendance"         click t3 at position 1                          -> clicked
     S4 (c) "menus"              results, no click; next search 400 s later     -> abandoned (400 > 300 s)
     S5 (c) "cacfp menu"         results, no click, last of its session         -> abandoned
-    S6 (d) "screening"          click t8 at 2, then a return from t8; S7 30 s later -> clicked, reformulated (gold t9)
+    S6 (d) "screening"          click t8 at 2, then a return from t8; S7 30 s later -> clicked (never also
+                                reformulated: issue 44 item 3)
     S7 (d) "hearing screening"  click t9 at 1                                   -> clicked
     """
     log = [search("S1", "a", 0, "eligibility", ("t1", "t2")),
@@ -116,16 +133,16 @@ def worked_example():
 def test_measures_of_the_worked_example():
     found = intents(*worked_example())
     m = measure(found)
-    assert (m.searches, m.no_result, m.clicked, m.clicks, m.abandoned, m.reformulated) == (7, 1, 4, 4, 2, 2)
+    assert (m.searches, m.no_result, m.clicked, m.clicks, m.abandoned, m.reformulated) == (7, 1, 4, 4, 2, 1)
     assert m.no_result_rate == pytest.approx(1 / 7)
     assert m.click_through_rate == pytest.approx(4 / 7)
     assert m.average_click_position == pytest.approx((2 + 1 + 2 + 1) / 4)
     assert m.abandonment_rate == pytest.approx(2 / 7)
-    assert m.reformulation_rate == pytest.approx(2 / 7)
+    assert m.reformulation_rate == pytest.approx(1 / 7)
     by_id = {i.search_ids[0]: i for i in found}
-    assert {k for k, i in by_id.items() if i.reformulated} == {"S2", "S6"}
+    assert {k for k, i in by_id.items() if i.reformulated} == {"S2"}
     assert {k for k, i in by_id.items() if i.abandoned} == {"S4", "S5"}
-    assert (by_id["S2"].followup_task, by_id["S6"].followup_task, by_id["S1"].followup_task) == ("t3", "t9", None)
+    assert (by_id["S2"].followup_task, by_id["S6"].followup_task, by_id["S1"].followup_task) == ("t3", None, None)
 
 
 def test_an_empty_log_has_no_rates():
@@ -141,10 +158,10 @@ def test_an_empty_result_list_is_a_no_result_too():
 
 
 def test_reformulation_needs_a_different_query_within_the_window():
-    same_query = [search("1", "s", 0, "ersea"), search("2", "s", 60, "ersea")]        # searched again
+    same_query = [search("1", "s", 0, "ersea"), search("2", "s", 60, "ersea")]        # searched again: one search
     late = [search("1", "s", 0, "ersea"), search("2", "s", 15 + REFORMULATION_WINDOW_S, "ersea eligibility")]
     in_time = [search("1", "s", 0, "ersea"), search("2", "s", REFORMULATION_WINDOW_S, "ersea eligibility")]
-    assert [i.reformulated for i in intents(same_query, [])] == [False, False]
+    assert [i.reformulated for i in intents(same_query, [])] == [False]
     assert [i.reformulated for i in intents(late, [])] == [False, False]
     # the window runs from the search's LAST request (here its only one, at 0 s) to the next search
     assert [i.reformulated for i in intents(in_time, [])] == [True, False]
@@ -160,9 +177,11 @@ def test_a_kept_click_is_not_reformulated():
 def test_the_gold_follows_a_chain_of_reformulations():
     # "lead" (no result) -> "lead screen" (results, no click) -> "lead screening" (click t5): both earlier
     # searches lead to t5 (each a related rephrasing: analytics.formulas.related)
+    # ("lead screen" -> "lead screening" is typing on inside a word: a search only after a pause
+    # longer than TYPING_ON_GAP_S)
     log = [search("1", "s", 0, "lead", ()), search("2", "s", 20, "lead screen", ("t1",)),
-           search("3", "s", 40, "lead screening", ("t5",))]
-    found = intents(log, [click("3", "t5", 1, 45)])
+           search("3", "s", 21 + TYPING_ON_GAP_S, "lead screening", ("t5",))]
+    found = intents(log, [click("3", "t5", 1, 25 + TYPING_ON_GAP_S)])
     assert [i.followup_task for i in found] == ["t5", "t5", None]
     assert [i.reformulated for i in found] == [True, True, False]
 

@@ -83,15 +83,16 @@ def test_a_held_out_miss_is_never_offered_an_edit_of_its_own_case_but_a_case_the
     assert teacher.gold == ("t.attend",) and not held_out(teacher.query)
     assert teacher.query == "absent kids", "the training case sharing the most words with the miss"
     sentence = parse_qs(link.query)["rationale"][0]
-    assert sentence == '"who was absent today" should find Daily Attendance: Mark children present or absent by classroom.'
+    assert sentence == '“absent”, “today” should find Daily Attendance: Mark children present or absent by classroom.'
+    assert "who was absent today" not in sentence, "the held-out query's words, never the query itself"
     form = client.get(html.unescape(hrefs[0])).get_data(as_text=True)
     assert f"{teacher.rationale} {sentence}".strip() in html.unescape(form), "added to what the case says"
 
     # a miss whose task has no case the run learns from: a new case, in other words, is what can work
     bus = rows["route planning"]
     assert "/admin/cases/new?gold=t.bus" in html.unescape(bus) and "/edit" not in bus
-    assert "every test case of Bus Route Planner is held out" in html.unescape(bus)
-    assert '"route planning" should find Bus Route Planner: Plan transportation routes and stops.' in html.unescape(bus)
+    assert "Every test case of Bus Route Planner is held out" in html.unescape(bus)
+    assert '“route”, “planning” should find Bus Route Planner: Plan transportation routes and stops.' in html.unescape(bus)
 
 
 def test_the_suggested_rationale_reads_as_a_sentence(demo_tasks):
@@ -99,11 +100,11 @@ def test_the_suggested_rationale_reads_as_a_sentence(demo_tasks):
     query = "driver's morning check of the bus before leaving"
     row = suggest_case(query, ("transport.vehicle-inspections",), "natural_language", by_id,
                        ["driver", "s", "drivers", "morning", "check", "bus", "leaving"])
-    assert row["rationale"] == ('"driver\'s morning check of the bus before leaving" should find Vehicle Inspections: '
+    assert row["rationale"] == ('“driver\'s morning check of the bus before leaving” should find Vehicle Inspections: '
                                 'Pre-trip/post-trip checklists and annual inspections.')
     assert "driver s drivers" not in row["rationale"]
     two = suggest_case("sub", ("hr.substitute-pool", "transport.vehicle-inspections"), None, by_id, ["sub"])
-    assert two["rationale"] == '"sub" should find Substitute Pool or Vehicle Inspections.'
+    assert two["rationale"] == '“sub” should find Substitute Pool or Vehicle Inspections.'
 
 
 # -- the specialists' table --------------------------------------------------------------------------------

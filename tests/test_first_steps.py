@@ -51,3 +51,22 @@ def test_commands_on_a_fresh_database_say_what_to_run(tmp_path, args):
     lines = [line for line in output.splitlines() if line.strip()]
     assert len(lines) == 1, output
     assert "make run" in lines[0] or "db upgrade" in lines[0], output
+
+
+def test_the_fast_schema_check_agrees_with_alembic(tmp_path):
+    """`app.py search` asks catalog.db.at_newest_migration (one query, no Alembic) before every
+    run: the newest migration file's name must be Alembic's single head, and the fast yes must
+    come exactly when schema_problem has nothing to say."""
+    from alembic.script import ScriptDirectory
+
+    from catalog import db
+
+    scripts = ScriptDirectory.from_config(db.alembic_config("sqlite://"))
+    assert scripts.get_heads() == [db.newest_migration()]
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'fast.db'}")
+    assert not db.at_newest_migration(engine) and db.schema_problem(engine)
+    db.upgrade(engine, "0014")
+    assert not db.at_newest_migration(engine) and db.schema_problem(engine)
+    db.upgrade(engine)
+    assert db.at_newest_migration(engine) and db.schema_problem(engine) is None
+    engine.dispose()

@@ -48,7 +48,7 @@ def test_cases_must_name_known_tasks_and_at_most_five(tmp_path):
     with pytest.raises(ImportRejected) as caught:
         load_cases_file(path, {"health.asq3"})
     errors = caught.value.errors
-    assert "line 2: field 'gold': unknown task id(s) 'health.nope'" in errors
+    assert "line 2: field 'gold': unknown task id 'health.nope'" in errors
     assert any(e.startswith("line 3: field 'gold'") and "too long" in e for e in errors)
     assert any(e.startswith("line 4: field 'category'") for e in errors)
     assert any(e.startswith("line 5: field 'query': duplicate") for e in errors)
@@ -106,7 +106,7 @@ def test_cli_migrates_loads_the_demo_and_round_trips_cases(tmp_path, shared_cach
     bad = write_lines(tmp_path / "bad_cases.jsonl", [{"query": "new one", "gold": ["health.asq3-screening"]},
                                                      {"query": "ghost", "gold": ["no.such-task"]}])
     result = runner.invoke(args=["import-cases", str(bad)])
-    assert result.exit_code != 0 and "line 2: field 'gold': unknown task id(s) 'no.such-task'" in result.output
+    assert result.exit_code != 0 and "line 2: field 'gold': unknown task id 'no.such-task'" in result.output
     assert store.cases() == before
     out = tmp_path / "cases.jsonl"
     assert runner.invoke(args=["export-cases", str(out)]).exit_code == 0

@@ -196,8 +196,8 @@ def test_an_out_of_scope_case_says_what_it_does(service, demo_app):
     with demo_app.test_request_context("/admin/"):
         html = render_template("admin/_preview.html", preview=report.as_dict())
     assert "no confident match" in html and "trains the model that decides when to refuse" in html
-    assert f"{oos} out-of-scope test case(s) now, {oos + 1} after this change" in html
-    assert "<q>what is the weather</q> the search" in html
+    assert f"{oos} out-of-scope test case{'' if oos == 1 else 's'} now, {oos + 1} after this change" in html
+    assert "“what is the weather” the search" in html
     assert ("There is no fitted" in html) == (not note.model)
 
 
@@ -309,3 +309,40 @@ def test_a_preview_that_embeddings_failing_degraded_is_not_kept(service):
     assert degraded.mode == "sparse"
     again = preview_change(flaky, *change, memo=memo)
     assert again.mode == "full" and preview_change(flaky, *change, memo=memo) is again
+
+
+# -- what the preview warns of is this change's, in plain counts (issue 44 item 5) ------------------
+def test_an_edit_warns_only_of_the_hidden_gold_it_touches(service, demo_app):
+    """A Dental Exam alias edit moves other cases' rankings (a restricted Background Checks case
+    among them, maybe), but hides nothing: no warning. Giving Dental Exam a role does hide it,
+    and the warning names the cases that name it."""
+    tasks, cases = demo(service)
+    dental = next(t for t in tasks if t.id == "health.dental-exam")
+    dental_cases = [c.query for c in cases if dental.id in c.gold]
+    with_alias = [replace(t, aliases=(*t.aliases, "teeth check", "fingerprinted")) if t.id == dental.id else t
+                  for t in tasks]
+    alias_edit = preview_change(service, tasks, cases, with_alias, cases, dental_cases[:2])
+    assert alias_edit.view_as == "" and not alias_edit.hidden_gold, alias_edit.hidden_gold
+    hidden_elsewhere = [c.query for c in alias_edit.changed_cases if CHECKS in c.gold]
+    assert not any(h.task_id == CHECKS for h in alias_edit.hidden_gold), hidden_elsewhere
+
+    restricted = [replace(t, roles=("health",)) if t.id == dental.id else t for t in tasks]
+    role_edit = preview_change(service, tasks, cases, restricted, cases, [])
+    assert [h.task_id for h in role_edit.hidden_gold] == [dental.id]
+    named = set(role_edit.hidden_gold[0].queries)
+    assert named and named <= set(dental_cases)
+    assert named == {c.query for c in role_edit.changed_cases if dental.id in c.gold}
+
+
+def test_the_preview_counts_in_words(service, demo_app):
+    """"1 case newly fails", "0 out-of-scope test cases", never "case(s)"; queries in quotes that
+    survive copying (“…”, not only <q>'s drawn ones)."""
+    tasks, cases = demo(service)
+    query = case_named(cases, "background checks").query
+    report = preview_change(service, tasks, cases, tasks, [c for c in cases if c.gold], [query])
+    with demo_app.test_request_context("/admin/"):
+        html = render_template("admin/_preview.html", preview=report.as_dict())
+    assert "(s)" not in html
+    n = report.abstention.oos_before
+    assert f"{n} out-of-scope test case{'' if n == 1 else 's'} now, 0 after this change" in html
+    assert f"“{query}”" in html and "<q>" not in html

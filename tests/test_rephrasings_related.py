@@ -174,12 +174,20 @@ def test_the_reformulation_rate_of_topic_switching_sessions_is_the_true_one():
     found = intents(searches, events)
     # the truth from the log itself: an unclicked search whose session's next search (60 s later)
     # is a different phrasing of the same topic
+    # (issue 44 item 3: a query the session searches again is that search again, counted once;
+    # what follows its last time says whether it was rephrased)
     topic_of = {q: t for t, qs in TOPICS.items() for q in qs}
+    clicked_ids = {e.search_id for e in events if e.type == "click"}
     by_session: dict[str, list] = {}
-    for intent in found:
-        by_session.setdefault(intent.session_id, []).append(intent)
-    truth = sum(1 for group in by_session.values() for a, b in zip(group, group[1:])
-                if not a.clicked and a.query != b.query and topic_of[a.query] == topic_of[b.query])
+    for record in sorted(searches, key=lambda r: r.at):
+        by_session.setdefault(record.session_id, []).append(record)
+    truth = 0
+    for group in by_session.values():
+        for query in dict.fromkeys(r.query for r in group):
+            times = [n for n, r in enumerate(group) if r.query == query]
+            after = group[times[-1] + 1] if times[-1] + 1 < len(group) else None
+            truth += (not any(group[n].id in clicked_ids for n in times) and after is not None
+                      and after.query != query and topic_of[after.query] == topic_of[query])
     m = measure(found)
     assert m.reformulated == truth
     assert m.reformulation_rate == pytest.approx(truth / m.searches)

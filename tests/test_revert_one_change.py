@@ -265,7 +265,7 @@ def test_the_version_page_offers_a_revert_and_says_which_versions_a_rollback_und
     rollback = " ".join(text(client.get(f"/admin/versions/{mark}/rollback")).split())
     assert (f"Rolling back to version {mark} undoes versions {later[0]} and {later[1]}: every version "
             f"published after version {mark}, not version {mark} itself") in rollback
-    assert f"Roll back: undo versions {later[0]} and {later[1]} (2 record(s))" in rollback
+    assert f"Roll back: undo versions {later[0]} and {later[1]} (2 records)" in rollback
     assert "<strong>revert that change</strong> alone" in text(client.get("/admin/versions"))
 
 

@@ -14,5 +14,5 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 
 SIGNAL = Signal("centroid", "dense", "cosine to the mean of the task's exemplars", value,
-                says="close in meaning to its name and test cases",
+                says="close in meaning to its name and example searches",
                 baseline="e5 cosine to the centroid of the task's exemplars only")

@@ -19,4 +19,4 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 
 SIGNAL = Signal("exemplar", "sparse", "BM25 over name + aliases + help + the task's case queries", value,
-                says="shares words with its name, help or test cases", abstention_evidence=True)
+                says="shares words with its name, help or example searches", abstention_evidence=True)

@@ -15,5 +15,5 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 
 SIGNAL = Signal("neighbour", "dense", "cosine to the task's nearest exemplar", value,
-                says="close in meaning to its name and test cases",
+                says="close in meaning to its name and example searches",
                 baseline="e5 cosine to the task's nearest exemplar only")

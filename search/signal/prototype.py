@@ -16,4 +16,4 @@ def value(ctx: QueryContext) -> np.ndarray | None:
 
 SIGNAL = Signal("prototype", "dense",
                 "logit of the per-catalog softmax regression over the exemplars (exists only with a fit)", value,
-                says="a model trained on the test cases ranks it here", fit_only=True)
+                says="a model of how people ask for each task ranks it here", fit_only=True)

@@ -20,4 +20,4 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 
 SIGNAL = Signal("rationale", "sparse", "the rationale lexicon built from test cases, weighted P(t|w)·idf(w)", value,
-                says="uses words its test cases use", abstention_evidence=True)
+                says="uses words its example searches use", abstention_evidence=True)

@@ -25,7 +25,7 @@ from search.signal import phrases
 from tests.browser.test_widget import COMBOBOX
 from tests.conftest import build_app, close_app, install_demo_fit, make_settings
 
-PROTOTYPE_PHRASE = "a model trained on the test cases ranks it here"
+PROTOTYPE_PHRASE = "a model of how people ask for each task ranks it here"
 
 
 @pytest.fixture(scope="module")

@@ -73,12 +73,12 @@ def test_every_example_on_the_homepage_finds_a_right_task_for_its_viewer(demo, l
     assert "bus driver background check" not in shown_examples(page)
 
 
-def test_with_a_role_picked_the_hidden_line_does_not_ask_to_sign_in_as_a_role(demo, live_server, page):
+def test_with_a_role_picked_the_hidden_line_does_not_ask_to_choose_a_role(demo, live_server, page):
     base = live_server(demo)
     page.goto(base + "/")
     search_for(page, "background checks")   # the right task is HR's and the director's
     hidden = page.locator(".tf-hidden")
-    assert hidden.is_visible() and "sign in as a role" in hidden.text_content()
+    assert hidden.is_visible() and "choose a role under “Search as”" in hidden.text_content()
 
     with page.expect_response(lambda r: "/api/search" in r.url) as answered:
         page.select_option("#demo-role", "teacher")
@@ -87,9 +87,10 @@ def test_with_a_role_picked_the_hidden_line_does_not_ask_to_sign_in_as_a_role(de
     page.wait_for_function("() => Taskfinder.instances[0].list && Taskfinder.instances[0].list.final")
     text = hidden.text_content()
     assert hidden.is_visible(), text
-    assert "sign in as a role" not in text
+    assert "choose a role" not in text
     n = body["hidden_by_role"]
-    assert text == (f"{n} result" if n == 1 else f"{n} results") + " hidden — only other roles can see them"
+    assert text == (f"{n} result" if n == 1 else f"{n} results") + " hidden — only other roles can see " + \
+        ("it" if n == 1 else "them")
 
 
 # -- (2) Back from a task page ---------------------------------------------------------------------

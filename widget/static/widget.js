@@ -38,7 +38,9 @@
     slowMs: 2500,            // "taking longer than usual" after this long
     timeoutMs: 8000,         // an instant request is given up after this long
     rerankTimeoutMs: 25000,  // a re-ranked request (an LLM may answer it) after this long
-    maxLength: 256           // the API's MAX_QUERY_CHARS default
+    maxLength: 256,          // the API's MAX_QUERY_CHARS default
+    roleHint: null           // where the host page lets a visitor pick a role, as the "N hidden" line
+                             // names it ("choose a role under “Search as”"); null: a generic line
   };
   var SESSION_KEY = "taskfinder.session";
   var PENDING_KEY = "taskfinder.pending";
@@ -61,11 +63,14 @@
     noLink: "This task has no link.",
     completion: "suggested search",
     // `credential`: the response's access.credential ("none", "verified" or "rejected", api/roles.py)
-    hidden: function (n, credential) {
+    // `roleHint`: the host's words for where a role is picked (DEFAULTS.roleHint)
+    hidden: function (n, credential, roleHint) {
       var count = n === 1 ? "1 result" : n + " results";
-      if (credential === "verified") return count + " hidden — only other roles can see them";
+      var them = n === 1 ? "it" : "them";
+      if (credential === "verified") return count + " hidden — only other roles can see " + them;
       if (credential === "rejected") return count + " hidden — your role could not be verified";
-      return count + " hidden — sign in as a role to see them";
+      if (roleHint) return count + " hidden — " + roleHint + " to see " + them;
+      return count + " hidden — " + (n === 1 ? "it is" : "they are") + " for staff with a role";
     }
   };
   var counter = 0;
@@ -879,7 +884,7 @@
    *  count, never which), as one line under the results; 0 hides it. */
   Widget.prototype.showHidden = function (count, credential) {
     var n = Number(count) || 0;
-    this.hiddenNote.textContent = n > 0 ? MESSAGES.hidden(n, credential) : "";
+    this.hiddenNote.textContent = n > 0 ? MESSAGES.hidden(n, credential, this.opts.roleHint) : "";
     this.hiddenNote.hidden = !(n > 0);
   };
 
@@ -991,6 +996,7 @@
       completions: data.completions ? (/^(off|false|no)$/i.test(data.completions) ? 0
         : Math.min(10, Math.round(numberOr(data.completions, DEFAULTS.completions)))) : undefined,
       label: data.label || undefined,
+      roleHint: data.roleHint || undefined,
       placeholder: data.placeholder != null ? data.placeholder : undefined,
       roleToken: data.roleToken || undefined,
       rerank: flag(data.rerank, DEFAULTS.rerank),
