@@ -5,6 +5,10 @@ product, abstention, error analysis).
                            [--config all|deterministic|NAME ...] [--out DIR] [--json FILE] [--adaptation]
     python app.py evaluate --clinc150 ../shared/data/clinc150 [--max-per-intent N] [--drop-oos-train]
     python app.py evaluate --catalog C.jsonl --cases CASES.jsonl --holdout-oos   # abstention without written negatives
+    python app.py evaluate --catalog C.jsonl --cases CASES.jsonl --test-cases T.jsonl --train-split
+                           # T rewrites the --holdout/--seed split's held-out cases (another language:
+                           # evaluation/data/languages/); training on that split's training part only
+    python app.py evaluate --clinc150 ../shared/data/clinc150 --test-cases T.jsonl   # T instead of val
     python app.py evaluate                 # the current database's tasks and cases (read only)
 
 Everything is built in a throw-away store from the TRAINING cases only; the live database and
@@ -32,13 +36,15 @@ from catalog.splits import holdout_split
 
 
 def _load_clinc(clinc_dir: Path, max_per_intent: int | None, max_test_per_intent: int | None,
-                sample_seed: int | None = None):
+                sample_seed: int | None = None, test_cases: Path | None = None):
     """(tasks, train, test, source) of CLINC150: train (+oos_train) to learn from, val (+oos_val)
-    held out (evaluation.clinc150.load)."""
+    held out (evaluation.clinc150.load), or the cases of `test_cases` (e.g. a sample of val written
+    in another language: evaluation/data/languages/)."""
     data = clinc.load(clinc_dir, max_per_intent, max_test_per_intent, sample_seed)
-    return data.tasks, data.train, data.test, {
+    test = data.test if test_cases is None else load_cases_file(test_cases, {t.id for t in data.tasks})
+    return data.tasks, data.train, test, {
         "catalog": f"clinc150:{clinc_dir}", "cases": f"{clinc_dir}/train.jsonl + oos_train.jsonl",
-        "test_cases": f"{clinc_dir}/val.jsonl + oos_val.jsonl",
+        "test_cases": f"{clinc_dir}/val.jsonl + oos_val.jsonl" if test_cases is None else str(test_cases),
         "split": "CLINC150 train (+oos_train) -> lexicon; val (+oos_val) -> evaluation"
                  + (f"; max {max_per_intent} training requests per intent" if max_per_intent is not None else "")
                  + (f" (random sample, seed {sample_seed})" if sample_seed is not None else "")
@@ -47,9 +53,12 @@ def _load_clinc(clinc_dir: Path, max_per_intent: int | None, max_test_per_intent
         "rationale_note": "CLINC cases have no rationale: the lexicon links the training requests' own words"}
 
 
-def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int):
+def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, holdout: float, seed: int,
+          train_split: bool = False):
     """(tasks, train, test, source) of a catalog and cases file (or the current database's), split
-    by `test_cases` or a hash holdout (catalog.splits.holdout_split)."""
+    by `test_cases` or a hash holdout (catalog.splits.holdout_split). `train_split`: with
+    `test_cases`, train on the holdout's training part only (the test file rewrites the held-out
+    cases, e.g. in another language: evaluation/data/languages/, so their originals stay out)."""
     if (catalog is None) != (cases is None):
         raise click.UsageError("--catalog and --cases go together (or give neither to use the current database)")
     if catalog is not None:
@@ -63,7 +72,13 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
         url = store.engine.url.render_as_string(hide_password=True)
         source = {"catalog": f"database:{url}", "cases": f"database:{url}"}
         ids = {t.id for t in tasks}
-    if test_cases is not None:
+    if test_cases is not None and train_split:
+        test = load_cases_file(test_cases, ids)
+        held_queries = {c.query for c in test}
+        train = [c for c in holdout_split(all_cases, holdout, seed)[0] if c.query not in held_queries]
+        source.update(test_cases=str(test_cases), holdout=holdout,
+                      split=f"explicit test file; training: the hash holdout {holdout} seed {seed}'s training part")
+    elif test_cases is not None:
         test = load_cases_file(test_cases, ids)
         held = {c.query for c in test}
         train = [c for c in all_cases if c.query not in held]
@@ -97,6 +112,9 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @click.option("--holdout-oos", is_flag=True,
               help="Move every out-of-scope case of the training split into the held-out split (the demo: all "
                    "its off-topic cases become unseen test queries).")
+@click.option("--train-split", is_flag=True,
+              help="With --test-cases: train on the --holdout/--seed split's training part only (the test file "
+                   "rewrites the held-out cases, e.g. in another language).")
 @click.option("--depth", type=click.IntRange(10, 100), default=20, show_default=True)
 @click.option("--cv-max-queries", type=click.IntRange(10), default=3000, show_default=True,
               help="Fit on at most this many cross-validated training queries (a stable hash sample).")
@@ -105,15 +123,16 @@ def _load(catalog: Path | None, cases: Path | None, test_cases: Path | None, hol
 @with_appcontext
 def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, json_path, adaptation,
                      clinc_dir, max_per_intent, sample_seed, max_test_per_intent, drop_oos_train, holdout_oos,
-                     depth, cv_max_queries, resamples, progress):
+                     train_split, depth, cv_max_queries, resamples, progress):
     """Offline evaluation: fit on the training split, then Hit@K, MRR, nDCG, baselines, ablations,
     abstention and error analysis on the held-out split."""
     services = current_app.extensions["taskfinder"]
     settings = services.settings
     try:
         names = resolve(configs)
-        tasks, train, test, source = (_load_clinc(clinc_dir, max_per_intent, max_test_per_intent, sample_seed)
-                                      if clinc_dir is not None else _load(catalog, cases, test_cases, holdout, seed))
+        tasks, train, test, source = (
+            _load_clinc(clinc_dir, max_per_intent, max_test_per_intent, sample_seed, test_cases)
+            if clinc_dir is not None else _load(catalog, cases, test_cases, holdout, seed, train_split))
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
     train, test, source = without_written_negatives(train, test, source, drop_oos_train, holdout_oos)
@@ -196,24 +215,31 @@ def summary_table(report: dict) -> str:
               help="fit on at most this many CV queries")
 @click.option("--test-cases", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="held-out queries from this file (e.g. real traffic) instead of a holdout of --cases")
+@click.option("--train-split", is_flag=True,
+              help="With --test-cases: train on the --holdout/--seed split's training part only (the test file "
+                   "rewrites the held-out cases, e.g. in another language).")
 @click.option("--cold-start", is_flag=True, help="rank with no case at all (the shipped defaults; the engine too)")
+@click.option("--every-keystroke", "keystrokes", is_flag=True,
+              help="also type each held-out query one character at a time from the third and judge the sequence "
+                   "(refused, the gold vanishing, flips: evaluation.prefixes.keystroke_score)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @with_appcontext
 def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, test_cases,
-                              cold_start, json_path):
+                              train_split, cold_start, keystrokes, json_path):
     """Type-ahead: Hit@K/MRR on prefixes (3, 5, 8 characters) of the held-out queries
     (evaluation.prefixes)."""
     from evaluation.prefixes import run as run_prefixes
 
     services = current_app.extensions["taskfinder"]
     try:
-        tasks, train, test, source = (_load_clinc(clinc_dir, None, max_test_per_intent) if clinc_dir is not None
-                                      else _load(catalog, cases, test_cases, holdout, seed))
+        tasks, train, test, source = (_load_clinc(clinc_dir, None, max_test_per_intent, None, test_cases)
+                                      if clinc_dir is not None
+                                      else _load(catalog, cases, test_cases, holdout, seed, train_split))
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
     result = {"source": source, "cuts": run_prefixes(services.settings, Split(tasks, train, test),
                                                      services.search.embedder, seed=seed, cv_max_queries=cv_max_queries,
-                                                     cold_start=cold_start)}
+                                                     cold_start=cold_start, keystrokes=keystrokes)}
     text = json.dumps(result, indent=2, default=str)
     if json_path:
         json_path.write_text(text + "\n")

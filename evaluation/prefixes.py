@@ -18,6 +18,13 @@ widget then shows suggestions, not results): a refused cut is a miss. `hit@5` an
 plain prefix search engine (evaluation.prefix_engine) on the same cuts. Both read a cut's
 trailing space as a finished last word (the widget sends one trailing space; the API passes it
 on as AnalysedQuery.finished). Results: docs/prefix-search.md.
+
+`--every-keystroke` (issue 43): a person sees every keystroke in a row, not three cuts. Each
+held-out query is typed one character at a time from the third (`query[:n]` for n = 3 .. its
+length, each ranked as the widget's request for it is), and the sequence is judged as a whole
+(`keystroke_score`): the share of keystrokes refused, how often the gold, once shown, is gone on
+the next keystroke (per query), the share of queries that never lose it once shown, and the
+flips (answered, refused, answered on three keystrokes in a row).
 """
 from __future__ import annotations
 
@@ -80,16 +87,75 @@ def score(queries, pipeline: Pipeline, mode: str) -> dict:
                for name, (count, bad) in shown_counts.items()}}
 
 
+def keystroke_cases(test) -> list[tuple[int, object]]:
+    """(query number, case cut after n characters) for every n from 3 to the whole query, of each
+    in-scope held-out case: what the widget asks for as the person types it."""
+    out = []
+    for number, case in enumerate(c for c in test if c.gold):
+        for n in range(min(3, len(case.query)), len(case.query) + 1):
+            if case.query[:n].strip():
+                out.append((number, replace(case, query=case.query[:n])))
+    return out
+
+
+def shown_gold(query, pipeline: Pipeline, mode: str) -> tuple[bool, bool]:
+    """(answered, the gold among the results shown: the top 5 after the score-tail cut)."""
+    ranked = pipeline.fuse(query.for_mode(mode), DEPTH)
+    if not ranked.answered:
+        return False, False
+    ids = {item.task.id for item in shown(ranked.result.ranked[:5], ranked.tail)}
+    return True, bool(ids & set(query.case.gold))
+
+
+def keystroke_score(sequences: list[list[tuple[bool, bool]]]) -> dict:
+    """The type-ahead as a person watches it, from each query's keystrokes in order, each
+    (answered, gold shown):
+
+    * refused      share of keystrokes answered "no confident match";
+    * vanished     times per query the gold was shown and is gone on the next keystroke;
+    * never_lost   of the queries whose gold is ever shown, the share where it never vanishes;
+    * flips        answered -> refused -> answered on three keystrokes in a row (total, per query);
+    * found_first  the mean share of a query's keystrokes typed before its gold is first shown
+                   (1.0 when it never is)."""
+    keystrokes = [step for sequence in sequences for step in sequence]
+    vanished = [sum(1 for a, b in zip(seq, seq[1:]) if a[1] and not b[1]) for seq in sequences]
+    ever = [v for v, seq in zip(vanished, sequences) if any(gold for _, gold in seq)]
+    flips = [sum(1 for a, b, c in zip(seq, seq[1:], seq[2:]) if a[0] and not b[0] and c[0]) for seq in sequences]
+    first = [next((i for i, (_, gold) in enumerate(seq) if gold), len(seq)) / len(seq) for seq in sequences if seq]
+    n = len(sequences)
+    return {"queries": n, "keystrokes": len(keystrokes),
+            "refused": round(sum(not a for a, _ in keystrokes) / len(keystrokes), 4) if keystrokes else None,
+            "vanished_per_query": round(sum(vanished) / n, 3) if n else None,
+            "never_lost": round(sum(v == 0 for v in ever) / len(ever), 4) if ever else None,
+            "flips": sum(flips), "flips_per_query": round(sum(flips) / n, 3) if n else None,
+            "found_first": round(sum(first) / len(first), 4) if first else None}
+
+
+def every_keystroke(settings, index, pipeline: Pipeline, test, embedder) -> dict:
+    """{mode: keystroke_score} of the held-out `test` typed one character at a time."""
+    tagged = keystroke_cases(test)
+    queries, _ = heldout_queries(settings, index, [case for _, case in tagged], embedder, typing=None)
+    modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
+    out = {}
+    for mode in modes:
+        sequences: dict[int, list[tuple[bool, bool]]] = {}
+        for (number, _), query in zip(tagged, queries):
+            sequences.setdefault(number, []).append(shown_gold(query, pipeline, mode))
+        out[mode] = keystroke_score(list(sequences.values()))
+    return out
+
+
 def engine_score(engine, cases) -> dict:
     hits = [hit_at(engine.rank(case.query, 5), set(case.gold), 5) for case in cases]
     return {"n": len(hits), "hit@5": round(sum(hits) / len(hits), 4) if hits else None}
 
 
 def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000,
-        cold_start: bool = False) -> dict:
+        cold_start: bool = False, keystrokes: bool = False) -> dict:
     """{cut: {"full"|"sparse": score, "engine": engine_score}} for each cut and the whole query of
     the held-out `split.test`, the product fitted on `split.train` (evaluation.evaluate.Split).
-    `cold_start`: no case at all is given to the product or the engine (the shipped defaults rank)."""
+    `cold_start`: no case at all is given to the product or the engine (the shipped defaults rank).
+    `keystrokes`: also "every_keystroke" (`every_keystroke`)."""
     tasks = [t for t in split.tasks if t.active]
     train, test = split.train, split.test
     if cold_start:
@@ -109,4 +175,6 @@ def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_quer
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {**{mode: score(queries, pipeline, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}
+    if keystrokes:
+        out["every_keystroke"] = every_keystroke(settings, index, pipeline, test, embedder)
     return out

@@ -24,13 +24,14 @@ an evaluation builds it from its training split only.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from catalog.records import CaseRecord
 import re
 
-from lexicon.text import normalise, stem, words
+from lexicon.language import CATALOG_LANGUAGE, detect
+from lexicon.text import normalise, stem, terms, words
 
 _PIN_WORD = re.compile(r"[0-9a-z]+")
 
@@ -47,8 +48,12 @@ class RationaleLexicon:
     which join the typo-correction vocabulary."""
 
     associations: Mapping[str, Mapping[str, int]]
-    surface_words: frozenset[str]
+    surface_words: frozenset[str]        # the catalog's language only (the typo vocabulary)
     pins: Mapping[str, tuple[str, ...]]
+    # every surface word of the cases -> its term, stemmed in its text's language (lexicon.language)
+    surface_terms: Mapping[str, str] = field(default_factory=dict)
+    # the terms of the cases written in another language than the catalog's -> that language
+    foreign_terms: Mapping[str, str] = field(default_factory=dict)
 
     def pinned_for(self, query: str) -> tuple[str, ...]:
         """Gold tasks of the test cases whose query is `query` (see `pin_key`)."""
@@ -86,7 +91,7 @@ def prose_terms(cases: Iterable[CaseRecord], max_df: float | None = None, min_ta
     for case in cases:
         if case.gold and case.rationale:
             described.update(case.gold)
-            for term in {stem(w) for w in words(case.rationale)}:
+            for term in set(terms(case.rationale)):
                 tasks_of[term].update(case.gold)
     bound = max(max_df * len(described), min_tasks - 1)
     return frozenset(term for term, tasks in tasks_of.items() if len(tasks) > bound)
@@ -99,21 +104,37 @@ def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True,
     links: dict[str, Counter] = defaultdict(Counter)
     surface: set[str] = set()
     pins: dict[str, list[str]] = defaultdict(list)
+    surface_terms: dict[str, str] = {}
+    foreign_terms: dict[str, str] = {}
     for case in cases:
         if not case.gold:
             continue
         if not case.implicit:   # only a written case pins (an admin's rule)
             key = pin_key(case.query)
             pins[key].extend(g for g in case.gold if g not in pins[key])
-        query_words = set(words(case.query)) if include_queries else set()
-        case_words = set(words(case.rationale)) | query_words
-        surface |= case_words
-        asked = {stem(w) for w in query_words}
-        for term in {stem(w) for w in case_words}:
+        # each text stemmed in its own language (lexicon.language.detect): a Spanish case's words
+        # meet a Spanish query's, an English one's the catalog's
+        query_language = detect(case.query)
+        query_terms = {w: stem(w, query_language) for w in words(case.query, query_language)} \
+            if include_queries else {}
+        rationale_language = detect(case.rationale) if case.rationale else query_language
+        rationale_terms = {w: stem(w, rationale_language) for w in words(case.rationale, rationale_language)}
+        for surface_word, term in (*query_terms.items(), *rationale_terms.items()):
+            surface_terms.setdefault(surface_word, term)
+        for language, found in ((query_language, query_terms), (rationale_language, rationale_terms)):
+            if language != CATALOG_LANGUAGE:
+                for term in found.values():
+                    foreign_terms.setdefault(term, language)
+        # only the catalog's language joins the typo vocabulary: no word is corrected into another language's
+        surface |= {w for w, lang in ((w, query_language) for w in query_terms) if lang == CATALOG_LANGUAGE}
+        surface |= set(rationale_terms) if rationale_language == CATALOG_LANGUAGE else set()
+        asked = set(query_terms.values())
+        for term in asked | set(rationale_terms.values()):
             if term in prose and term not in asked:
                 continue   # the prose of rationales (prose_terms): evidence only in the case's query
             for task_id in case.gold:
                 links[term][task_id] += 1
     return RationaleLexicon(associations={t: dict(c) for t, c in links.items()},
-                            surface_words=frozenset(surface),
+                            surface_words=frozenset(surface), surface_terms=surface_terms,
+                            foreign_terms=foreign_terms,
                             pins={key: tuple(gold) for key, gold in pins.items() if key})

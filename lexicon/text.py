@@ -2,6 +2,11 @@
 
 normalise -> words (surface forms, stopwords dropped) -> terms (Snowball stems).
 
+Per language (lexicon.language): a text written in another language than the catalog's (detected
+from the text itself) drops that language's stop words too and is stemmed by its Snowball
+stemmer, so a Spanish case and a Spanish query meet on the same stems ("vacunas"/"vacuna" ->
+"vacun"); accents are folded for matching (normalise) and kept for display (the text as typed).
+
 Hyphen/colon/slash compounds such as "ASQ-3", "ASQ:SE-2" or "In-Kind" also yield a joined form
 ("asq3", "asqse2", "inkind") so that users who type the acronym with or without punctuation
 land on the same term.
@@ -15,6 +20,8 @@ from functools import lru_cache
 from typing import Iterable
 
 import Stemmer
+
+from lexicon.language import CATALOG_LANGUAGE, detect, stemmer, stop_words
 
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -95,20 +102,32 @@ def query_problem(query: str | None, max_chars: int) -> str | None:
     return None
 
 
-def words(text: str) -> list[str]:
+def words(text: str, language: str | None = None) -> list[str]:
     """Surface words of `text`, stopwords removed; compounds are split and also joined (a
-    compound that is a stopword whole or joined, such as "i'm" or "what's", is dropped)."""
+    compound that is a stopword whole or joined, such as "i'm" or "what's", is dropped).
+    `language`: the text's (None: lexicon.language.detect's reading of it); a language other
+    than the catalog's drops its own stop words as well."""
     if len(text) <= WORDS_MEMO_MAX_CHARS:
-        return list(_remembered_words(text))
-    return _split_words(text)
+        return list(_remembered_words(text, language))
+    return _split_words(text, language)
 
 
 @lru_cache(maxsize=16384)
-def _remembered_words(text: str) -> tuple[str, ...]:
-    return tuple(_split_words(text))
+def _remembered_words(text: str, language: str | None = None) -> tuple[str, ...]:
+    return tuple(_split_words(text, language))
 
 
-def _split_words(text: str) -> list[str]:
+def _split_words(text: str, language: str | None = None) -> list[str]:
+    if language is None:
+        language = detect(text)
+    out = _split_catalog_words(text)
+    if language == CATALOG_LANGUAGE:
+        return out
+    own = stop_words(language)
+    return [w for w in out if w not in own]
+
+
+def _split_catalog_words(text: str) -> list[str]:
     out: list[str] = []
     for match in _WORD.finditer(normalise(text)):
         token = match.group(0)
@@ -124,16 +143,22 @@ def _split_words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """Snowball (Porter2) stem; digits and short acronyms pass through unchanged."""
+def stem(word: str, language: str = CATALOG_LANGUAGE) -> str:
+    """Snowball stem in `language` (Porter2 for English); digits and short acronyms pass through
+    unchanged."""
     if len(word) <= 3 or word.isdigit():
         return word
-    return _STEMMER.stemWord(word)
+    if language == CATALOG_LANGUAGE:
+        return _STEMMER.stemWord(word)
+    return stemmer(language).stemWord(word)
 
 
-def terms(text: str) -> list[str]:
-    """Index/query terms: stemmed surface words, in order, duplicates kept."""
-    return [stem(w) for w in words(text)]
+def terms(text: str, language: str | None = None) -> list[str]:
+    """Index/query terms: stemmed surface words, in order, duplicates kept, in the text's
+    language (None: detected from the text, lexicon.language.detect)."""
+    if language is None:
+        language = detect(text)
+    return [stem(w, language) for w in words(text, language)]
 
 
 def jaccard(a: set[str], b: set[str]) -> float:

@@ -184,7 +184,8 @@ def typical_neighbour(vectors: np.ndarray, starts: np.ndarray, group_rows: np.nd
 
 def exemplar_documents(tasks: Sequence[TaskRecord]) -> list[list[str]]:
     """The task part of each task's exemplar BM25 document: the terms of its name, aliases and help."""
-    return [terms(" ".join([t.name, *t.aliases, t.help])) for t in tasks]
+    # each part in its own language (an alias may be Spanish): the same terms as the joined text otherwise
+    return [[term for part in (t.name, *t.aliases, t.help) for term in terms(part)] for t in tasks]
 
 
 def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vocabulary: Mapping[str, int],

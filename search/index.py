@@ -15,6 +15,7 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
+from lexicon.language import detect
 from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedExemplar, LearnedMemory, build_learned_memory, learned_cases, trusted_cases
@@ -205,10 +206,15 @@ def analyse_tasks(tasks: Sequence[TaskRecord], field_weights: FieldWeights,
     for task in tasks:
         fields_tf: dict[str, Counter] = {}
         for name, text in task_fields(task).items():
-            ws = words(text)
-            for w in ws:
-                surface.setdefault(w, stem(w))
-            fields_tf[name] = Counter(stem(w) for w in ws)
+            counts = fields_tf[name] = Counter()
+            # each alias in its own language (lexicon.language: an alias may be Spanish); the same
+            # words as the joined field otherwise
+            for part in (task.aliases if name == "aliases" else (text,)):
+                language = detect(part)
+                for w in words(part, language):
+                    term = stem(w, language)
+                    surface.setdefault(w, term)
+                    counts[term] += 1
         extra = Counter()
         for phrase, weight in (enrichment or {}).get(task.id, ()):
             for w in words(phrase):
@@ -242,7 +248,7 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
         task_text = analyse_tasks(tasks, field_weights, enrichment)
     surface = dict(task_text.surface_to_term)
     for w in lexicon.surface_words:
-        surface.setdefault(w, stem(w))
+        surface.setdefault(w, lexicon.surface_terms.get(w) or stem(w))
 
     vocab_terms = sorted(set(task_text.terms) | set(lexicon.associations))
     vocabulary = {term: i for i, term in enumerate(vocab_terms)}

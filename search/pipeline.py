@@ -83,7 +83,9 @@ class Pipeline:
         may see, the pins of the exact query (`pins`) and the nearest out-of-scope case. `defer`:
         leave out the signals this fit weighs 0 (search.prefilter.DEFERRABLE; they are computed
         at the returned tasks only), for a query fused once with the fit's own weights."""
-        skip = deferrable(self.params.weights_for(analysed.unfinished), "full") if defer else frozenset()
+        skip = frozenset()
+        if defer:
+            skip = deferrable(self.params.weights_for(analysed.unfinished, analysed.foreign), "full")
         return score_query(self.index, analysed, query_vector, roles, restrict, pins, skip)
 
     def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False) -> Ranked:
@@ -92,9 +94,9 @@ class Pipeline:
         abstention and tail cut. `explain`: with the word-level matches and what use added."""
         analysed = scored.analysed
         if weights is None:
-            weights = self.params.weights_for(analysed.unfinished)
+            weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, self.typo_min_similarity, explain)
-        model = self.params.abstention_for(result.mode) if self.abstain else None
+        model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
         return Ranked(analysed, result, assess(result, model, analysed.unfinished),
                       self.params.tail_for(result.mode, analysed.unfinished))
 

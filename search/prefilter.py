@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from catalog.records import TaskRecord
+from lexicon.language import CATALOG_LANGUAGE, LANGUAGES, detect, foreign
 from lexicon.text import normalise, printable, stem, words
 from search.index import SearchIndex
 from search.learned import anonymous_bounded, learned_available, learned_values, people_values
@@ -189,7 +190,8 @@ def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity:
     return corrections
 
 
-def explanation_targets(index: SearchIndex, query_words: list[str], corrections) -> list[tuple]:
+def explanation_targets(index: SearchIndex, query_words: list[str], corrections,
+                        language: str = CATALOG_LANGUAGE) -> list[tuple]:
     """Per query word, in order, what it may have matched: (word, surface word, similarity or
     None, term, column) for the word itself and each of its typo corrections, when the term is
     a vocabulary column. Resolved once per query, for every explained result.
@@ -197,13 +199,16 @@ def explanation_targets(index: SearchIndex, query_words: list[str], corrections)
     Only a correction that explains a misspelling is a target (is_misspelling_of), and only the
     first (closest) correction of a word to each term: "screning" read as "screening" and as
     "screenings" is one reading of one term, said once. The ranking is not this function's: the
-    typo signal reads `corrections` as they are (plan_query)."""
+    typo signal reads `corrections` as they are (plan_query). `language`: the query's
+    (AnalysedQuery.language); a word of another language than the catalog's is its own stem there."""
     targets = []
+    other = foreign(language)
     for word in query_words:
-        own = index.vocabulary.get(index.surface_to_term.get(word, stem(word)))
+        own = index.vocabulary.get(stem(word, language) if other else index.surface_to_term.get(word, stem(word)))
         read: set[str] = set()
         for surface_word, similarity in [(word, None)] + [(c, s) for c, s in corrections.get(word, [])]:
-            term = index.surface_to_term.get(surface_word, stem(surface_word))
+            term = stem(surface_word, language) if other and similarity is None else \
+                index.surface_to_term.get(surface_word, stem(surface_word))
             column = index.vocabulary.get(term)
             if column is None:
                 continue
@@ -231,10 +236,14 @@ def is_misspelling_of(index: SearchIndex, own: int | None, correction: int) -> b
     return float(index.term_support[correction]) > float(index.term_support[own])
 
 
-def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str], corrections) -> list[list[dict]]:
+def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str], corrections,
+                 language: str = CATALOG_LANGUAGE) -> list[list[dict]]:
     """Per task row, which query words matched where (its text fields, the rationale lexicon),
-    for explanations: [{"term", "field"[, "corrected_to", "similarity"]}, ...]."""
-    targets = explanation_targets(index, query_words, corrections)
+    for explanations: [{"term", "field"[, "corrected_to", "similarity"]}, ...]. A query in another
+    language than the catalog's (`language`) matches no text field: the lexical signal abstains
+    for it (search.signal.lexical), so a why line must not say it matched one."""
+    targets = explanation_targets(index, query_words, corrections, language)
+    text_fields = () if foreign(language) else TEXT_FIELDS
     rationale = index.rationale
     linked = {column: frozenset(rationale.indices[rationale.indptr[column]:rationale.indptr[column + 1]].tolist())
               for column in {target[4] for target in targets}}   # the tasks each term's lexicon entry links
@@ -244,7 +253,7 @@ def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str]
         in_text = frozenset().union(*fields.values())   # one look-up for the usual miss
         matched = []
         for word, surface_word, similarity, term, column in targets:
-            hits = [f for f in TEXT_FIELDS if term in fields.get(f, ())] if term in in_text else []
+            hits = [f for f in text_fields if term in fields.get(f, ())] if term in in_text else []
             if row in linked[column]:
                 hits.append("rationale")
             for where in hits:
@@ -266,6 +275,9 @@ class QueryPlan:
     rationale_ideal: float
     exemplar_ideal: float
     prefix_columns: dict[int, float] = field(default_factory=dict)  # the last word's completions -> weight
+    # the query is in another language than the catalog's (lexicon.language): the signals that need
+    # the catalog's own words (lexical, typo) say "no evidence" (0 for every task)
+    foreign: bool = False
 
 
 def _weighted_ideal(ideal, columns: dict[int, float]) -> float:
@@ -273,14 +285,15 @@ def _weighted_ideal(ideal, columns: dict[int, float]) -> float:
 
 
 def plan_query(index: SearchIndex, query_words: list[str], corrections,
-               prefix_columns: dict[int, float] | None = None) -> QueryPlan:
+               prefix_columns: dict[int, float] | None = None, language: str = CATALOG_LANGUAGE) -> QueryPlan:
     """`prefix_columns`: the last word's completions (SearchIndex.prefix_expansion): that word
-    then meets the exact-term signals through them, weighted, and its ideal is theirs."""
+    then meets the exact-term signals through them, weighted, and its ideal is theirs.
+    `language`: the query's; its words are stemmed in it (lexicon.text.stem)."""
     columns: list[int] = []
     typo_columns: dict[int, float] = {}
     lexical_ideal = rationale_ideal = exemplar_ideal = 0.0
     for position, word in enumerate(query_words):
-        column = index.vocabulary.get(stem(word))
+        column = index.vocabulary.get(stem(word, language))
         if column is not None:
             columns.append(column)
         corrected = None
@@ -301,7 +314,7 @@ def plan_query(index: SearchIndex, query_words: list[str], corrections,
         known_to_cases = column is not None and index.exemplar_ideal.per_term[column] > 0
         exemplar_ideal += index.exemplar_ideal.of_term(column if known_to_cases else None)
     return QueryPlan(unique(columns), typo_columns, lexical_ideal, rationale_ideal, exemplar_ideal,
-                     dict(prefix_columns or {}))
+                     dict(prefix_columns or {}), foreign(language))
 
 
 def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]:
@@ -324,6 +337,14 @@ class AnalysedQuery:
     # the typing weights rank it and its class's threshold judges it
     unfinished: int = 0
     finished: bool = False     # a space was typed after the last word: it is a whole word, not a prefix
+    # the language its words are written in (lexicon.language.detect, knowing the catalog's words):
+    # another than the catalog's: no typo correction, no prefix expansion, and the fusion's
+    # foreign weights (search.ranker.RankerParams.weights_for)
+    language: str = CATALOG_LANGUAGE
+
+    @property
+    def foreign(self) -> bool:
+        return foreign(self.language)
 
 
 # A word unknown to the catalog and the lexicon is replaced by its correction in the text the
@@ -357,7 +378,15 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     if finished is None:
         finished = query[-1:].isspace()
     query = query.rstrip()   # the trailing space said all it says: the same text as the API's stripped one
-    query_words = unique(words(query))
+    language = query_language(index, query, finished)
+    query_words = unique(words(query, language))
+    if foreign(language):
+        # its words are not the catalog's: none is a typo of one (nor the start of one), and the
+        # embedder reads it as typed
+        typing_class = 0
+        if prefix_search and index.typed is not None and typing is not False:
+            typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
+        return AnalysedQuery(query, query_words, {}, printable(query), {}, typing_class, finished, language)
     corrections = typo_corrections(index, query_words, typo_min_similarity, finished)
     replace_with = {w: found[0][0] for w, found in corrections.items()
                     if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
@@ -370,6 +399,28 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     if prefix_search and index.typed is not None and typing is not False:
         typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
     return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing_class, finished)
+
+
+def query_language(index: SearchIndex, query: str, finished: bool = True) -> str:
+    """The language of `query` (lexicon.language.detect), each word whose term weighs in the
+    catalog's own text counting for the catalog's language ("informe PIR" keeps its acronym's
+    vote, "plan de cuidado" is Spanish all the same), and each word the catalog's cases in
+    another language use counting for that language ("vacunas", once a Spanish case says it).
+    A last word still being typed (not `finished`) that begins a word of the catalog counts for
+    the catalog's language too: "de" is Spanish's "of", and the start of "dental"."""
+    foreign_terms = index.lexicon.foreign_terms
+    tokens = _WORD_IN_TEXT.findall(normalise(query))
+    typing = tokens[-1] if tokens and not finished else None
+
+    def known(word: str) -> bool:
+        return in_catalog_text(index, index.vocabulary.get(stem(word))) or \
+            (word == typing and bool(index.prefix_expansion(word)))
+
+    def written(word: str) -> str | None:
+        return next((lang for lang in LANGUAGES[1:] if foreign_terms.get(stem(word, lang)) == lang), None) \
+            if foreign_terms else None
+
+    return detect(query, known, written)
 
 
 _WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
@@ -448,7 +499,7 @@ def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
     one edit away from a catalog word is a common false friend)."""
     if not analysed.words:
         return 0.0
-    return sum(stem(w) in index.vocabulary for w in analysed.words) / len(analysed.words)
+    return sum(stem(w, analysed.language) in index.vocabulary for w in analysed.words) / len(analysed.words)
 
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
@@ -697,7 +748,7 @@ def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray
     exemplars are the served memory's written ones, so only the rest are read again."""
     written = index.written
     again = analyse_query(written, analysed.text, typo_min_similarity, prefix_search=bool(analysed.prefix))
-    plan = plan_query(written, again.words, again.corrections, again.prefix)
+    plan = plan_query(written, again.words, again.corrections, again.prefix, again.language)
     values = {name: scores[rows] for name, scores in sparse_signals(written, plan).items()}
     if query_vector is not None and written.has_vectors:
         memory = written.exemplars
@@ -802,7 +853,7 @@ def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, typo_min_si
     attribute = explain_words = None
     if explain:
         explain_words = lambda order: explain_rows(index, rows[order].tolist(), analysed.words,  # noqa: E731
-                                                   analysed.corrections)
+                                                   analysed.corrections, analysed.language)
         if index.written is not None:   # cases learned from use joined this index: say what they did
             reached = scored.values.get(WRITTEN_NEIGHBOUR)
 

@@ -59,12 +59,22 @@ class RankerParams:
     # queries, queries still being typed), fitted by search.fitting.choose_tail_ratio; none (or a
     # mode not fitted): always k results.
     tail: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # Weights and abstention of a query written in another language than the catalog's
+    # (lexicon.language; AnalysedQuery.foreign), fitted on the CV queries with the evidence such a
+    # query cannot have masked, and on the catalog's own cases in other languages
+    # (search.fitting.foreign); None / {}: the weights above (whose lexical, typo and typed
+    # signals then say 0 for it) and the abstention above.
+    foreign: FusionWeights | None = None
+    foreign_abstention: dict[str, AbstentionModel | None] = field(default_factory=dict)
 
     def tail_for(self, mode: str, unfinished: int) -> float:
         return self.tail.get(mode, (0.0, 0.0))[1 if unfinished else 0]
 
-    def weights_for(self, unfinished: int) -> FusionWeights:
-        """The fusion weights a query is ranked with: the typing weights while it is being typed."""
+    def weights_for(self, unfinished: int, foreign: bool = False) -> FusionWeights:
+        """The fusion weights a query is ranked with: the foreign weights for a query in another
+        language than the catalog's (where fitted), the typing weights while it is being typed."""
+        if foreign and self.foreign is not None:
+            return self.foreign
         return self.typing if unfinished and self.typing is not None else self.weights
 
     def prototype_matrix(self, index: SearchIndex, which: str = "served") -> np.ndarray | None:
@@ -87,7 +97,11 @@ class RankerParams:
                 out[row] = fitted[row_of[task.id]]
         return out
 
-    def abstention_for(self, mode: str) -> AbstentionModel | None:
+    def abstention_for(self, mode: str, foreign: bool = False) -> AbstentionModel | None:
+        """The abstention model of `mode`; for a query in another language than the catalog's,
+        the one fitted for such queries where there is one."""
+        if foreign and self.foreign_abstention.get(mode) is not None:
+            return self.foreign_abstention[mode]
         return self.abstention.get(mode)
 
     def as_dict(self) -> dict:
@@ -102,6 +116,10 @@ class RankerParams:
             row["typing"] = self.typing.as_dict()
         if self.tail:
             row["tail"] = {mode: list(ratios) for mode, ratios in self.tail.items()}
+        if self.foreign is not None:
+            row["foreign"] = self.foreign.as_dict()
+            row["foreign_abstention"] = {mode: (model.as_dict() if model else None)
+                                         for mode, model in self.foreign_abstention.items()}
         return row
 
     @classmethod
@@ -113,8 +131,12 @@ class RankerParams:
                         for q, t, r, s, *rest in row.get("learned") or ())
         typing = FusionWeights.from_dict(row["typing"]) if row.get("typing") else None
         tail = {str(mode): (float(whole), float(typed)) for mode, (whole, typed) in (row.get("tail") or {}).items()}
+        foreign = FusionWeights.from_dict(row["foreign"]) if row.get("foreign") else None
+        foreign_abstention = {mode: (AbstentionModel.from_dict(model) if model else None)
+                              for mode, model in (row.get("foreign_abstention") or {}).items()}
         return cls(FusionWeights.from_dict(row["weights"]), int(row["shortlist_size"]), abstention, source, fit_id,
-                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")), typing, tail)
+                   row.get("prototypes"), learned, bool(row.get("learned_as_cases")), typing, tail, foreign,
+                   foreign_abstention)
 
     def summary(self) -> dict:
         """What a response or /readyz says about the ranker in use."""

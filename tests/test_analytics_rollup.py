@@ -156,7 +156,9 @@ def page_app(request, tmp_path_factory, shared_cache_dir, demo_tasks):
 
 def test_the_page_shows_top_searches_and_results_from_roll_ups_without_developer_text(page_app):
     recorder = page_app.extensions["taskfinder_analytics"]
-    now = datetime.now(timezone.utc) - timedelta(minutes=20)
+    # all six in the past (the last 27 minutes ago): spread into the future, the sixth fell on
+    # tomorrow, outside the 7 days ending today, when the suite ran in the hour before midnight UTC
+    now = datetime.now(timezone.utc) - timedelta(hours=1)
     searches = [SearchRecord(f"page-{n:017d}", now + timedelta(seconds=n * 400), f"sess-page-{n:04d}",
                              "menus" if n % 3 else "cacfp claim", True, ("nutrition.menus", "cacfp.claim"))
                 for n in range(6)]

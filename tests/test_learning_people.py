@@ -80,7 +80,9 @@ def demo_postgresql(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
 
 
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
-@pytest.mark.parametrize("n_networks", [6, 20, 40])
+# 40 networks on SQLite, 20 on PostgreSQL (below): 6 and 20 on SQLite as well cost the suite ~40 s
+# (issue 44 item 9) and tested nothing the two do not
+@pytest.mark.parametrize("n_networks", [40])
 def test_padded_cover_from_many_networks_cannot_lift_a_wrong_task(demo, demo_cases, demo_tasks, n_networks):
     padded_cover_moves_nothing(demo, demo_cases, demo_tasks, n_networks)
 

@@ -235,15 +235,28 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
 
 def fit_abstentions(context: FitContext, queries: Sequence[CVQuery], cv: CVPass, prior: FusionWeights,
                     signals: dict[str, Sequence[str] | None], typing: Sequence[CVQuery] = (),
-                    typing_weights: FusionWeights | None = None) -> dict[str, AbstentionModel | None]:
+                    typing_weights: FusionWeights | None = None, foreign: tuple | None = None,
+                    foreign_out: dict | None = None) -> dict[str, AbstentionModel | None]:
     """{mode: abstention model} of a fit, for each of the context's modes (fit_abstention), on the
     calibration queries (calibration_queries: the fit's CV `queries`, or the cases scored again
     with the runs they were written in kept in one fold; `cv`: the pass `queries` were scored
-    with); each model's `cv` says which (`calibration`)."""
+    with); each model's `cv` says which (`calibration`). `foreign`: (weights, signals, the CV
+    queries of cases written in another language) of a query in another language than the
+    catalog's (search.fitting.foreign); its full-mode model, fitted on the same calibration
+    queries as such a query would have them and those cases, goes into `foreign_out`."""
     calibration, how = calibration_queries(context, queries, cv)
     out: dict[str, AbstentionModel | None] = {"full": None}
     for mode in context.modes:
         model = fit_abstention(calibration, prior, mode, context.settings.abstain_budget, signals.get(mode), typing,
                                typing_weights)
         out[mode] = replace(model, cv={**model.cv, "calibration": how}) if model is not None else None
+    if foreign is not None and foreign_out is not None and "full" in context.modes:
+        from search.fitting.foreign import as_foreign   # (imports this module)
+        weights, kept, other_language = foreign
+        # the catalog's own cases in other languages beside them; its prefixes too (one threshold per
+        # typing class), ranked as such a query is: with the foreign weights
+        model = fit_abstention([*(as_foreign(q) for q in calibration), *other_language], weights, "full",
+                               context.settings.abstain_budget, kept, [as_foreign(q) for q in typing],
+                               weights if typing else None)
+        foreign_out["full"] = replace(model, cv={**model.cv, "calibration": how}) if model is not None else None
     return out

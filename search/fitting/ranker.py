@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from search.fitting.abstention import abstention_negatives, fit_abstentions
+from search.fitting.foreign import fit_foreign, written_in_other_language
 from search.fitting.cv import (FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, attach_vectors, cases_digest,
                                cv_queries, prototypes_of)
 from search.fitting.learned import choose_learned_as_cases, choose_learned_signal, informative_learned, usable_learned
@@ -80,6 +81,12 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     queries = options.queries
     if queries is None:
         queries = cv_queries(context, written, options.progress)
+    # each language's weights and abstention on its own evidence: the cases written in another
+    # language than the catalog's fit only the foreign ones (search.fitting.foreign), so adding
+    # Spanish cases leaves the English weights as they were (the generic negatives serve both)
+    other_language = [q for q in queries if q.source == "case" and written_in_other_language(q)]
+    if other_language:
+        queries = [q for q in queries if not (q.source == "case" and written_in_other_language(q))]
     modes = context.modes
     sparse_signals, sparse_choice = choose_sparse_signals(queries, defaults.weights)
     signals = {"full": None, "sparse": sparse_signals}
@@ -112,6 +119,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         trial = CVPass(negatives=negatives, learned=informative, learned_as_cases=tuple(learned))
         queries, weights, as_cases = choose_learned_as_cases(context, trial,
                                                              defaults, queries, weights, report, signals)
+        if other_language:   # (scored again with every case)
+            queries = [q for q in queries if not (q.source == "case" and written_in_other_language(q))]
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     typed = typing_queries(context)
     typing = fit_typing(typed, weights, defaults.weights, modes, signals) or FusionWeights(
@@ -121,7 +130,19 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(typed, rankings(typed, weights, mode)),
                                          "typing_weights": ranking_metrics(typed, rankings(typed, typing, mode))}
                                   for mode in modes}
-    abstention = fit_abstentions(context, calibration, written, defaults.weights, signals, typed, typing)
+    # a query in another language than the catalog's (search.fitting.foreign): its weights, then its abstention
+    foreign = foreign_signals = None
+    foreign_abstention: dict = {}
+    if "full" in modes:
+        foreign, foreign_signals, masked = fit_foreign([*queries, *other_language], weights)
+        masked_in_scope = [q for q in masked if q.case.gold]
+        report["cv"]["foreign"] = {"signals": list(foreign_signals),
+                                   "fitted": ranking_metrics(masked_in_scope, rankings(masked_in_scope, foreign, "full")),
+                                   "own_weights": ranking_metrics(masked_in_scope,
+                                                                  rankings(masked_in_scope, weights, "full"))}
+    abstention = fit_abstentions(context, calibration, written, defaults.weights, signals, typed, typing,
+                                 (foreign, foreign_signals, other_language) if foreign is not None else None,
+                                 foreign_abstention)
     # the score-tail cut of each mode, on the rankings the fit's own weights give the CV queries
     # (each mode's probabilities have their own spread: one ratio for both cut the degraded mode's
     # CLINC150 val found@5 0.929 -> 0.909)
@@ -147,7 +168,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     used = (embedder is not None and weights.full.learned > 0) or as_cases
     params = RankerParams(weights, shortlist, abstention, "fit", None, stored_prototypes,
                           learned=tuple(learned) if used else (), learned_as_cases=as_cases, typing=typing,
-                          tail=tail)
+                          tail=tail, foreign=foreign, foreign_abstention=foreign_abstention)
     if learned:
         report["learned"] = {"pairs": len(learned), "verified": sum(e.verified for e in learned),
                              "informative": len(informative),

@@ -90,7 +90,7 @@ class QueryContext:
     def plan(self) -> "QueryPlan":
         """How each query word meets the index (search.prefilter.plan_query)."""
         a = self.analysed
-        return _prefilter().plan_query(self.index, a.words, a.corrections, a.prefix)
+        return _prefilter().plan_query(self.index, a.words, a.corrections, a.prefix, a.language)
 
     def exact(self, matrix) -> np.ndarray:
         """Column sums of the query's own terms, plus the last word's weighted completions

@@ -2,6 +2,9 @@
 enrichment), coverage-normalised to [0, ~1] (search.signals.coverage_normalise).
 
     lexical(q, t) = sum_{w in q} BM25F(w, t) / ideal(q)
+    lexical(q, t) = 0 for every t when q is written in another language than the catalog's
+                    (lexicon.language): its words cannot be the catalog's, so "no evidence",
+                    not evidence against (the fusion then ranks with the foreign weights)
 
 Index time: the BM25F matrix `index.lexical` (search.index.analyse_tasks; the field weights are
 settings.FieldWeights). Robertson & Zaragoza (2009), "The Probabilistic Relevance Framework:
@@ -16,6 +19,8 @@ from search.signals import coverage_normalise
 
 def scores(index, plan, exact) -> np.ndarray:
     """Every task's value (the written-cases counterfactual reads it too)."""
+    if plan.foreign:
+        return np.zeros(index.lexical.shape[0], dtype=np.float32)
     return coverage_normalise(exact(index.lexical), plan.lexical_ideal)
 
 

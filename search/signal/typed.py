@@ -3,7 +3,8 @@ a prefix (and, from 4 letters, with one typo): prefix evidence of a query still 
 (search.typed.typed_signal). Computed, and so weighed, only for a query read as unfinished.
 
 Index time: `index.typed` (search.typed.build_typed_index: a sorted vocabulary of the words as
-typed, their postings and completions)."""
+typed, their postings and completions). 0 for a query in another language than the catalog's
+(lexicon.language): "no evidence", as for the lexical signal."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +14,8 @@ from search.typed import typed_signal
 
 
 def value(ctx: QueryContext) -> np.ndarray:
+    if ctx.analysed.foreign:   # another language's prefix is no evidence about the catalog's words
+        return np.zeros(ctx.rows.size, dtype=np.float32)
     return typed_signal(ctx.index.typed, ctx.analysed.text, ctx.analysed.finished)[ctx.rows]
 
 

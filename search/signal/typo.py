@@ -4,6 +4,9 @@ by the same ideals as those two signals:
 
     typo(q, t) = lexical(corrected(q), t) + rationale(corrected(q), t)
 
+(0 for a query in another language than the catalog's: search.prefilter.analyse_query corrects
+none of its words into the catalog's language.)
+
 Index time: nothing of its own (the two matrices, and the surface vocabulary in index.surface_words)."""
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from tests.conftest import build_app, close_app, install_demo_fit, make_settings
 
 # Searches whose answers use the fitted prototypes, the exemplars, the rationale, a typo reading,
 # and results hidden from a visitor (the background checks are HR's and the director's).
-SEARCHES = ("devlopmental screning", "attendance report", "medical exam due", "bus driver background check",
-            "staff training hours", "income eligibility", "background check")
+SEARCHES = ("devlopmental screning", "attendance report", "bus driver background check", "staff training hours",
+            "background check")
 DEVELOPER_WORDS = re.compile(r"test case|trained on|sign in as a role|\(s\)|\bfit\b|prototype|exemplar", re.I)
 
 

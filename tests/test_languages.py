@@ -1,0 +1,221 @@
+"""Issue 46: queries in other languages than the catalog's (lexicon.language).
+
+Detection, per-language normalisation (Snowball stems and stop words, accents folded for
+matching and kept for display), no typo correction into another language's word, the signals
+that need the catalog's words saying "no evidence", the foreign weights a fit makes
+(search.fitting.foreign), a Spanish case helping a Spanish query, and, through the real app on
+the demo, a Spanish query's why line and an off-topic Spanish query refused.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from catalog.records import CaseRecord, TaskRecord
+from lexicon.language import CATALOG_LANGUAGE, detect, language_scores, stop_words
+from lexicon.rationale import build_lexicon
+from lexicon.text import stem, terms, words
+from search.index import build_index
+from search.prefilter import analyse_query, explain_rows, prefilter, score_query
+from search.ranker import FusionWeights, RankerParams
+from settings import PROJECT_ROOT, FieldWeights, Weights
+
+
+# -- detection ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, language", [
+    ("evaluación de la audición", "es"),
+    ("necesito revisar si los talones de pago de una familia la hacen elegible", "es"),
+    ("dar de baja a un niño", "es"),
+    ("quien cambio este registro", "es"),                 # no accent typed, still Spanish
+    ("triagem auditiva da criança", "pt"),
+    ("preciso verificar se os holerites da família a tornam elegível", "pt"),
+    ("inscription d'un enfant à la crèche", "fr"),
+    ("hearing screening", "en"),
+    ("ASQ", "en"),
+    ("need to check if a family's pay stubs make them eligible", "en"),
+    ("the family only speaks Spanish at home", "en"),
+    ("todo list", "en"),                                  # an English word that is a Spanish stop word
+])
+def test_the_language_of_a_query_is_detected(text, language):
+    assert detect(text) == language
+
+
+def test_english_texts_of_the_demo_are_never_read_as_another_language():
+    """Every case query, rationale, task name, help text and alias of the demo stays in the
+    catalog's language: its stems and stop words are exactly as before."""
+    texts = []
+    for line in (PROJECT_ROOT / "catalog/data/headstart_cases.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        texts += [row["query"], row.get("rationale", "")]
+    for line in (PROJECT_ROOT / "catalog/data/headstart_catalog.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        texts += [row["name"], row["help"], *row.get("aliases", [])]
+    assert [t for t in texts if t and detect(t) != CATALOG_LANGUAGE] == []
+
+
+def test_the_catalog_s_own_words_vote_for_its_language():
+    """A word the catalog knows counts for its language: "informe" alone is no Spanish cue, and
+    with the acronym known the query stays English; Spanish function words still decide."""
+    known = {"pir"}.__contains__
+    assert language_scores("informe PIR", known)["en"] == 1
+    assert detect("informe del PIR", known) == "en"        # a tie: the catalog's language
+    assert detect("el informe del PIR", known) == "es"
+
+
+# -- normalisation per language ----------------------------------------------------------------------
+def test_spanish_is_stemmed_by_its_own_snowball_stemmer_and_loses_its_stop_words():
+    assert terms("registro de vacunas") == ["registr", "vacun"]
+    assert terms("vacuna para los niños", "es") == ["vacun", "nin"]
+    assert stem("vacunas", "es") == stem("vacuna", "es") == "vacun"
+    assert stem("inscripciones", "es") == stem("inscripción".replace("ó", "o"), "es")
+    assert words("¿Dónde está la evaluación de audición?") == ["evaluacion", "audicion"]
+    assert {"de", "la", "para", "los"} <= stop_words("es") and {"da", "para", "os"} <= stop_words("pt")
+    # English is untouched: the same Porter2 stems as before
+    assert terms("Immunization records for children") == ["immun", "record", "children"]
+
+
+def test_accents_are_folded_for_matching_and_kept_for_display():
+    index = _index()
+    typed = analyse_query(index, "evaluación de audición")
+    plain = analyse_query(index, "evaluacion de audicion")
+    assert typed.words == plain.words and typed.language == plain.language == "es"
+    assert typed.text == "evaluación de audición" and "evaluación" in typed.embedding_text
+
+
+# -- a small catalog ---------------------------------------------------------------------------------
+TASKS = [
+    TaskRecord(id="health.immunizations", name="Immunization Records", help="Track each child's vaccines and shots."),
+    TaskRecord(id="health.hearing", name="Hearing Screening", help="Record hearing screening results."),
+    TaskRecord(id="ersea.enrollment", name="Enrollment", help="Enroll a child and record registration details."),
+    TaskRecord(id="facilities.fire-drills", name="Fire Drill Log", help="Log monthly fire drills and evacuations."),
+]
+CASES = [
+    CaseRecord("kids shots", ("health.immunizations",)),
+    CaseRecord("ear test", ("health.hearing",)),
+    CaseRecord("sign up a new child", ("ersea.enrollment",)),
+]
+SPANISH_CASE = CaseRecord("inscripción de un niño nuevo", ("ersea.enrollment",))
+
+
+def _index(cases=CASES, tasks=TASKS):
+    return build_index(tasks, build_lexicon(cases), FieldWeights(), cases=cases)
+
+
+def test_no_word_is_corrected_into_another_language():
+    """A Spanish query's words are not typos of English ones, and an English query's words are
+    not corrected into a Spanish case's words (they stay out of the typo vocabulary)."""
+    index = _index([*CASES, SPANISH_CASE])
+    spanish = analyse_query(index, "registro de inscripcion")
+    assert spanish.language == "es" and spanish.corrections == {} and spanish.prefix == {}
+    assert spanish.embedding_text == "registro de inscripcion"   # the embedder reads what was typed
+    assert "inscripcion" not in index.surface_words
+    english = analyse_query(index, "inscription records")
+    assert english.language == "en"
+    assert all(candidate != "inscripcion" for found in english.corrections.values() for candidate, _ in found)
+    # an English typo is still corrected
+    assert "immunization" in [c for c, _ in analyse_query(index, "imunization records").corrections["imunization"]]
+
+
+def test_the_signals_that_need_the_catalog_s_words_say_no_evidence_for_a_foreign_query():
+    index = _index()
+    rows, _ = index.visible(None, False)
+    spanish = score_query(index, analyse_query(index, "registro de audición"), None).values
+    english = score_query(index, analyse_query(index, "hearing record"), None).values
+    for name in ("lexical", "typo"):
+        assert not np.any(spanish[name]), name            # 0 for every task: no evidence, not evidence against
+    assert np.any(english["lexical"])
+    # a why line may not say a foreign query matched the task's text
+    analysed = analyse_query(index, "hearing de la audición")
+    assert analysed.foreign
+    matched = explain_rows(index, rows.tolist(), analysed.words, analysed.corrections, analysed.language)
+    assert all(m["field"] == "rationale" for row in matched for m in row)
+
+
+def test_a_spanish_case_helps_a_spanish_query_and_leaves_english_ones_alone():
+    """Without embeddings (the sparse signals alone): the Spanish case's words meet the Spanish
+    query's stems ("inscripciones" / "inscripción") through the exemplar memory and the rationale
+    lexicon; an English query ranks exactly as without it."""
+    weights = Weights(lexical=1.0, rationale=1.0, typo=0.5, exemplar=1.0, embedding=0.0, centroid=0.0,
+                      neighbour=0.0, prototype=0.0)
+    before, after = _index(), _index([*CASES, SPANISH_CASE])
+    query = "inscripciones de niños"
+    assert analyse_query(after, query).language == "es"
+    top_before = prefilter(before, query, weights, 4).ranked
+    top_after = prefilter(after, query, weights, 4).ranked
+    assert top_after[0].task.id == "ersea.enrollment" and top_after[0].signals["exemplar"] > 0
+    assert top_before[0].signals["exemplar"] == 0 and top_before[0].signals["lexical"] == 0
+    # a lone Spanish word the Spanish case taught the catalog is read as Spanish
+    assert analyse_query(after, "inscripciones").language == "es"
+    for english in ("kids shots", "fire drill", "hearing screening results"):
+        a = [(r.task.id, r.score) for r in prefilter(before, english, weights, 4).ranked]
+        b = [(r.task.id, r.score) for r in prefilter(after, english, weights, 4).ranked]
+        assert [t for t, _ in a] == [t for t, _ in b], english
+
+
+def test_a_fit_keeps_foreign_weights_and_they_survive_storage():
+    from search.confidence import AbstentionModel
+    weights = FusionWeights(Weights(), Weights())
+    foreign = FusionWeights(Weights(lexical=0.0, typo=0.0, embedding=0.0, centroid=2.0, neighbour=3.0), Weights())
+    model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {})
+    params = RankerParams(weights, 10, {"full": None}, "fit", None, foreign=foreign, foreign_abstention={"full": model})
+    again = RankerParams.from_dict(params.as_dict())
+    assert again.weights_for(0, foreign=True).as_dict() == foreign.as_dict()
+    assert again.weights_for(0).as_dict() == weights.as_dict()
+    assert again.abstention_for("full", foreign=True) == model and again.abstention_for("full") is None
+
+
+def test_the_foreign_fit_masks_what_a_foreign_query_cannot_have():
+    from search.fitting.cv import CVQuery
+    from search.fitting.foreign import MASKED, as_foreign, foreign_signals
+    values = {name: np.ones(2, dtype=np.float32) for name in ("lexical", "typo", "rationale", "exemplar", "coverage",
+                                                               "embedding", "centroid", "neighbour", "prototype")}
+    english = CVQuery(CaseRecord("ear test", ("health.hearing",)), 0, tuple(TASKS[:2]), values, None)
+    spanish = CVQuery(CaseRecord("prueba de audición", ("health.hearing",)), 0, tuple(TASKS[:2]), values, None)
+    masked = as_foreign(english)
+    assert all(not masked.values[name].any() for name in MASKED if name in values)
+    assert masked.values["neighbour"].all() and as_foreign(spanish) is spanish
+    assert "embedding" not in foreign_signals([english]) and "rationale" not in foreign_signals([english])
+    assert "rationale" in foreign_signals([spanish] * 20)
+
+
+# -- through the app: the why line and "no confident match" ------------------------------------------
+@pytest.fixture(scope="module")
+def fitted_demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    """The demo app with its shipped fit (which tests/test_shipped_fit.py proves equal to a fresh
+    fit, foreign weights and abstention included)."""
+    from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+
+    app = build_app(make_settings(tmp_path_factory.mktemp("languages"), shared_cache_dir), demo_tasks, demo_cases)
+    install_demo_fit(app)
+    yield app
+    close_app(app)
+
+
+def _search(app, query: str) -> dict:
+    response = app.test_client().get("/api/search", query_string={"q": query})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()
+
+
+def test_a_spanish_query_s_why_line_is_true_and_it_finds_its_task(fitted_demo):
+    body = _search(fitted_demo, "registro de vacunas de los niños")
+    assert body["ranker"]["source"] == "fit" and body["corrections"] == {}
+    assert not body["no_confident_match"]
+    for row in body["results"]:
+        assert not [m for m in row["matched"] if "corrected_to" in m], row["matched"]   # no "reads “vacunas” as …"
+        assert all(m["field"] == "rationale" for m in row["matched"]), row["matched"]
+        assert row["contributions"].get("lexical", 0.0) == 0.0 and row["contributions"].get("typo", 0.0) == 0.0
+    assert body["results"][0]["id"] == "health.immunizations"
+
+
+def test_off_topic_spanish_is_refused_as_english_is(fitted_demo):
+    pairs = (("receta de pastel de chocolate", "recipe for chocolate cake"),
+             ("que tiempo va a hacer mañana", "what's the weather tomorrow"),
+             ("reservar un vuelo a denver", "book me a flight to denver"))
+    for spanish, english in pairs:
+        assert _search(fitted_demo, english)["no_confident_match"], english
+        body = _search(fitted_demo, spanish)
+        assert body["no_confident_match"] and body["results"] == [], spanish
+    assert not _search(fitted_demo, "evaluación de la audición de los niños")["no_confident_match"]
