@@ -97,3 +97,15 @@ def screenshot(page, name: str, **options) -> Path:
     path = DOCS / name
     page.screenshot(path=str(path), **options)
     return path
+
+
+def sign_in(page, base: str, username: str = "eddie", password: str | None = None) -> None:
+    """Sign in on the admin's login page as `username` (ADMIN_PASSWORD unless told) and wait for
+    the dashboard."""
+    from tests.conftest import ADMIN_PASSWORD
+
+    page.goto(f"{base}/admin/login")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password or ADMIN_PASSWORD)
+    page.press("input[name=password]", "Enter")
+    page.wait_for_url(f"{base}/admin/")

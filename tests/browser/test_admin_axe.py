@@ -8,7 +8,7 @@ import pytest
 
 from tests.browser.test_admin_editor import editor_app  # noqa: F401  (the fixture)
 from tests.browser.test_widget import AXE_JS
-from tests.conftest import ADMIN_PASSWORD
+from tests.browser.conftest import sign_in
 
 pytestmark = pytest.mark.skipif(not AXE_JS.exists(),
                                 reason=f"axe-core not installed at {AXE_JS} (make test installs it from npm)")
@@ -20,14 +20,6 @@ def violations(page) -> list[dict]:
         const r = await axe.run(document);
         return r.violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}));
     }""")
-
-
-def sign_in(page, base: str) -> None:
-    page.goto(f"{base}/admin/login")
-    page.fill("input[name=username]", "eddie")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.press("input[name=password]", "Enter")
-    page.wait_for_url(f"{base}/admin/")
 
 
 def test_axe_finds_nothing_on_the_lists_and_an_edits_preview(editor_app, live_server, page):  # noqa: F811

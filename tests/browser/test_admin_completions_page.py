@@ -4,9 +4,8 @@ button and a word by the form, see /api/search stop offering both, then undo bot
 docs/admin-completions.png."""
 import json
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import screenshot, sign_in
 from tests.browser.test_admin_editor import editor_app  # noqa: F401  (the fixture: demo app, editor eddie)
-from tests.conftest import ADMIN_PASSWORD
 
 SUGGESTION = "Eligibility Determination"
 
@@ -20,11 +19,7 @@ def test_an_editor_blocks_a_suggestion_and_a_word_and_unblocks_them(editor_app, 
     page.set_default_timeout(60_000)
     base = live_server(editor_app)
     assert SUGGESTION in completions(page, base, "elig")
-    page.goto(f"{base}/admin/login")
-    page.fill("input[name=username]", "eddie")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.press("input[name=password]", "Enter")
-    page.wait_for_url(f"{base}/admin/")
+    sign_in(page, base)
 
     page.goto(f"{base}/admin/completions")
     row = page.locator("table.completions-offered tr", has=page.locator(f"input[name=text][value='{SUGGESTION}']"))

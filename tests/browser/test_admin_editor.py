@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import screenshot, sign_in
 from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, make_settings
 
 QUERY = "bumped head on the slide"
@@ -48,11 +48,7 @@ def test_an_editor_adds_a_case_previews_publishes_and_rolls_it_back(editor_app, 
     store = editor_app.extensions["taskfinder"].store
     mark = store.versions(limit=1)[0].id
 
-    page.goto(f"{base}/admin/login")
-    page.fill("input[name=username]", "eddie")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.press("input[name=password]", "Enter")
-    page.wait_for_url(f"{base}/admin/")
+    sign_in(page, base)
 
     page.goto(f"{base}/admin/cases/new")
     page.fill("input[name=query]", QUERY)

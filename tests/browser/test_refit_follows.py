@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.browser.conftest import sign_in
 from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, close_app, make_settings
 
 QUERY = "Lead Screening"   # a demo case's query: the editor rewords it (a rationale alone refits nothing)
@@ -46,11 +47,7 @@ def test_the_preview_says_a_refit_follows_and_the_case_page_shows_what_it_serves
     first_fit = served_fit(refitting_app)
     assert first_fit is not None
 
-    page.goto(f"{base}/admin/login")
-    page.fill("input[name=username]", "rita")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.press("input[name=password]", "Enter")
-    page.wait_for_url(f"{base}/admin/")
+    sign_in(page, base, "rita")
 
     page.goto(f"{base}/admin/cases/{case.id}/edit")
     page.fill("input[name=query]", NEW_QUERY)

@@ -5,7 +5,7 @@ publish is a new version "Revert version N", the search answers as before the ca
 later task edit stays."""
 
 from tests.browser.test_admin_editor import editor_app, first_result, wait_for_first  # noqa: F401 (fixture)
-from tests.conftest import ADMIN_PASSWORD
+from tests.browser.conftest import sign_in
 
 QUERY = "bus stops"
 TASK = "gov.program-goals"
@@ -19,11 +19,7 @@ def test_an_editor_reverts_one_change_from_its_version_page(editor_app, live_ser
     original_gold = case.gold[0]
     assert first_result(page, base, QUERY) == original_gold
 
-    page.goto(f"{base}/admin/login")
-    page.fill("input[name=username]", "eddie")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.press("input[name=password]", "Enter")
-    page.wait_for_url(f"{base}/admin/")
+    sign_in(page, base)
 
     # the change to revert: the case's gold moves to another task (edited through the form)
     page.goto(f"{base}/admin/cases/{case.id}/edit")
