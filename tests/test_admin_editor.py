@@ -395,3 +395,35 @@ def test_the_picker_and_the_browse_pages_rank_with_the_products_search_over_ever
     assert listed[:len(expected)] == expected
     cases_html = text(client.get("/admin/cases", query_string={"search": "CACFP monthly claim"}))
     assert f'/admin/tasks/{expected[0]}"' in cases_html and "naming the tasks the search ranks" in cases_html
+
+
+# -- the case page says how the search ranks the case now (issue 44 item 4) -------------------------
+def served_list(html: str) -> list[str]:
+    """The task ids of the case page's "How the search ranks it now" list, in order."""
+    served = re.search(r'<ol class="served">(.*?)</ol>', html, re.S)
+    return re.findall(r"<code>([^<]+)</code>", served.group(1)) if served else []
+
+
+def test_the_case_page_shows_what_the_search_serves_on_a_fresh_database_and_after_a_rollback(admin_app):
+    """What the page lists is the live ranking of the case's query (every role's tasks), on the
+    database as loaded, after its query is edited, and after a rollback brings it back."""
+    services = admin_app.extensions["taskfinder"]
+    store, search = services.store, services.search
+    client, _csrf = signed_in(admin_app, "vera")
+    case = next(c for c in store.cases() if c.query == "Lead Screening")
+
+    def page_and_api(query: str) -> tuple[list[str], list[str]]:
+        html = text(client.get(f"/admin/cases/{case.id}"))
+        assert "How the search ranks it now" in html
+        return served_list(html), [r["id"] for r in search.search(query, k=5, restrict_roles=False)["results"]]
+
+    shown, api = page_and_api("Lead Screening")
+    assert shown and shown == api
+    mark = store.versions(limit=1)[0].id
+    edited = store.update_case(case.id, store.case(case.id).version, replace(store.case(case.id), query="blood lead level"),
+                               actor="user:eddie")
+    shown, api = page_and_api(edited.query)
+    assert edited.query == "blood lead level" and shown == api
+    store.rollback(mark, actor="user:eddie", based_on=store.versions(limit=1)[0].id)
+    shown, api = page_and_api("Lead Screening")
+    assert store.case(case.id).query == "Lead Screening" and shown == api
