@@ -3,7 +3,7 @@
     python app.py serve               # HTTP API on HOST:PORT (waitress, one process: the embedded default)
     gunicorn -c ops/gunicorn.conf.py  # production: WEB_CONCURRENCY workers (`make serve-prod`)
     python app.py search "devlopmental screning"
-    python app.py users create alice --role editor   # admin accounts (admin/cli.py)
+    python app.py users create alice --role editor   # admin accounts (cli/accounts.py)
     python app.py --help              # every command
 
 `create_app(settings)` is the app factory; every dependency is built here, once, and handed
@@ -24,25 +24,25 @@ from werkzeug.routing import IntegerConverter
 
 from admin import audit
 from admin.accounts import AccountStore
-from admin.cli import COMMANDS as ADMIN_COMMANDS
-from analytics.cli import analytics_group
-from catalog.cli import COMMANDS as CATALOG_COMMANDS
 from catalog.db import at_newest_migration, make_engine, schema_problem
 from catalog.store import CatalogStore
 from catalog.validation import MAX_ID
-from evaluation.cli import evaluate_command, evaluate_prefixes_command
-from kb.cli import corpus_group
+from cli.accounts import COMMANDS as ACCOUNT_COMMANDS
+from cli.analytics import analytics_group
+from cli.catalog import COMMANDS as CATALOG_COMMANDS
+from cli.corpus import corpus_group
+from cli.evaluate import evaluate_command, evaluate_prefixes_command
+from cli.fit import fit_command
+from cli.llm import llm_group
 from kb.enrich import catalog_enrichment
 from rerank import Reranker
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
-from infra.cli import llm_group
-from search.cli import fit_command
 from search.embeddings import build_embedder
 from serving.service import BadQuery, SearchService
 from settings import Settings
 from web.json_provider import OrjsonProvider
-from web.metrics import Metrics
+from infra.metrics import Metrics
 
 @dataclass(frozen=True)
 class Services:
@@ -79,7 +79,7 @@ def create_app(settings: Settings | None = None, *, http: bool = True) -> Flask:
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
     if http:
         install_http(app, settings, engine, metrics, accounts)
-    for command in (*CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,
+    for command in (*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,
                     analytics_group,
                     search_command,
                     serve_command):
@@ -119,7 +119,7 @@ def install_http(app: Flask, settings: Settings, engine, metrics: Metrics, accou
         settings, events_breaker, OutageReporter("redis (event caps)", metrics.ratelimit_backend_errors.inc)))
     app.register_blueprint(events_bp)
     install_cors(app, settings.cors_origins)
-    # admin_bp with its nested /admin/api and /admin/analytics (admin.blueprint)
+    # the /admin blueprint with its nested /admin/api and /admin/analytics (admin.blueprint, admin.routes)
     install_admin(app, settings, accounts, build_throttle(settings, build_storage(settings, redis_breaker, outage)))
     install_api_headers(app)                # WSGI middleware around the app...
     install_request_metrics(app, metrics)   # ...and the outermost: its duration covers everything inside
@@ -245,7 +245,7 @@ class TaskfinderGroup(FlaskGroup):
       does not know (`routes`, `shell`, a plugin's) gets the whole app."""
 
     OFFLINE_COMMANDS = frozenset(command.name for command in (
-        *CATALOG_COMMANDS, *ADMIN_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command,
+        *CATALOG_COMMANDS, *ACCOUNT_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command,
         fit_command, search_command))
     command_name: str | None = None
 

@@ -192,7 +192,7 @@ class Settings:
     web_workers: int = 2           # gunicorn worker processes; each holds its own index and models
     web_threads: int = 4           # threads per gunicorn worker (LLM calls wait on I/O)
     web_timeout_s: int = 120       # a worker silent this long is restarted; covers its index warm-up
-    # Prometheus multiprocess mode (web.metrics): a directory every worker writes its
+    # Prometheus multiprocess mode (infra.metrics): a directory every worker writes its
     # samples to; must be in the environment before start (prometheus_client reads it at import)
     prometheus_multiproc_dir: Path | None = None
     # admin sessions (admin/): empty SECRET_KEY = a random key per process (sessions end on

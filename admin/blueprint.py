@@ -1,7 +1,7 @@
 """The admin blueprint and its access policy: deny by default, in one place.
 
-Every request routed to `admin_bp` (pages) or its nested `api` and `analytics` blueprints passes
-`enforce_policy` before any view runs:
+Every request routed to the admin blueprint (pages, `admin_blueprints`) or its nested `api` and
+`analytics` blueprints passes `enforce_policy` before any view runs:
 
 * anonymous callers are refused everywhere except PUBLIC_ENDPOINTS (the login page, static
   files): pages redirect to the login page, /admin/api answers 401 JSON;
@@ -42,7 +42,7 @@ from flask_login import LoginManager, current_user
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from admin.accounts import Account, AccountStore
-from admin.preview import PreviewMemo
+from evaluation.impact import ImpactMemo
 from admin.analytics import analytics_pages_bp
 from infra.secret_key import shared_secret_key
 from admin.throttle import LoginThrottle
@@ -51,16 +51,6 @@ from api.roles import bearer_token
 from settings import Settings
 
 log = logging.getLogger(__name__)
-
-admin_bp = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates",
-                     static_folder="static")
-admin_bp.add_app_template_filter(counted, "counted")   # "1 test case", "3 test cases" (infra.words)
-admin_bp.add_app_template_filter(noun, "noun")
-api_bp = Blueprint("api", __name__, url_prefix="/api")  # JSON for automation: /admin/api/...
-# The blueprints nested in admin_bp, named here where it is defined (a blueprint is nested once,
-# before any app registers admin_bp; a module never nests itself as a side effect of its import):
-admin_bp.register_blueprint(api_bp)
-admin_bp.register_blueprint(analytics_pages_bp)  # /admin/analytics/ (admin/analytics/pages.py)
 
 PUBLIC_ENDPOINTS = frozenset({"admin.login", "admin.static"})
 # Viewers may sign out and preview an edit (a POST that writes nothing); publishing is the editors'.
@@ -80,13 +70,35 @@ SECURITY_HEADERS = {
 @dataclass
 class AdminState:
     """What the admin views need beyond `Services`: the login throttle, and the previews already
-    made (admin.preview.PreviewMemo: a confirmation page shown again does not preview again)."""
+    made (evaluation.impact.ImpactMemo: a confirmation page shown again does not preview again)."""
 
     throttle: LoginThrottle
-    previews: PreviewMemo = field(default_factory=PreviewMemo)
+    previews: ImpactMemo = field(default_factory=ImpactMemo)
 
 
 # -- setup ---------------------------------------------------------------------------------
+def admin_blueprints() -> tuple[Blueprint, Blueprint]:
+    """(pages, api): a new /admin blueprint (endpoints `admin.*`, templates and static files
+    beside this module) with its policy, and the /admin/api blueprint nested in it (JSON for
+    automation, endpoints `admin.api.*`), with /admin/analytics (admin/analytics/pages.py) nested
+    beside it. They carry no view yet: admin.routes.install_admin has each view module attach
+    its routes (its `register(pages, api)`), so importing a module attaches nothing. New for
+    each app, because Flask refuses a route added to a blueprint that an app has registered.
+
+    `enforce_policy` is the blueprint's first before-request hook, so every view module's own
+    hooks (admin.editor's checks of the text written) run after the access policy."""
+    pages = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static")
+    pages.before_request(enforce_policy)
+    pages.after_request(security_headers)
+    pages.context_processor(template_helpers)
+    pages.add_app_template_filter(counted, "counted")   # "1 test case", "3 test cases" (infra.words)
+    pages.add_app_template_filter(noun, "noun")
+    api = Blueprint("api", __name__, url_prefix="/api")
+    pages.register_blueprint(api)
+    pages.register_blueprint(analytics_pages_bp)
+    return pages, api
+
+
 class AdminOnlySessionInterface(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, opened only under SESSION_COOKIE_PATH (/admin), the only
     place the cookie is ever sent. Elsewhere (the public API, the widget, /metrics) a request gets
@@ -101,8 +113,8 @@ class AdminOnlySessionInterface(SecureCookieSessionInterface):
 
 
 def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle: LoginThrottle) -> None:
-    """Configure sessions and Flask-Login on `app` for the admin blueprint (create_app then
-    registers `admin_bp`); `throttle` counts failed logins (admin.throttle.build_throttle: in
+    """Configure sessions and Flask-Login on `app` for the admin blueprint (install_admin then
+    registers it); `throttle` counts failed logins (admin.throttle.build_throttle: in
     Redis or in this process)."""
     # Never a hard-coded key (anyone could forge a session), never one per process (gunicorn's
     # workers would refuse each other's sessions): SECRET_KEY, else the data directory's shared key.
@@ -154,7 +166,6 @@ def authenticate() -> tuple[Account | None, str | None]:
     return None, None
 
 
-@admin_bp.before_request
 def enforce_policy():
     """Runs before every admin view (nested api blueprint included); returning a response
     refuses the request."""
@@ -190,7 +201,6 @@ def refuse(status: int, message: str):
     return render_template("admin/error.html", status=status, message=message), status
 
 
-@admin_bp.after_request
 def security_headers(response):
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
@@ -199,7 +209,6 @@ def security_headers(response):
     return response
 
 
-@admin_bp.context_processor
 def template_helpers() -> dict:
     return {"admin_user": g.get("admin_user")}   # csrf_token(): CSRFProtect registers it
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from flask import current_app, flash, g, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
 from sqlalchemy.orm import Session
 
 from admin import audit
 from admin.audit import user_actor
-from admin.blueprint import admin_bp, refuse
+from admin.blueprint import refuse
 from analytics.store import (AnalyticsStore, add_blocked_word, add_completion_block, remove_blocked_word,
                              remove_completion_block)
 from api.completions import LiveCompletions
@@ -32,6 +32,17 @@ from api.search import COMPLETIONS
 from search.completions import MAX_COMPLETION_CHARS, blocked_word_key, completion_key, min_people
 
 MAX_BLOCK_TEXT = 500   # the completion_blocks.key column
+
+
+def register(pages: Blueprint, api: Blueprint) -> None:
+    """Attach this module's pages to the admin's blueprint (admin.routes.install_admin; endpoints
+    admin.NAME). It has no JSON route: `api` goes unused."""
+    pages.add_url_rule("/completions", "completions_page", completions_page, methods=["GET"])
+    pages.add_url_rule("/completions/block", "completion_block", completion_block, methods=["POST"])
+    pages.add_url_rule("/completions/unblock", "completion_unblock", completion_unblock, methods=["POST"])
+    pages.add_url_rule("/completions/words", "completion_word_block", completion_word_block, methods=["POST"])
+    pages.add_url_rule("/completions/words/remove", "completion_word_unblock", completion_word_unblock,
+                       methods=["POST"])
 
 
 def _engine():
@@ -42,7 +53,6 @@ def _live() -> LiveCompletions:
     return current_app.extensions[COMPLETIONS]
 
 
-@admin_bp.get("/completions")
 def completions_page():
     services = current_app.extensions["taskfinder"]
     live_completions = _live()
@@ -65,7 +75,6 @@ def _changed(note: str):
     return redirect(url_for("admin.completions_page"))
 
 
-@admin_bp.post("/completions/block")
 def completion_block():
     text = " ".join(request.form.get("text", "").split())
     key = completion_key(text)
@@ -80,7 +89,6 @@ def completion_block():
                     else f"{text!r} was blocked already.")
 
 
-@admin_bp.post("/completions/unblock")
 def completion_unblock():
     key = request.form.get("key", "")
     actor = user_actor(g.admin_user.name)
@@ -93,7 +101,6 @@ def completion_unblock():
     return _changed(f"Unblocked: {text!r} may be offered again (when it still qualifies).")
 
 
-@admin_bp.post("/completions/words")
 def completion_word_block():
     raw = request.form.get("word", "").strip()
     word = blocked_word_key(raw)
@@ -108,7 +115,6 @@ def completion_word_block():
                     else f"{word!r} was blocked already.")
 
 
-@admin_bp.post("/completions/words/remove")
 def completion_word_unblock():
     word = request.form.get("word", "")
     actor = user_actor(g.admin_user.name)

@@ -7,16 +7,22 @@ applied by admin.editing.apply_proposal) -> POST .../publish (editors; hidden fi
 proposal and the record version it started from) -> CatalogStore writes the change, its catalog
 version and its audit entry in one transaction. A publish based on a stale version gets the
 409 conflict page: theirs and yours side by side, and the form again, pre-filled with yours and
-based on theirs. Access control is admin.blueprint.enforce_policy's (login, role, CSRF).
+based on theirs. The two kinds share that flow's one implementation (`preview_edit`,
+`publish_edit`), told what differs by CASE_FORM or TASK_FORM (`EditForm`). Access control is
+admin.blueprint.enforce_policy's (login, role, CSRF). `register` attaches the routes
+(admin.routes.install_admin); importing this module attaches nothing.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Callable
 
-from flask import Response, current_app, flash, g, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, Response, current_app, flash, g, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from admin.audit import user_actor
-from admin.blueprint import admin_bp, admin_state, api_bp, refuse
+from admin.blueprint import admin_state, refuse
 from admin.editing import (CASE, TASK, InvalidProposal, Proposal, active, apply_proposal,
                            case_proposal_from_form, case_proposal_from_json, cases_naming, retired_gold,
                            task_proposal_from_form, task_proposal_from_json)
@@ -27,12 +33,49 @@ from catalog.records import CaseRecord, TaskRecord
 from catalog.store import NotFound, RevertRefused, StaleEdit, StaleRevert, StaleRollback, StoreConflict
 from catalog.validation import (MAX_ID, JSONRefused, bounded_id, bounded_int, decode_json, json_problem,
                                 task_id_problem, text_problem)
-from admin.preview import ANONYMOUS, EVERY_ROLE, preview_change
+from admin.preview import preview_change
+from search.request import ANONYMOUS, EVERY_ROLE, SearchRequest
 from serving.service import SearchService
 
 PICKER_RESULTS = 10
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 VERSIONS_PER_PAGE = 50
+
+
+def register(pages: Blueprint, api: Blueprint) -> None:
+    """Attach the editor's routes, and its two checks of every admin request (after the access
+    policy, which the blueprint runs first), to the admin's blueprints (admin.routes.install_admin):
+    /admin pages on `pages` (endpoints admin.NAME), JSON on `api` (admin.api.NAME)."""
+    pages.before_request(refuse_malformed_text)
+    pages.before_request(refuse_impossible_task_id)
+    pages.add_url_rule("/cases/<int:case_id>", "case_page", case_page, methods=["GET"])
+    pages.add_url_rule("/cases/new", "case_new", case_new, methods=["GET"])
+    pages.add_url_rule("/cases/<int:case_id>/edit", "case_edit", case_edit, methods=["GET"])
+    pages.add_url_rule("/cases/preview", "case_preview", partial(preview_edit, CASE_FORM), methods=["POST"])
+    pages.add_url_rule("/cases/publish", "case_publish", partial(publish_edit, CASE_FORM), methods=["POST"])
+    pages.add_url_rule("/tasks/new", "task_new", task_new, methods=["GET"])
+    pages.add_url_rule("/tasks/<task_id>/edit", "task_edit", task_edit, methods=["GET"])
+    pages.add_url_rule("/tasks/preview", "task_preview", partial(preview_edit, TASK_FORM), methods=["POST"])
+    pages.add_url_rule("/tasks/publish", "task_publish", partial(publish_edit, TASK_FORM), methods=["POST"])
+    pages.add_url_rule("/versions", "versions_page", versions_page, methods=["GET"])
+    pages.add_url_rule("/versions/<int:version_id>", "version_page", version_page, methods=["GET"])
+    pages.add_url_rule("/versions/<int:version_id>/rollback", "version_rollback", version_rollback,
+                       methods=["GET", "POST"])
+    pages.add_url_rule("/versions/<int:version_id>/revert", "version_revert", version_revert, methods=["GET", "POST"])
+    pages.add_url_rule("/import-export", "import_export_page", import_export_page, methods=["GET"])
+    pages.add_url_rule("/import", "import_upload", import_upload, methods=["POST"])
+    pages.add_url_rule("/export/<kind>.jsonl", "export_file", export_file, methods=["GET"])
+    api.add_url_rule("/task-search", "task_search", task_search, methods=["GET"])
+    api.add_url_rule("/cases", "case_create", api_case_create, methods=["POST"])
+    api.add_url_rule("/cases/<int:case_id>", "case_update", api_case_update, methods=["PUT"])
+    api.add_url_rule("/cases/<int:case_id>", "case_delete", api_case_delete, methods=["DELETE"])
+    api.add_url_rule("/tasks", "task_create", api_task_create, methods=["POST"])
+    api.add_url_rule("/tasks/<task_id>", "task_update", api_task_update, methods=["PUT"])
+    api.add_url_rule("/tasks/<task_id>/retire", "task_retire", api_task_retire, methods=["POST"])
+    api.add_url_rule("/versions", "versions", api_versions, methods=["GET"])
+    api.add_url_rule("/versions/<int:version_id>", "version", api_version, methods=["GET"])
+    api.add_url_rule("/versions/<int:version_id>/rollback", "version_rollback", api_version_rollback,
+                     methods=["POST"])
 
 
 def service() -> SearchService:
@@ -43,7 +86,6 @@ def actor() -> str:
     return user_actor(g.admin_user.name)
 
 
-@api_bp.get("/task-search")
 def task_search():
     """Search-as-you-type for the gold-task picker: {"tasks": [{id, name, category, roles}]}."""
     found = ranked_tasks(request.args.get("q", ""), PICKER_RESULTS)
@@ -56,7 +98,6 @@ def task_search():
 MULTILINE_FIELDS = frozenset({"help", "rationale", "message", "aliases"})
 
 
-@admin_bp.before_request
 def refuse_malformed_text():
     """A write whose form field or JSON body holds a lone surrogate, a control character (NUL:
     PostgreSQL refuses it, SQLite would store it) or nesting deeper than catalog.validation
@@ -97,7 +138,6 @@ def json_body_problem() -> tuple[str, str] | None:
     return json_problem(body, MULTILINE_FIELDS)
 
 
-@admin_bp.before_request
 def refuse_impossible_task_id():
     """A task id in the address that no task can have (catalog.validation.task_id_problem: NUL,
     which PostgreSQL refuses in a query, a lone surrogate, '.' or '..') is a 404 naming why, on
@@ -111,7 +151,6 @@ def refuse_impossible_task_id():
 
 
 # -- one test case -----------------------------------------------------------------------------------
-@admin_bp.get("/cases/<int:case_id>")
 def case_page(case_id: int):
     try:
         case = store().case(case_id)
@@ -125,18 +164,19 @@ def case_page(case_id: int):
 
 
 def served_now(query: str) -> dict:
-    """How the search ranks `query` now (every role's tasks), with which fit, and whether a
-    refit is under way that will replace it: after publishing a change the preview said a refit
-    follows; this is where its result shows (issue 44 item 4)."""
+    """How the search ranks the test case `query` now, asked as the preview, the fit and the
+    evaluation ask a test case (search.request.SearchRequest.of_case: submitted, every role's
+    tasks), with which fit, and whether a refit is under way that will replace it: after
+    publishing a change the preview said a refit follows; this is where its result shows
+    (issue 44 item 4)."""
     service = current_app.extensions["taskfinder"].search
     live = service.live(wait=True)   # the index of what is published now (just after a publish, a rebuild)
-    body = service.search(query, k=5, restrict_roles=False)
+    body = service.serve(SearchRequest.of_case(query, k=5)).as_dict()
     return {"results": body["results"], "abstained": bool(body["no_confident_match"]),
             "source": live.params.source, "fit_id": live.params.fit_id,
             "refitting": service.fitting or service.refit_due(live.cases, live.fit_stale)}
 
 
-@admin_bp.get("/cases/new")
 def case_new():
     """The form for a new test case; `?query=...&gold=<task id>` (gold repeatable) and
     `&rationale=...` pre-fill it (the analytics pages link here from a query that found nothing;
@@ -148,7 +188,6 @@ def case_new():
     return render_case_form(draft, None)
 
 
-@admin_bp.get("/cases/<int:case_id>/edit")
 def case_edit(case_id: int):
     """The edit form; `?rationale=...&message=...` pre-fill the rationale and the change note
     (the evaluation page's "fix its rationale" links here; nothing is saved until published)."""
@@ -180,35 +219,12 @@ def _case_form_retry(errors: list[str], status: int):
                             form.get("message", ""))
 
 
-@admin_bp.post("/cases/preview")
-def case_preview():
-    """The preview page of a case edit (viewers may preview); with `edit`, the form again."""
-    if request.form.get("edit"):
-        return _case_form_retry([], 200)
-    try:
-        proposal = case_proposal_from_form(request.form, set(tasks_by_id()))
-    except InvalidProposal as exc:
-        return _case_form_retry(exc.errors, 422)
-    stale = _stale(proposal)
-    if stale is not None:
-        return stale
-    return render_preview(proposal)
+def _case_proposal() -> Proposal:
+    """The case proposal of the posted form."""
+    return case_proposal_from_form(request.form, set(tasks_by_id()))
 
 
-@admin_bp.post("/cases/publish")
-def case_publish():
-    try:
-        proposal = case_proposal_from_form(request.form, set(tasks_by_id()))
-    except InvalidProposal as exc:
-        return _case_form_retry(exc.errors, 422)
-    try:
-        record = publish(proposal)
-    except StaleEdit as exc:
-        return render_conflict(proposal, exc.current)
-    except StoreConflict as exc:
-        return _case_form_retry([str(exc)], 409)
-    except NotFound as exc:
-        return refuse(404, str(exc))
+def _case_published(proposal: Proposal, record: CaseRecord):
     if proposal.action == "delete":
         flash(f"Test case deleted: {proposal.record.query}")
         return redirect(url_for("admin.cases_page"))
@@ -217,12 +233,10 @@ def case_publish():
 
 
 # -- one task ----------------------------------------------------------------------------------------
-@admin_bp.get("/tasks/new")
 def task_new():
     return render_task_form(TaskRecord(id="", name=""), None)
 
 
-@admin_bp.get("/tasks/<task_id>/edit")
 def task_edit(task_id: str):
     try:
         task = store().task(task_id)
@@ -261,40 +275,62 @@ def _task_proposal() -> Proposal:
     return task_proposal_from_form(request.form, existing)
 
 
-@admin_bp.post("/tasks/preview")
-def task_preview():
-    """The preview page of a task edit, retirement or reinstatement; with `edit`, the form again."""
+def _task_published(proposal: Proposal, record: TaskRecord):
+    flash({"retire": "Task retired.", "reinstate": "Task reinstated."}.get(proposal.action, "Published."))
+    return redirect(url_for("admin.task_page", task_id=record.id))
+
+
+# -- preview, publish, conflicts ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class EditForm:
+    """What the test case form and the task form do differently in the one flow of a page edit
+    (`preview_edit`, `publish_edit`): read the posted proposal (InvalidProposal when the form
+    is not one), show the form again with what was sent (errors, HTTP status), and answer a
+    publish."""
+
+    proposal: Callable[[], Proposal]
+    retry: Callable[[list[str], int], ResponseReturnValue]
+    published: Callable[[Proposal, CaseRecord | TaskRecord], ResponseReturnValue]
+
+
+CASE_FORM = EditForm(_case_proposal, _case_form_retry, _case_published)
+TASK_FORM = EditForm(_task_proposal, _task_form_retry, _task_published)
+
+
+def preview_edit(form: EditForm):
+    """The preview page of a posted edit (a case's; a task's, its retirement or reinstatement):
+    viewers may preview, it writes nothing. With `edit`, the form again; a stale base version,
+    the conflict page."""
     if request.form.get("edit"):
-        return _task_form_retry([], 200)
+        return form.retry([], 200)
     try:
-        proposal = _task_proposal()
+        proposal = form.proposal()
     except InvalidProposal as exc:
-        return _task_form_retry(exc.errors, 422)
+        return form.retry(exc.errors, 422)
     stale = _stale(proposal)
     if stale is not None:
         return stale
     return render_preview(proposal)
 
 
-@admin_bp.post("/tasks/publish")
-def task_publish():
+def publish_edit(form: EditForm):
+    """Publish a posted edit (editors): a stale base version gets the conflict page, any other
+    conflict of the store the form again (409)."""
     try:
-        proposal = _task_proposal()
+        proposal = form.proposal()
     except InvalidProposal as exc:
-        return _task_form_retry(exc.errors, 422)
+        return form.retry(exc.errors, 422)
     try:
         record = publish(proposal)
     except StaleEdit as exc:
         return render_conflict(proposal, exc.current)
     except StoreConflict as exc:
-        return _task_form_retry([str(exc)], 409)
+        return form.retry([str(exc)], 409)
     except NotFound as exc:
         return refuse(404, str(exc))
-    flash({"retire": "Task retired.", "reinstate": "Task reinstated."}.get(proposal.action, "Published."))
-    return redirect(url_for("admin.task_page", task_id=record.id))
+    return form.published(proposal, record)
 
 
-# -- preview, publish, conflicts ---------------------------------------------------------------------
 def _stale(proposal: Proposal):
     """The conflict page when the proposal's base version is no longer the record's, else None."""
     if proposal.is_new:
@@ -378,7 +414,6 @@ def render_conflict(proposal: Proposal, current: CaseRecord | TaskRecord | None)
 
 
 # -- versions ------------------------------------------------------------------------------------------
-@admin_bp.get("/versions")
 def versions_page():
     total = store().version_count()
     pages = max(1, -(-total // VERSIONS_PER_PAGE))
@@ -387,7 +422,6 @@ def versions_page():
     return render_template("admin/versions.html", versions=versions, page=page, pages=pages, total=total)
 
 
-@admin_bp.get("/versions/<int:version_id>")
 def version_page(version_id: int):
     """One version: its own changes, and how the catalog now differs from right after it
     (what rolling back to it would undo)."""
@@ -400,29 +434,43 @@ def version_page(version_id: int):
                            is_latest=plan.latest == version.id, undone=store().versions_after(version_id))
 
 
-@admin_bp.route("/versions/<int:version_id>/rollback", methods=["GET", "POST"])
 def version_rollback(version_id: int):
     """GET (or a POST without `confirm`): the confirmation page, with what the rollback would
     undo and its ranking preview. POST with `confirm` and `based_on` (the newest version the
     page was computed at) rolls back; a version published in between gets the page again (409)."""
+    def rolled_back(new_id: int | None):
+        if new_id is None:
+            flash(f"The catalog is already as it was at version {version_id}: nothing to roll back.")
+            return redirect(url_for("admin.version_page", version_id=version_id))
+        flash(f"Rolled back to version {version_id}, published as version {new_id}.")
+        return redirect(url_for("admin.version_page", version_id=new_id))
+
+    return confirm_undo(version_id, render_rollback, store().rollback, (StaleRollback,), rolled_back)
+
+
+def confirm_undo(version_id: int, render: Callable[..., ResponseReturnValue],
+                 undo: Callable[[int, str, str, int], int | None], refused: tuple[type[Exception], ...],
+                 done: Callable[[int | None], ResponseReturnValue]):
+    """The one flow of a rollback and a revert. GET, or a POST without `confirm`: the
+    confirmation page, `render(version_id)`. POST with `confirm` and `based_on` (the newest
+    version the page was computed at): `undo(version_id, actor, message, based_on)` (the store's
+    rollback or revert) publishes the new version and `done(its id)` answers; what `refused`
+    names (a version published in between, a record changed since) gets the page again (409)
+    with nothing written."""
     if request.method == "GET" or not request.form.get("confirm"):
-        return render_rollback(version_id)
+        return render(version_id)
     based_on = bounded_id(request.form.get("based_on", ""))   # ASCII digits only: int('²') is a ValueError
     if based_on is None:
-        return render_rollback(version_id, "The confirmation is missing what it was based on: review it again.", 400)
+        return render(version_id, "The confirmation is missing what it was based on: review it again.", 400)
     try:
-        new_id = store().rollback(version_id, actor(), request.form.get("message", "").strip()[:300], based_on)
+        new_id = undo(version_id, actor(), request.form.get("message", "").strip()[:300], based_on)
     except NotFound:
         return refuse(404, "no such version")
-    except StaleRollback as exc:
-        return render_rollback(version_id, str(exc), 409)
+    except refused as exc:
+        return render(version_id, str(exc), 409)
     except StoreConflict as exc:
         return refuse(409, str(exc))
-    if new_id is None:
-        flash(f"The catalog is already as it was at version {version_id}: nothing to roll back.")
-        return redirect(url_for("admin.version_page", version_id=version_id))
-    flash(f"Rolled back to version {version_id}, published as version {new_id}.")
-    return redirect(url_for("admin.version_page", version_id=new_id))
+    return done(new_id)
 
 
 def render_rollback(version_id: int, error: str | None = None, status: int = 200):
@@ -450,28 +498,17 @@ def undo_preview(changes, tasks, cases) -> dict | None:
                           view_as=view_as_of(request.values, [*all_tasks, *tasks]), memo=admin_state().previews).as_dict()
 
 
-@admin_bp.route("/versions/<int:version_id>/revert", methods=["GET", "POST"])
 def version_revert(version_id: int):
     """Undo version `version_id` alone ("revert this change", like `git revert`). GET (or a POST
     without `confirm`): the confirmation page listing every record it would change and what each
     goes back to, or why it is refused. POST with `confirm` and `based_on` publishes the inverse as
     a new version; a version published in between, or a later change to the same record, gets
     the page again (409) with nothing written."""
-    if request.method == "GET" or not request.form.get("confirm"):
-        return render_revert(version_id)
-    based_on = bounded_id(request.form.get("based_on", ""))
-    if based_on is None:
-        return render_revert(version_id, "The confirmation is missing what it was based on: review it again.", 400)
-    try:
-        new_id = store().revert(version_id, actor(), request.form.get("message", "").strip()[:300], based_on)
-    except NotFound:
-        return refuse(404, "no such version")
-    except (StaleRevert, RevertRefused) as exc:
-        return render_revert(version_id, str(exc), 409)
-    except StoreConflict as exc:
-        return refuse(409, str(exc))
-    flash(f"Reverted version {version_id} alone, published as version {new_id}.")
-    return redirect(url_for("admin.version_page", version_id=new_id))
+    def reverted(new_id: int | None):
+        flash(f"Reverted version {version_id} alone, published as version {new_id}.")
+        return redirect(url_for("admin.version_page", version_id=new_id))
+
+    return confirm_undo(version_id, render_revert, store().revert, (StaleRevert, RevertRefused), reverted)
 
 
 def render_revert(version_id: int, error: str | None = None, status: int = 200):
@@ -491,12 +528,10 @@ def render_revert(version_id: int, error: str | None = None, status: int = 200):
 IMPORT_KINDS = ("tasks", "cases")
 
 
-@admin_bp.get("/import-export")
 def import_export_page():
     return render_template("admin/import_export.html", kinds=IMPORT_KINDS)
 
 
-@admin_bp.post("/import")
 def import_upload():
     """Upload a tasks or cases file: validated like the CLI (catalog.formats), all-or-nothing;
     the line-and-field errors are shown on the page."""
@@ -529,7 +564,6 @@ def _import_page(errors: list[str], status: int, source: str = ""):
     return render_template("admin/import_export.html", kinds=IMPORT_KINDS, errors=errors, source=source), status
 
 
-@admin_bp.get("/export/<kind>.jsonl")
 def export_file(kind: str):
     """Every task (retired ones included) or test case, as the export commands write them."""
     if kind == "tasks":
@@ -569,7 +603,6 @@ def api_publish(proposal: Proposal, created: bool = False):
     return jsonify(as_json(record)), 201 if created else 200
 
 
-@api_bp.post("/cases", endpoint="case_create")
 def api_case_create():
     try:
         proposal = case_proposal_from_json(json_body(), set(tasks_by_id()), None)
@@ -578,7 +611,6 @@ def api_case_create():
     return api_publish(proposal, created=True)
 
 
-@api_bp.put("/cases/<int:case_id>", endpoint="case_update")
 def api_case_update(case_id: int):
     try:
         proposal = case_proposal_from_json(json_body(), set(tasks_by_id()), case_id)
@@ -587,7 +619,6 @@ def api_case_update(case_id: int):
     return api_publish(proposal)
 
 
-@api_bp.delete("/cases/<int:case_id>", endpoint="case_delete")
 def api_case_delete(case_id: int):
     version = bounded_id(request.args.get("version", ""))
     if version is None:
@@ -609,7 +640,6 @@ def api_case_delete(case_id: int):
     return jsonify({"deleted": case_id})
 
 
-@api_bp.post("/tasks", endpoint="task_create")
 def api_task_create():
     try:
         proposal = task_proposal_from_json(json_body(), None, None)
@@ -618,7 +648,6 @@ def api_task_create():
     return api_publish(proposal, created=True)
 
 
-@api_bp.put("/tasks/<task_id>", endpoint="task_update")
 def api_task_update(task_id: str):
     try:
         existing = store().task(task_id)
@@ -631,7 +660,6 @@ def api_task_update(task_id: str):
     return api_publish(proposal)
 
 
-@api_bp.post("/tasks/<task_id>/retire", endpoint="task_retire")
 def api_task_retire(task_id: str):
     body = request.get_json(silent=True) or {}
     version = body.get("version") if isinstance(body, dict) else None
@@ -647,7 +675,6 @@ def api_task_retire(task_id: str):
     return api_publish(proposal)
 
 
-@api_bp.get("/versions", endpoint="versions")
 def api_versions():
     limit = bounded_int(request.args.get("limit", "50"), 1, 500)
     offset = bounded_int(request.args.get("offset", "0"))
@@ -657,7 +684,6 @@ def api_versions():
     return jsonify({"total": store().version_count(), "versions": [v.as_dict(with_changes=False) for v in versions]})
 
 
-@api_bp.get("/versions/<int:version_id>", endpoint="version")
 def api_version(version_id: int):
     try:
         return jsonify(store().version(version_id).as_dict())
@@ -665,7 +691,6 @@ def api_version(version_id: int):
         return api_error(404, f"version {version_id} not found")
 
 
-@api_bp.post("/versions/<int:version_id>/rollback", endpoint="version_rollback")
 def api_version_rollback(version_id: int):
     """Roll back to `version_id`. `based_on`, required: the newest version the caller reviewed
     (GET /admin/api/versions?limit=1), as the HTML form sends it; a version published since is a

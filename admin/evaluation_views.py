@@ -31,15 +31,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from flask import current_app, g, jsonify, redirect, render_template, url_for
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, url_for
 
 from admin.audit import user_actor
-from admin.blueprint import admin_bp, api_bp, refuse
+from admin.blueprint import refuse
 from catalog.records import CaseRecord, TaskRecord
 from evaluation.configs import config_specs
 from evaluation.runs import (MAX_MEASURED_FIXES, EvaluationBusy, EvaluationJob, EvaluationRuns,  # noqa: F401
                              RunRecord, learned_from, offered_fix, teaching_case)
 from search.fitting import usable_learned
+
+def register(pages: Blueprint, api: Blueprint) -> None:
+    """Attach this module's routes to the admin's blueprints (admin.routes.install_admin):
+    /admin pages on `pages` (endpoints admin.NAME), JSON on `api` (admin.api.NAME)."""
+    pages.add_url_rule("/evaluation", "evaluation_page", evaluation_page, methods=["GET"])
+    pages.add_url_rule("/evaluation/<int:run_id>", "evaluation_run_page", evaluation_run_page, methods=["GET"])
+    pages.add_url_rule("/evaluation", "start_evaluation", start_evaluation, methods=["POST"])
+    api.add_url_rule("/evaluation/runs/<int:run_id>", "evaluation_run", api_evaluation_run, methods=["GET"])
+
 
 CHART_METRICS = (("hit@1", "Hit@1"), ("hit@5", "Hit@5"), ("mrr", "MRR"))
 TABLE_METRICS = (("hit@1", "Hit@1"), ("hit@3", "Hit@3"), ("hit@5", "Hit@5"), ("mrr", "MRR"),
@@ -294,7 +303,6 @@ def render_page(run: RunRecord | None, status: int = 200, error: str | None = No
         metrics=TABLE_METRICS, max_measured=MAX_MEASURED_FIXES, running=any(r.active and not r.stalled() for r in runs)), status
 
 
-@admin_bp.get("/evaluation")
 def evaluation_page():
     """The run in progress if there is one, else the newest finished one."""
     runs = evaluation_runs()
@@ -302,7 +310,6 @@ def evaluation_page():
     return render_page(runs.get(newest.id) if newest is not None else None)
 
 
-@admin_bp.get("/evaluation/<int:run_id>")
 def evaluation_run_page(run_id: int):
     run = evaluation_runs().get(run_id)
     if run is None:
@@ -310,7 +317,6 @@ def evaluation_run_page(run_id: int):
     return render_page(run)
 
 
-@admin_bp.post("/evaluation")
 def start_evaluation():
     try:
         run = evaluation_job().start(user_actor(g.admin_user.name))
@@ -320,7 +326,6 @@ def start_evaluation():
     return redirect(url_for("admin.evaluation_run_page", run_id=run.id), 303)
 
 
-@api_bp.get("/evaluation/runs/<int:run_id>", endpoint="evaluation_run")
 def api_evaluation_run(run_id: int):
     run = evaluation_runs().get(run_id)
     if run is None:

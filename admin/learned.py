@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from flask import current_app, flash, g, jsonify, redirect, request, url_for
+from flask import Blueprint, current_app, flash, g, jsonify, redirect, request, url_for
 from sqlalchemy.orm import Session
 
 from admin.audit import user_actor
-from admin.blueprint import admin_bp, api_bp, refuse
+from admin.blueprint import refuse
 from analytics.learning import (LearnedPair, counting_rule, describe_waiting, learned_and_unclicked, load_learned,
                                 waiting_clicks)
 from catalog.records import CaseRecord
@@ -41,6 +41,17 @@ from catalog.store import CatalogStore, NotFound
 from search.learned import CountingRule, eligible, heavy_under, shortfall
 
 MAX_REASON = 300
+
+
+def register(pages: Blueprint, api: Blueprint) -> None:
+    """Attach this module's routes, and the task page's `learned_waiting` template global, to the
+    admin's blueprints (admin.routes.install_admin): /admin pages on `pages` (endpoints
+    admin.NAME), JSON on `api` (admin.api.NAME)."""
+    pages.add_app_template_global(learned_waiting, "learned_waiting")
+    pages.add_url_rule("/tasks/<task_id>/learned/block", "learned_block", learned_block, methods=["POST"])
+    pages.add_url_rule("/tasks/<task_id>/learned/unblock", "learned_unblock", learned_unblock, methods=["POST"])
+    api.add_url_rule("/tasks/<task_id>/learned", "task_learned", api_task_learned, methods=["GET"])
+    api.add_url_rule("/tasks/<task_id>/learned/block", "task_learned_block", api_learned_block, methods=["POST"])
 
 
 @dataclass(frozen=True)
@@ -109,9 +120,6 @@ def learned_waiting(task_id: str) -> str | None:
     if not waiting.clicks:
         return None
     return describe_waiting(waiting, services.settings, what="clicks on this task")
-
-
-admin_bp.add_app_template_global(learned_waiting, "learned_waiting")
 
 
 @dataclass(frozen=True)
@@ -192,7 +200,6 @@ def _block_form() -> tuple[str, str, str]:
     return form.get("query", ""), form.get("message", "").strip()[:MAX_REASON], form.get("reason", "")[:MAX_REASON]
 
 
-@admin_bp.post("/tasks/<task_id>/learned/block")
 def learned_block(task_id: str):
     query, message, reason = _block_form()
     try:
@@ -206,7 +213,6 @@ def learned_block(task_id: str):
     return redirect(url_for("admin.task_page", task_id=task_id) + "#learned")
 
 
-@admin_bp.post("/tasks/<task_id>/learned/unblock")
 def learned_unblock(task_id: str):
     query, message, _ = _block_form()
     try:
@@ -224,7 +230,6 @@ def _row_json(row: LearnedRow) -> dict:
             "counts": row.lacks is None, "lacks": row.lacks, "case_id": None if row.case is None else row.case.id}
 
 
-@api_bp.get("/tasks/<task_id>/learned", endpoint="task_learned")
 def api_task_learned(task_id: str):
     try:
         _store().task(task_id)
@@ -233,7 +238,6 @@ def api_task_learned(task_id: str):
     return jsonify({"task_id": task_id, "learned": [_row_json(r) for r in task_learned_rows(task_id, _store().cases())]})
 
 
-@api_bp.post("/tasks/<task_id>/learned/block", endpoint="task_learned_block")
 def api_learned_block(task_id: str):
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):

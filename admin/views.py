@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 
-from flask import current_app, g, jsonify, redirect, render_template, request, session, url_for
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, session, url_for
 from flask_login import login_user, logout_user
 
 from admin.audit import user_actor
-from admin.blueprint import accounts, admin_bp, admin_state, api_bp, refuse, safe_next
+from admin.blueprint import accounts, admin_state, refuse, safe_next
 from admin.filters import STATUSES, cases_for_ranking, filter_cases, filter_tasks, page_of
 from admin.learned import dashboard_counting, dashboard_unclicked, task_learned_rows
 from admin.searching import ranked_tasks
@@ -28,6 +28,20 @@ log = logging.getLogger(__name__)
 LOGIN_FAILED = "Unknown user name or wrong password."
 
 
+def register(pages: Blueprint, api: Blueprint) -> None:
+    """Attach this module's routes to the admin's blueprints (admin.routes.install_admin):
+    /admin pages on `pages` (endpoints admin.NAME), JSON on `api` (admin.api.NAME)."""
+    pages.add_url_rule("/login", "login", login, methods=["GET", "POST"])
+    pages.add_url_rule("/logout", "logout", logout, methods=["POST"])
+    pages.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
+    pages.add_url_rule("/tasks", "tasks_page", tasks_page, methods=["GET"])
+    pages.add_url_rule("/tasks/<task_id>", "task_page", task_page, methods=["GET"])
+    pages.add_url_rule("/cases", "cases_page", cases_page, methods=["GET"])
+    api.add_url_rule("/whoami", "whoami", whoami, methods=["GET"])
+    api.add_url_rule("/tasks", "tasks", api_tasks, methods=["GET"])
+    api.add_url_rule("/cases", "cases", api_cases, methods=["GET"])
+
+
 def store() -> CatalogStore:
     return current_app.extensions["taskfinder"].store
 
@@ -38,7 +52,6 @@ def _page_number() -> int:
 
 
 # -- sign in and out -----------------------------------------------------------------------
-@admin_bp.route("/login", methods=["GET", "POST"])
 def login():
     if request.method == "GET":
         if g.admin_user is not None:
@@ -95,7 +108,6 @@ def _login_form(error: str, status: int):
                            username=request.form.get("username", "")), status
 
 
-@admin_bp.post("/logout")
 def logout():
     """End the session server-side, not only in this browser: a copy of the cookie taken before
     stops working too (admin.accounts.AccountStore.end_sessions)."""
@@ -108,7 +120,6 @@ def logout():
 
 
 # -- pages ---------------------------------------------------------------------------------
-@admin_bp.get("/")
 def dashboard():
     tasks, cases = store().tasks(include_inactive=True), store().cases()
     summary = {
@@ -132,7 +143,6 @@ def _search_text() -> str:
     return request.args.get("search", "")[:256].strip()
 
 
-@admin_bp.get("/tasks")
 def tasks_page():
     """Tasks, filtered; with `search`, in the product's ranking of that query (then filtered)."""
     all_tasks = store().tasks(include_inactive=True)
@@ -147,7 +157,6 @@ def tasks_page():
                            retired_cases=_retired_case_counts(all_tasks))
 
 
-@admin_bp.get("/tasks/<task_id>")
 def task_page(task_id: str):
     try:
         task = store().task(task_id)
@@ -158,7 +167,6 @@ def task_page(task_id: str):
                            learned=task_learned_rows(task.id, all_cases))
 
 
-@admin_bp.get("/cases")
 def cases_page():
     """Test cases, filtered; with `search`, those naming the tasks the product ranks for that
     query, best-ranked first. Cases naming a retired task are flagged."""
@@ -205,19 +213,16 @@ def case_json(case: CaseRecord) -> dict:
             "category": case.category, "version": case.version}
 
 
-@api_bp.get("/whoami")
 def whoami():
     user = g.admin_user
     return jsonify({"name": user.name, "role": user.role, "auth": g.admin_auth})
 
 
-@api_bp.get("/tasks", endpoint="tasks")
 def api_tasks():
     found = filter_tasks(store().tasks(include_inactive=True), **_task_filters())
     return jsonify({"count": len(found), "tasks": [task_json(t) for t in found]})
 
 
-@api_bp.get("/cases", endpoint="cases")
 def api_cases():
     found = filter_cases(store().cases(), **_case_filters())
     return jsonify({"count": len(found), "cases": [case_json(c) for c in found]})

@@ -9,7 +9,8 @@ the results, and the admin sees the measures and the queries to turn into test c
     analytics.budget    flood caps of POST /api/events (per session, per address, everyone; in Redis)
     analytics.schema    validation of POST /api/events against openapi.json
     analytics.charts    server-rendered SVG chart geometry (pure)
-    analytics.cli       `python app.py analytics purge|report`
+
+`python app.py analytics purge|rollup|report` is cli/analytics.py.
 
 No HTTP here: POST /api/events and the app's wiring of the writer (`init_analytics`) are in
 api/events.py, the admin pages under /admin/analytics in admin/analytics/ (create_app registers

@@ -42,7 +42,7 @@ from analytics.store import AnalyticsStore
 from api.roles import resolve_access
 from infra.secret_key import shared_secret_key
 from web.limits import request_client
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from catalog.models import utcnow
 from catalog.validation import JSONRefused, decode_json
 from settings import Settings

@@ -212,7 +212,7 @@ def readyz():
 
 @search_bp.get("/metrics")
 def metrics():
-    """Prometheus text format: all workers' samples in multiprocess mode (web.metrics).
+    """Prometheus text format: all workers' samples in multiprocess mode (infra.metrics).
     Not public (it shows admin login outcomes, error rates): see metrics_refusal."""
     settings = services().settings
     # the client, not the peer: behind a trusted proxy on this host every peer is loopback; and

@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 
 from catalog.records import CaseRecord, TaskRecord
 from catalog.validation import JSONRefused, decode_json, json_problem, task_id_problem, url_problem
+from infra.rows import RowRefused, all_or_nothing
 from infra.words import counted
 
 #: Fields whose text may hold line breaks and tabs (every other field is one line).
@@ -185,58 +186,51 @@ def _schema_errors(validator: Draft202012Validator, lineno: int, row: object) ->
 
 
 def validate_tasks(rows: Iterable[Row], source: str, parse_errors: list[str] = ()) -> list[TaskRecord]:
-    errors = list(parse_errors)
-    tasks: list[TaskRecord] = []
-    first_line: dict[str, int] = {}
-    for lineno, row in rows:
+    """Every task of `rows`, or ImportRejected with every problem (and `parse_errors`): each row
+    is checked against the task schema, and an id may stand on one line only."""
+    def read(lineno: int, row: object) -> TaskRecord:
         row = fold_line_breaks(row)
-        row_errors = _schema_errors(_TASK_VALIDATOR, lineno, row)
-        if row_errors:
-            errors.extend(row_errors)
-            continue
-        task_id = row["id"]
-        if task_id in first_line:
-            errors.append(f"line {lineno}: field 'id': duplicate id {task_id!r} (first on line {first_line[task_id]})")
-            continue
-        first_line[task_id] = lineno
-        tasks.append(TaskRecord(
-            id=task_id, name=row["name"].strip(), help=row["help"].strip(),
+        problems = _schema_errors(_TASK_VALIDATOR, lineno, row)
+        if problems:
+            raise RowRefused(*problems)
+        return TaskRecord(
+            id=row["id"], name=row["name"].strip(), help=row["help"].strip(),
             category=row.get("category") or None, aliases=tuple(row.get("aliases", ())),
             url=row.get("url") or None, roles=tuple(row.get("roles", ())),
             active=row.get("active", True),
-        ))
-    if errors:
-        raise ImportRejected(source, errors)
+        )
+
+    tasks, problems = all_or_nothing(rows, read, key=lambda task: task.id, duplicate=lambda lineno, task, first: (
+        f"line {lineno}: field 'id': duplicate id {task.id!r} (first on line {first})"))
+    if parse_errors or problems:
+        raise ImportRejected(source, [*parse_errors, *problems])
     return tasks
 
 
 def validate_cases(rows: Iterable[Row], known_task_ids: set[str], source: str,
                    parse_errors: list[str] = ()) -> list[CaseRecord]:
-    errors = list(parse_errors)
-    cases: list[CaseRecord] = []
-    first_line: dict[str, int] = {}
-    for lineno, row in rows:
+    """Every test case of `rows`, or ImportRejected with every problem (and `parse_errors`):
+    each row is checked against the case schema, its query must not be blank, its gold must name
+    `known_task_ids`, and a query may stand on one line only."""
+    def read(lineno: int, row: object) -> CaseRecord:
         row = fold_line_breaks(row)
-        row_errors = _schema_errors(_CASE_VALIDATOR, lineno, row)
-        if row_errors:
-            errors.extend(row_errors)
-            continue
+        problems = _schema_errors(_CASE_VALIDATOR, lineno, row)
+        if problems:
+            raise RowRefused(*problems)
         query = row["query"].strip()
         if not query:
-            errors.append(f"line {lineno}: field 'query': must not be blank")
-            continue
+            raise RowRefused(f"line {lineno}: field 'query': must not be blank")
         unknown = [g for g in row["gold"] if g not in known_task_ids]
         if unknown:
-            errors.append(f"line {lineno}: field 'gold': unknown task {'id' if len(unknown) == 1 else 'ids'} {', '.join(map(repr, unknown))}")
-            continue
-        if query in first_line:
-            errors.append(f"line {lineno}: field 'query': duplicate query {query!r} (first on line {first_line[query]})")
-            continue
-        first_line[query] = lineno
-        cases.append(CaseRecord(query=query, gold=tuple(row["gold"]),
-                                rationale=row.get("rationale", "").strip(), category=row.get("category")))
-    if errors:
-        raise ImportRejected(source, errors)
+            raise RowRefused(f"line {lineno}: field 'gold': unknown task {'id' if len(unknown) == 1 else 'ids'} "
+                             f"{', '.join(map(repr, unknown))}")
+        return CaseRecord(query=query, gold=tuple(row["gold"]), rationale=row.get("rationale", "").strip(),
+                          category=row.get("category"))
+
+    cases, problems = all_or_nothing(rows, read, key=lambda case: case.query, duplicate=lambda lineno, case, first: (
+        f"line {lineno}: field 'query': duplicate query {case.query!r} (first on line {first})"))
+    if parse_errors or problems:
+        raise ImportRejected(source, [*parse_errors, *problems])
     return cases
 
 

@@ -25,7 +25,7 @@ from settings import Settings
 
 from .configs import config_specs
 from .metrics import per_query
-from .replay import heldout_index, heldout_queries, run_replay
+from .replay import heldout_index, heldout_queries, replay_pipeline, run_replay
 
 if TYPE_CHECKING:
     from .evaluate import Split
@@ -71,9 +71,10 @@ def run(settings: Settings, split: Split, embedder, show: bool = False, director
     held = [c for c in test if c.gold]
 
     def rows(catalog_tasks, cases, evaluated):
-        index = heldout_index(settings, catalog_tasks, cases, embedder, params)
-        scored, millis = heldout_queries(settings, index, evaluated, embedder)
-        return run_replay(spec, params, cv, scored, millis, 20).rows
+        pipeline = replay_pipeline(settings, heldout_index(settings, catalog_tasks, cases, embedder, params), params,
+                                   embedder)
+        scored, millis = heldout_queries(pipeline, evaluated)
+        return run_replay(spec, pipeline, cv, scored, millis, 20).rows
 
     out: dict = {"config": config, "new_tasks": [t.name for t in new_tasks], "n_queries": len(queries),
                  "n_teaching_cases": len(teaching)}

@@ -1,6 +1,6 @@
 """BEIR-style evaluation of a named document corpus (kb/): each search mode's ranking of the
 judged queries, scored by evaluation.metrics.evaluate_run (nDCG@10, Recall@10/100, MRR@10).
-`python app.py corpus evaluate` (kb/cli.py) prints it; the engine (kb.search) knows no metrics."""
+`python app.py corpus evaluate` (cli/corpus.py) prints it; the engine (kb.search) knows no metrics."""
 from __future__ import annotations
 
 import time

@@ -31,13 +31,13 @@ from catalog.demo import DEMO_CASES, DEMO_CATALOG
 from catalog.formats import load_cases_file, load_tasks_file
 from catalog.splits import bucket, holdout_split
 from search.embeddings import build_embedder
-from search.fitting import (CVQuery, FitContext, attach_vectors, cv_queries, design_matrices, fit_standardised,
-                            ranking_metrics, rankings)
-from lexicon.rationale import build_lexicon
-from search.index import build_index
-from search.prefilter import SPARSE_SIGNALS, analyse_query, signal_values
+from search.assembly import attach_vectors, build
+from search.fitting import CVQuery, FitContext, cv_queries, design_matrices, fit_standardised, ranking_metrics, rankings
+from search.pipeline import make_pipeline
+from search.prefilter import SPARSE_SIGNALS
 from search.signal import REGISTRY
-from search.ranker import FusionWeights
+from search.ranker import FusionWeights, default_params
+from search.request import EVERYONE, SearchRequest
 from settings import Settings, Weights
 
 # The signals with a shipped default weight (not Signal.fit_only) of each mode (search/signal/).
@@ -46,13 +46,18 @@ POOL_SIGNALS = {"full": tuple(s.name for s in REGISTRY if s.family in ("sparse",
 
 
 def cold_queries(settings: Settings, tasks, cases, embedder) -> list[CVQuery]:
-    """`cases` scored against an index of the catalog alone (no test case at all)."""
-    index = build_index(tasks, build_lexicon([]), settings.field_weights, cases=[])
-    index = attach_vectors(index, embedder)
-    rows, visible = index.visible(None, restrict=False)
-    analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in cases]
-    vectors = embedder.embed([a.embedding_text for a in analysed], "query")
-    return [CVQuery(c, 0, visible, signal_values(index, a, rows, v), None) for c, a, v in zip(cases, analysed, vectors)]
+    """`cases` scored against an index of the catalog alone (no test case at all), each the
+    query a person submitted (search.request.SearchRequest.of_case), every task visible, no
+    pins (there are no cases to pin)."""
+    pipeline = make_pipeline(attach_vectors(build(settings, tasks, []), embedder), default_params(settings), settings,
+                             embedder)
+    requests = [SearchRequest.of_case(c.query, EVERYONE, pins=False) for c in cases]
+    analysed = [pipeline.analyse(request) for request in requests]
+    out = []
+    for case, request, query, vector in zip(cases, requests, analysed, pipeline.embed(analysed)):
+        scored = pipeline.score(request, query, vector)
+        out.append(CVQuery(case, 0, scored.tasks, scored.values, None))
+    return out
 
 
 def pooled(settings: Settings, embedder, clinc_dir: Path, per_catalog: int) -> dict[str, list[CVQuery]]:

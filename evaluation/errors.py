@@ -35,17 +35,19 @@ offers no one-click fix for such a miss (evaluation.runs.offered_fix).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lexicon.text import STOPWORDS, stem, words
+from lexicon.language import STOPWORDS
+from lexicon.text import stem, words
 from search.index import SearchIndex
-from search.prefilter import typo_corrections
+from search.query import typo_corrections
 from search.signals import unique
 
 from search.fitting import CVQuery
-from search.prefilter import fuse, mode_of, rank_values
+from search.pipeline import Pipeline
+from search.prefilter import fuse, mode_of
 
 AMBIGUITY_GAP = 0.10
 CLASSES = ("ambiguous", "lexical_gap", "missing_rationale", "embedding_failure", "fusion")
@@ -169,9 +171,15 @@ def held_out_words(index: SearchIndex, query: str) -> list[str]:
     return [w for w in unique(words(query)) if stem(w) not in index.vocabulary]
 
 
-def analyse(index: SearchIndex, rows, blocks: dict[str, CVQuery], weights, use_pins: bool,
-            shortlist_size: int, typo_min_similarity: float = 80.0) -> dict:
-    """Classify the misses among `rows` (QueryRuns of one configuration)."""
+def analyse(pipeline: Pipeline, rows, blocks: dict, use_pins: bool) -> dict:
+    """Classify the misses among `rows` (QueryRuns of one configuration). `pipeline`: the
+    evaluation's (evaluation.replay.replay_pipeline: the training split's index and fit);
+    `blocks`: query -> its held-out signal values (evaluation.replay.HeldOutQuery), each ranked
+    again through the pipeline with the fit's whole-query weights (with its pins: `use_pins`).
+    The class rules read every task's raw fused score, the values fused once more (as the
+    fitter re-fuses its cached CV values: search.pipeline's docstring)."""
+    index, params = pipeline.index, pipeline.params
+    weights, shortlist_size = params.weights, params.shortlist_size
     tasks_by_id = {t.id: t for t in index.tasks}
     misses: list[Miss] = []
     for row in rows:
@@ -180,11 +188,11 @@ def analyse(index: SearchIndex, rows, blocks: dict[str, CVQuery], weights, use_p
             continue
         block = blocks[row.query]
         fused, _ = fuse(block.values, weights.for_mode(mode_of(block.values)))
-        result = rank_values(block.tasks, block.values, weights, max(shortlist_size, 20),
-                             block.pinned if use_pins else ())
-        ranking = [item.task.id for item in result.ranked]
+        scored = block.scored if use_pins else replace(block.scored, pinned=())
+        ranked = pipeline.fuse(scored, max(shortlist_size, 20), weights)
+        ranking = [item.task.id for item in ranked.result.ranked]
         cls, reason, unknown, unlinked = classify(index, block, np.asarray(fused), ranking, row, shortlist_size,
-                                                  typo_min_similarity)
+                                                  pipeline.typo_min_similarity)
         rank = next((i for i, t in enumerate(row.ranking, start=1) if t in gold), None)
         misses.append(Miss(row.query, gold, row.category, cls, reason, row.ranking[:5], rank, unknown,
                            suggest_case(row.query, gold, row.category, tasks_by_id, unlinked),

@@ -14,13 +14,14 @@ from rerank import Reranker
 from search.fitting import (FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, FitOptions, abstention_negatives,
                             cv_queries, fit_ranker)
 from search.learned import LearnedExemplar, LearnedInputs, normalised_query
-from search.ranker import RankerParams, default_params
+from search.pipeline import Pipeline
+from search.ranker import default_params
 from settings import Settings
 
 from . import errors as error_analysis
 from .configs import BASELINE, ConfigSpec, config_specs
 from .metrics import METRIC_KEYS, bootstrap_ci, mean_metrics, per_query, percentile, randomisation_test
-from .replay import abstention_point, heldout_index, heldout_queries, run_bm25, run_replay
+from .replay import abstention_point, heldout_index, heldout_queries, replay_pipeline, run_bm25, run_replay
 from .runner import (ConfigRun, LLMDirect, llm_reachable, progress, run_llm_direct, run_rerank_config,
                      throwaway_service)
 
@@ -134,10 +135,10 @@ class EvaluationOptions:
 @dataclass(frozen=True)
 class Replay:
     """The product fitted on the training split, as the replayed configurations rank with it
-    (evaluation.replay.run_replay): its parameters, its CV queries, and the held-out queries
-    scored once by its index with their latencies."""
+    (evaluation.replay.run_replay): its pipeline (the held-out index and the fit's parameters),
+    its CV queries, and the held-out queries scored once by its index with their latencies."""
 
-    params: RankerParams
+    pipeline: Pipeline
     cv: Sequence[CVQuery]
     queries: Sequence[CVQuery]
     millis: Sequence[float]
@@ -192,7 +193,7 @@ def run_config(spec: ConfigSpec, runtime: Runtime, split: Split, replay: Replay,
     if spec.needs_embedding and runtime.embedder is None:
         return ConfigRun(spec, skipped="embeddings unavailable (EMBEDDINGS_ENABLED=0 or the embedder failed)")
     if spec.kind in ("fixed", "fitted", "product"):
-        return run_replay(spec, replay.params, replay.cv, replay.queries, replay.millis, options.depth)
+        return run_replay(spec, replay.pipeline, replay.cv, replay.queries, replay.millis, options.depth)
     if spec.kind == "bm25":
         return run_bm25(spec, tasks, train, test, options.depth)
     if not llm[0]:
@@ -200,7 +201,7 @@ def run_config(spec: ConfigSpec, runtime: Runtime, split: Split, replay: Replay,
     if spec.kind == "llm_direct":
         return run_llm_direct(spec, LLMDirect(settings, tasks, cache), test, options.show)
     reranker = Reranker(settings, cache)
-    with throwaway_service(settings, tasks, train, runtime.embedder, reranker, replay.params) as (_, service):
+    with throwaway_service(settings, tasks, train, runtime.embedder, reranker, replay.pipeline.params) as (_, service):
         return run_rerank_config(spec, service, test, options.depth, options.show, settings.llm_model)
 
 
@@ -227,8 +228,9 @@ def evaluate(runtime: Runtime, split: Split, configs: Sequence[str], options: Ev
                                              options.show, on_progress, learned)
     stage_progress(on_progress, "scoring the held-out cases")(0.0)
     index = heldout_index(settings, tasks, train, embedder, params)
-    queries, millis = heldout_queries(settings, index, test, embedder, options.show)
-    replay = Replay(params, cv, queries, millis)
+    pipeline = replay_pipeline(settings, index, params, embedder)
+    queries, millis = heldout_queries(pipeline, test, options.show)
+    replay = Replay(pipeline, cv, queries, millis)
     configurations = stage_progress(on_progress, "running the configurations")
     runs = {}
     for position, spec in enumerate(wanted):
@@ -237,8 +239,7 @@ def evaluate(runtime: Runtime, split: Split, configs: Sequence[str], options: Ev
     stage_progress(on_progress, "error analysis")(0.0)
 
     by_query = {q.case.query: q for q in queries}
-    analysis = {name: error_analysis.analyse(index, runs[name].rows, by_query, params.weights, True,
-                                             params.shortlist_size, settings.typo_min_similarity)
+    analysis = {name: error_analysis.analyse(pipeline, runs[name].rows, by_query, True)
                 for name in ("prefilter", "rerank") if name in runs and not runs[name].skipped}
     baseline = runs.get(BASELINE)
     summaries = {name: summarise(run, seed, tasks_by_id, baseline, abstention_point(run), options.bootstrap_resamples)

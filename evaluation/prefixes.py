@@ -33,7 +33,7 @@ from dataclasses import replace
 from evaluation.evaluate import Split, fit_on_training
 from evaluation.metrics import hit_at, reciprocal_rank
 from evaluation.prefix_engine import build_prefix_engine
-from evaluation.replay import heldout_index, heldout_queries
+from evaluation.replay import heldout_index, heldout_queries, replay_pipeline
 from search.confidence import shown
 from search.fitting import FitContext
 from search.pipeline import Pipeline
@@ -131,11 +131,12 @@ def keystroke_score(sequences: list[list[tuple[bool, bool]]]) -> dict:
             "found_first": round(sum(first) / len(first), 4) if first else None}
 
 
-def every_keystroke(settings, index, pipeline: Pipeline, test, embedder) -> dict:
-    """{mode: keystroke_score} of the held-out `test` typed one character at a time."""
+def every_keystroke(pipeline: Pipeline, test) -> dict:
+    """{mode: keystroke_score} of the held-out `test` typed one character at a time, each
+    keystroke ranked as the widget's request for it (SearchRequest.typed)."""
     tagged = keystroke_cases(test)
-    queries, _ = heldout_queries(settings, index, [case for _, case in tagged], embedder, typing=None)
-    modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
+    queries, _ = heldout_queries(pipeline, [case for _, case in tagged], typed=True)
+    modes = ("full", "sparse") if pipeline.embedder is not None and pipeline.index.has_vectors else ("sparse",)
     out = {}
     for mode in modes:
         sequences: dict[int, list[tuple[bool, bool]]] = {}
@@ -164,17 +165,17 @@ def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_quer
     else:
         params, _, _ = fit_on_training(FitContext(settings, tasks, train, embedder, seed, cv_max_queries), show=False)
     index = heldout_index(settings, tasks, train, embedder, params)
-    pipeline = Pipeline(index, params, settings.typo_min_similarity)   # abstaining, whatever settings.abstain says
+    pipeline = replay_pipeline(settings, index, params, embedder)
     engine = build_prefix_engine(tasks, train)
     out = {}
     for cut in (*cuts, None):
         cases = prefix_cases(test, cut)
         # as the widget sends a keystroke (no `typing` parameter: the service reads it), a space typed
         # after the last word finishing it (AnalysedQuery.finished); the whole row likewise
-        queries, _ = heldout_queries(settings, index, cases, embedder, typing=None)
+        queries, _ = heldout_queries(pipeline, cases, typed=True)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {**{mode: score(queries, pipeline, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}
     if keystrokes:
-        out["every_keystroke"] = every_keystroke(settings, index, pipeline, test, embedder)
+        out["every_keystroke"] = every_keystroke(pipeline, test)
     return out

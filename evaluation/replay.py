@@ -1,12 +1,16 @@
 """Deterministic configurations, replayed over the held-out queries' signal values.
 
 The held-out queries are analysed and scored ONCE (search.pipeline.Pipeline.score) against the
-index the fit would serve after importing the training cases (search.pipeline.serving_index,
+index the fit would serve after importing the training cases (search.assembly.serving_index,
 with the fit's prototypes), as the live service scores them; each configuration then only
 re-fuses those values with its own weights (Pipeline.fuse), so a dozen configurations cost
 little more than one. The product's configuration fuses with the fit's own weights, abstention
 and tail cut: the same pipeline the service answers with (tests/test_evaluation_run.py checks
-the replay against `prefilter`).
+the replay against the prefilter's stages).
+
+A held-out case is a query a person submitted (search.request.SearchRequest.of_case), as it is
+in the fit's cross-validation and the admin's preview; the prefix evaluation's cuts are typed
+texts (SearchRequest.typed).
 """
 from __future__ import annotations
 
@@ -19,11 +23,13 @@ import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
-from search.fitting import fit_weights
+from search.assembly import IndexOptions, attach, serving_index
+from search.fitting import CVQuery, fit_weights
 from search.index import SearchIndex
-from search.pipeline import IndexOptions, Pipeline, attach, serving_index
+from search.pipeline import Pipeline, make_pipeline
 from search.prefilter import Scored
 from search.ranker import FusionWeights, RankerParams
+from search.request import EVERYONE, SearchRequest
 from settings import Settings
 
 from .configs import ConfigSpec
@@ -33,10 +39,17 @@ from .runner import ConfigRun, QueryRun, progress
 def heldout_index(settings: Settings, tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], embedder,
                   params: RankerParams) -> SearchIndex:
     """The index the product would serve after importing `train`, ranked by `params`
-    (search.pipeline.serving_index and attach: lexicon, exemplars, the learned evidence the fit
+    (search.assembly.serving_index and attach: lexicon, exemplars, the learned evidence the fit
     weighed, vectors and the fit's prototypes)."""
     index = serving_index(settings, tasks, train, params, IndexOptions(written=False))
     return index if embedder is None else attach(index, params, embedder)
+
+
+def replay_pipeline(settings: Settings, index: SearchIndex, params: RankerParams, embedder) -> Pipeline:
+    """The pipeline an evaluation ranks with (search.pipeline.make_pipeline): `index` and the fit
+    `params`, abstaining whatever settings.abstain says (the evaluation measures the fit's
+    abstention, whether the server applies it or not)."""
+    return make_pipeline(index, params, settings, embedder, abstain=True)
 
 
 @dataclass(frozen=True)
@@ -68,21 +81,22 @@ class HeldOutQuery:
         return scored if pins else replace(scored, pinned=())
 
 
-def heldout_queries(settings: Settings, index: SearchIndex, test: Sequence[CaseRecord], embedder,
-                    show: bool = False, typing: bool | None = False) -> tuple[list[HeldOutQuery], list[float]]:
-    """Each test case's signal values over every active task, and the time that took (ms).
-    `typing`: as /api/search's parameter; False (the default): the test queries are whole ones,
-    submitted (the widget's Enter, a host that says so); None: as a bare API request reads them;
-    evaluation.prefixes ranks its cuts so."""
-    pipeline = Pipeline(index, None, settings.typo_min_similarity)   # scoring every signal reads no fit
-    analysed = [pipeline.analyse(c.query, typing=typing) for c in test]
-    vectors: list = [None] * len(test)
-    if embedder is not None and index.has_vectors and analysed:
-        vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
+def heldout_queries(pipeline: Pipeline, test: Sequence[CaseRecord], show: bool = False,
+                    typed: bool = False) -> tuple[list[HeldOutQuery], list[float]]:
+    """Each test case's signal values over every active task (the evaluation's viewer), with
+    the pins of its exact query, and the time that took (ms). Each is a test case, submitted
+    (SearchRequest.of_case); `typed`: texts as the widget sends a keystroke instead
+    (SearchRequest.typed: whether one is still being typed is the prefilter's reading, a
+    trailing space finishes its last word), as evaluation.prefixes ranks its cuts."""
+    requests = [SearchRequest.typed(c.query, EVERYONE) if typed else SearchRequest.of_case(c.query, EVERYONE)
+                for c in test]
+    analysed = [pipeline.analyse(request) for request in requests]
+    vectors = pipeline.embed(analysed)
     out, millis = [], []
-    for case, query, vector in progress(list(zip(test, analysed, vectors)), "held-out signals", show):
+    for case, request, query, vector in progress(list(zip(test, requests, analysed, vectors)), "held-out signals",
+                                                 show):
         started = time.perf_counter()
-        scored = pipeline.score(query, vector, restrict=False)   # every active task (the evaluation's viewer)
+        scored = pipeline.score(request, query, vector)
         millis.append((time.perf_counter() - started) * 1000.0)
         out.append(HeldOutQuery(case, scored))
     return out, millis
@@ -99,14 +113,13 @@ def spec_weights(spec: ConfigSpec, params: RankerParams, cv: Sequence[CVQuery]):
     return params.weights
 
 
-def run_replay(spec: ConfigSpec, params: RankerParams, cv, queries: Sequence[HeldOutQuery],
-               millis: Sequence[float], depth: int, index: SearchIndex | None = None) -> ConfigRun:
-    """Rank every held-out query with `spec` through the pipeline (Pipeline.fuse); the product's
-    configuration ranks with the fit's own weights (its typing weights for a query still being
-    typed) and records whether the fitted abstention answers (row.extra['answered'])."""
-    weights = spec_weights(spec, params, cv)
-    # fusing reads the index only to explain or for deferred signals, neither of which a replay has
-    pipeline = Pipeline(index, params)   # abstaining, whatever settings.abstain says
+def run_replay(spec: ConfigSpec, pipeline: Pipeline, cv, queries: Sequence[HeldOutQuery],
+               millis: Sequence[float], depth: int) -> ConfigRun:
+    """Rank every held-out query with `spec` through the pipeline (Pipeline.fuse: replay_pipeline's,
+    the fit's); the product's configuration ranks with the fit's own weights (its typing weights
+    for a query still being typed) and records whether the fitted abstention answers
+    (row.extra['answered'])."""
+    weights = spec_weights(spec, pipeline.params, cv)
     run = ConfigRun(spec)
     for query, ms in zip(queries, millis):
         started = time.perf_counter()

@@ -26,9 +26,10 @@ from catalog.db import make_engine, upgrade
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore
 from kb.enrich import catalog_enrichment
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from search.fitting import cases_digest
 from search.ranker import RankerParams
+from search.request import SearchRequest
 from serving.service import SearchService
 from settings import Settings
 
@@ -94,7 +95,8 @@ def run_rerank_config(spec: ConfigSpec, service: SearchService, cases: Sequence[
     llm_ms: list[float] = []
     cache_hit_ms: list[float] = []
     for case in progress(cases, spec.name, show):
-        body = service.search(case.query, k=depth, rerank=True, restrict_roles=False)
+        # a held-out case is submitted, every role's tasks visible, as in the deterministic replay
+        body = service.serve(SearchRequest.of_case(case.query, k=depth), rerank=True).as_dict()
         info = body["rerank"]
         key = "applied" if info.get("applied") else (info.get("skipped") or
                                                      next(iter(body["degraded"]), None) or "not_applied")

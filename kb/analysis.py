@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from lexicon.text import normalise, stem, terms, words
+from lexicon.normalise import normalise
+from lexicon.text import stem, terms, words
 
 NGRAM_JOINER = "_"
 _JOINERS = re.compile(r"[-:/']")

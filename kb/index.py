@@ -1,4 +1,4 @@
-"""The BM25 index: a CSC matrix of precomputed per-(document, term) BM25 weights.
+"""The BM25 index: a CSC matrix of precomputed per-(document, term) BM25 weights (search.bm25's).
 
 Why this engine (measured in ops/bench_kb.py): rank-bm25 walks every document in Python for
 every query term; here a query is a gather of a few posting columns plus one `np.bincount`,
@@ -31,11 +31,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from kb.analysis import analyze, ngram_token, sliding_ngrams
-from kb.scoring import DEFAULT_B, DEFAULT_K1, length_norm, lucene_idf, tf_saturation
+from search.bm25 import average_length, length_normalised_tf, lucene_idf, saturate
 
 FORMAT_VERSION = 1
 LOAD_ATTEMPTS = 5  # Index.load restarts when concurrent saves remove the version it is reading
 VIEWS = {"text": None, "enriched": "enrich", "sage": "sage"}
+DEFAULT_K1 = 0.9  # Pyserini's BEIR BM25 parameters
+DEFAULT_B = 0.4
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,16 @@ class DocInput:
 
 
 class SparseBM25:
-    """Immutable BM25 scorer over a (docs x terms) term-frequency CSR matrix."""
+    """Immutable BM25 scorer over a (docs x terms) term-frequency CSR matrix.
+
+    The weights are search.bm25's (Lucene's BM25Similarity, as Pyserini/Anserini run it for the
+    BEIR baselines, and bm25s's "lucene" method), computed for every posting at once:
+
+        score(q, D) = sum_{t in q} w_q(t) * idf(t) * tf~ / (k1 + tf~),   tf~ = tf / (1 - b + b * |D| / avgdl)
+
+    With w_q(t) = the count of t in the query this is plain BM25 over a bag of words (Lucene's
+    BooleanQuery of TermQuery clauses, which Pyserini's bag-of-words query generator builds).
+    Unlike Lucene, document lengths are exact (Lucene stores them lossily in one byte)."""
 
     def __init__(self, tf: sp.csr_matrix, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
         tf = sp.csr_matrix(tf, dtype=np.float32)
@@ -56,10 +67,9 @@ class SparseBM25:
         self.n_docs = n_docs
         self.k1, self.b = k1, b
         self.doc_len = np.asarray(tf.sum(axis=1), dtype=np.float64).ravel()
-        self.avgdl = float(self.doc_len.mean()) if n_docs else 0.0
+        self.avgdl = average_length(self.doc_len)
         self.df = np.bincount(tf.indices, minlength=n_terms).astype(np.int64)
         self.idf = lucene_idf(self.df, n_docs)
-        norm = length_norm(self.doc_len, self.avgdl, k1, b).astype(np.float32)
         data = np.empty_like(tf.data)
         # chunked over rows to keep temporaries small on 1M-document corpora
         step = 200_000
@@ -67,7 +77,8 @@ class SparseBM25:
             hi = min(n_docs, lo + step)
             a, z = tf.indptr[lo], tf.indptr[hi]
             rows = np.repeat(np.arange(lo, hi), np.diff(tf.indptr[lo:hi + 1]))
-            data[a:z] = (tf_saturation(tf.data[a:z], norm[rows]) * self.idf[tf.indices[a:z]]).astype(np.float32)
+            pseudo_tf = length_normalised_tf(tf.data[a:z], self.doc_len[rows], self.avgdl, b)
+            data[a:z] = saturate(pseudo_tf, self.idf[tf.indices[a:z]], k1).astype(np.float32)
         weights = sp.csr_matrix((data, tf.indices, tf.indptr), shape=tf.shape)
         self.weights = weights.tocsc()
         self.weights.sort_indices()

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from kb.index import DocInput, Index
+from infra.rows import RowRefused, all_or_nothing
+from kb.index import DEFAULT_B, DEFAULT_K1, DocInput, Index
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_ERRORS_SHOWN = 20
@@ -74,57 +75,46 @@ def validate_name(name: str) -> str:
 
 
 def parse_documents(path: Path) -> list[Document]:
-    """Read BEIR corpus.jsonl or plain JSONL ({"id"|"_id", "title"?, "text"}); all-or-nothing."""
-    errors: list[str] = []
-    docs: list[Document] = []
-    seen: dict[str, int] = {}
+    """Read BEIR corpus.jsonl or plain JSONL ({"id"|"_id", "title"?, "text"}); all-or-nothing
+    (infra.rows.all_or_nothing): IngestError with every line's problem, or every document."""
     with open(path, encoding="utf-8", errors="strict") as fh:
         try:
             lines = list(fh)
         except UnicodeDecodeError as exc:
             raise IngestError([f"{path}: not UTF-8 ({exc})"]) from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+
+    def read(n: int, line: str) -> Document:
         where = f"{path.name}:{n}"
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{where}: invalid JSON ({exc.msg})")
-            continue
+            raise RowRefused(f"{where}: invalid JSON ({exc.msg})") from exc
         if not isinstance(row, dict):
-            errors.append(f"{where}: expected a JSON object")
-            continue
+            raise RowRefused(f"{where}: expected a JSON object")
         raw_id = row.get("_id", row.get("id"))
         if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or str(raw_id).strip() == "":
-            errors.append(f"{where}: missing or invalid id (\"_id\" or \"id\": non-empty string)")
-            continue
+            raise RowRefused(f"{where}: missing or invalid id (\"_id\" or \"id\": non-empty string)")
         doc_id = str(raw_id)
         if _BAD_ID.search(doc_id) or len(doc_id) > 200:
-            errors.append(f"{where}: id {doc_id[:40]!r} has control characters or is over 200 chars")
-            continue
+            raise RowRefused(f"{where}: id {doc_id[:40]!r} has control characters or is over 200 chars")
         title = row.get("title", "")
         text = row.get("text")
         if title is None:
             title = ""
         if not isinstance(title, str):
-            errors.append(f"{where}: \"title\" must be a string")
-            continue
+            raise RowRefused(f"{where}: \"title\" must be a string")
         if not isinstance(text, str):
-            errors.append(f"{where}: missing \"text\" string")
-            continue
+            raise RowRefused(f"{where}: missing \"text\" string")
         if not (title.strip() or text.strip()):
-            errors.append(f"{where}: empty title and text")
-            continue
+            raise RowRefused(f"{where}: empty title and text")
         metadata = row.get("metadata") or {}
         if not isinstance(metadata, dict):
-            errors.append(f"{where}: \"metadata\" must be an object")
-            continue
-        if doc_id in seen:
-            errors.append(f"{where}: duplicate id {doc_id!r} (first on line {seen[doc_id]})")
-            continue
-        seen[doc_id] = n
-        docs.append(Document(doc_id, title, text, metadata))
+            raise RowRefused(f"{where}: \"metadata\" must be an object")
+        return Document(doc_id, title, text, metadata)
+
+    docs, errors = all_or_nothing(((n, line) for n, line in enumerate(lines, 1) if line.strip()), read,
+                                  key=lambda doc: doc.id, duplicate=lambda n, doc, first: (
+                                      f"{path.name}:{n}: duplicate id {doc.id!r} (first on line {first})"))
     if errors:
         raise IngestError(errors)
     if not docs:
@@ -272,7 +262,6 @@ class CorpusStore:
         if index_dir.exists():
             index = Index.load(index_dir)
         else:
-            from kb.scoring import DEFAULT_B, DEFAULT_K1
             index = Index(k1=DEFAULT_K1 if k1 is None else k1, b=DEFAULT_B if b is None else b,
                           join_compounds=True if join_compounds is None else join_compounds)
         if k1 is not None:

@@ -5,7 +5,7 @@ The catalog is written in one language (CATALOG_LANGUAGE, English here); the emb
 in another language has no word of the catalog's own to share with it: the signals that need
 shared words (lexical, typo, rationale, the typed prefix) then say "no evidence" instead of
 "evidence against" (search.prefilter, search/signal/), no word is corrected into the catalog's
-language (search.prefilter.analyse_query), and the fusion ranks with weights fitted for such
+language (search.query.analyse_query), and the fusion ranks with weights fitted for such
 queries (search.ranker.RankerParams.foreign, search.fitting.foreign).
 
 Detection is a rule over the text itself, not a statistical model, chosen by measurement
@@ -36,9 +36,11 @@ one for 42 / 44 and 29 / 44 of the demo's, 156 / 160 and 139 / 160 of CLINC150's
 texts it reads as another language are 6 of the 18,949 texts of CLINC150 and the demo, all CLINC150's ("is las vegas a safe place
 to visit", "how's traffic en route to virginia") and none of the demo's.
 
-Normalisation per language: `stop_words(language)` (the Snowball project's lists, accents folded,
-as lexicon.text.normalise folds them for matching; display keeps what the person typed) and
-`stemmer(language)` (PyStemmer's Snowball stemmers).
+Normalisation per language: `stop_words(language)` (English's short list, STOPWORDS; the
+Snowball project's lists for the others, accents folded, as lexicon.normalise folds them for
+matching; display keeps what the person typed) and `stemmer(language)` (PyStemmer's Snowball
+stemmers). Texts are folded and split into words by lexicon.normalise, below this module and
+the text pipeline (lexicon.text) that reads it.
 """
 from __future__ import annotations
 
@@ -46,15 +48,31 @@ from functools import lru_cache
 
 import Stemmer
 
+from lexicon.normalise import WORD, normalise
+
 #: The language the catalog's tasks are written in: its words are the ones the lexical signals know.
 CATALOG_LANGUAGE = "en"
 #: The languages detected, the catalog's first.
 LANGUAGES = ("en", "es", "pt", "fr")
 _SNOWBALL = {"en": "english", "es": "spanish", "pt": "portuguese", "fr": "french"}
 
+# A short English stopword list: function words that carry no task signal. Kept small on
+# purpose: "home", "visit", "child" and similar domain words must survive.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me might more most must my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    want need needs like please get go going find show see look looking where's whats i'm im
+    """.split()
+)
+
 # Snowball's stop word lists (snowballstem.org, algorithms/*/stop.txt), shortened, accents folded
 # (the text pipeline folds them before matching), plus the request words staff type ("necesito",
-# "quero"). English's list is lexicon.text.STOPWORDS.
+# "quero"). English's list is STOPWORDS.
 _STOP = {
     "es": """de la que el en y los del se las por un para con una su al lo como mas pero sus le ya o
         este porque esta entre cuando muy sin sobre tambien hasta hay donde quien desde todo nos
@@ -97,9 +115,8 @@ _ACCENTED = "áéíóúâôà"   # written by all three: evidence against the ca
 
 
 def stop_words(language: str) -> frozenset[str]:
-    """The stop words of `language` (accents folded); English's is lexicon.text.STOPWORDS."""
+    """The stop words of `language` (accents folded); English's is STOPWORDS."""
     if language == "en":
-        from lexicon.text import STOPWORDS
         return STOPWORDS
     return _STOP_SETS.get(language, frozenset())
 
@@ -121,9 +138,8 @@ def language_scores(text: str, known=None, written=None) -> dict[str, float]:
     word it knows is never a suffix cue. `written(word)`: the language of the catalog's own
     texts (cases, aliases) in other languages that use the word (None: none), a vote for it:
     a Spanish case teaches the catalog that "vacunas" is Spanish."""
-    from lexicon.text import STOPWORDS, _WORD, normalise
     folded = normalise(text)
-    tokens = _WORD.findall(folded)
+    tokens = WORD.findall(folded)
     scores = {lang: 0.0 for lang in LANGUAGES}
     lowered = text.lower()
     for lang, marks in _MARKS.items():

@@ -23,17 +23,34 @@ an evaluation builds it from its training split only.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
-
-from catalog.records import CaseRecord
-import re
+from typing import Iterable, Mapping, Protocol
 
 from lexicon.language import CATALOG_LANGUAGE, detect
-from lexicon.text import normalise, stem, terms, words
+from lexicon.normalise import normalise
+from lexicon.text import stem, terms, words
 
 _PIN_WORD = re.compile(r"[0-9a-z]+")
+
+
+class Case(Protocol):
+    """What the lexicon reads of a test case; catalog.records.CaseRecord is one. A protocol, not
+    the record itself: the text pipeline sits below the catalog (tests/test_layers.py), so it
+    names the fields it needs instead of importing the catalog's records."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def gold(self) -> tuple[str, ...]: ...   # empty: out of scope
+
+    @property
+    def rationale(self) -> str: ...
+
+    @property
+    def implicit(self) -> bool: ...          # learned from use: links terms, never pins
 
 
 def pin_key(query: str) -> str:
@@ -75,7 +92,7 @@ PROSE_MAX_DF: float | None = 0.2
 PROSE_MIN_TASKS = 5
 
 
-def prose_terms(cases: Iterable[CaseRecord], max_df: float | None = None, min_tasks: int = PROSE_MIN_TASKS
+def prose_terms(cases: Iterable[Case], max_df: float | None = None, min_tasks: int = PROSE_MIN_TASKS
                 ) -> frozenset[str]:
     """The terms common to the rationales of more than `max_df` of the tasks that have one
     (and at least `min_tasks` of them): df(w) = |{t : w in the rationale of a case with gold t}|,
@@ -97,7 +114,7 @@ def prose_terms(cases: Iterable[CaseRecord], max_df: float | None = None, min_ta
     return frozenset(term for term, tasks in tasks_of.items() if len(tasks) > bound)
 
 
-def build_lexicon(cases: Iterable[CaseRecord], include_queries: bool = True,
+def build_lexicon(cases: Iterable[Case], include_queries: bool = True,
                   max_prose_df: float | None = None) -> RationaleLexicon:
     cases = list(cases)
     prose = prose_terms(cases, PROSE_MAX_DF if max_prose_df is None else max_prose_df)

@@ -1,6 +1,6 @@
 """The one text pipeline: every query, task field, rationale and document goes through here.
 
-normalise -> words (surface forms, stopwords dropped) -> terms (Snowball stems).
+normalise (lexicon.normalise) -> words (surface forms, stopwords dropped) -> terms (Snowball stems).
 
 Per language (lexicon.language): a text written in another language than the catalog's (detected
 from the text itself) drops that language's stop words too and is stemmed by its Snowball
@@ -14,39 +14,20 @@ land on the same term.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from functools import lru_cache
 from typing import Iterable
 
 import Stemmer
 
-from lexicon.language import CATALOG_LANGUAGE, detect, stemmer, stop_words
+from lexicon.language import CATALOG_LANGUAGE, STOPWORDS, detect, stemmer, stop_words
+from lexicon.normalise import WORD, normalise
 
 _STEMMER = Stemmer.Stemmer("english")
 
-# A short English stopword list: function words that carry no task signal. Kept small on
-# purpose: "home", "visit", "child" and similar domain words must survive.
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me might more most must my myself no nor not of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    want need needs like please get go going find show see look looking where's whats i'm im
-    """.split()
-)
-
-_WORD = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
 _JOINERS = re.compile(r"[-:/']")
 
 
-#: Texts up to this long are normalised once per process and remembered (an index rebuild
-#: normalises every task and case again; type-ahead repeats prefixes): at most
-#: NORMALISE_MEMO entries of at most a kilobyte each.
-NORMALISE_MEMO, NORMALISE_MEMO_CHARS = 16384, 1024
 def printable(text: str) -> str:
     """`text` as a user wrote it (case, accents and punctuation kept) with what no reader should
     see replaced by a space: unpaired surrogates, control, format (RTL marks, zero-width) and
@@ -56,30 +37,10 @@ def printable(text: str) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
-def normalise(text: str) -> str:
-    """Unicode-normalise any input: NFKC, case-fold, strip accents, drop control characters.
-
-    Never raises: unpaired surrogates and control characters are replaced, so arbitrary user
-    input (emoji, RTL marks, NUL bytes) yields a clean, possibly empty, string.
-    """
-    return _normalise_memo(text) if len(text) <= NORMALISE_MEMO_CHARS else _normalise(text)
-
-
 def normalise_query(text: str) -> str:
     """The query as analytics counts it and learned evidence keys it: `normalise`d, runs of white
     space collapsed to one space, trimmed. "Lead  Screening " and "lead screening" are one query."""
     return " ".join(normalise(text).split())
-
-
-def _normalise(text: str) -> str:
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    text = unicodedata.normalize("NFKC", text).casefold()
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return "".join(ch if ch.isprintable() else " " for ch in stripped)
-
-
-_normalise_memo = lru_cache(maxsize=NORMALISE_MEMO)(_normalise)
 
 
 # Texts up to this long have their words remembered (a bounded LRU memo, like `stem`'s): an
@@ -129,7 +90,7 @@ def _split_words(text: str, language: str | None = None) -> list[str]:
 
 def _split_catalog_words(text: str) -> list[str]:
     out: list[str] = []
-    for match in _WORD.finditer(normalise(text)):
+    for match in WORD.finditer(normalise(text)):
         token = match.group(0)
         parts = [p for p in _JOINERS.split(token) if p]
         if token in STOPWORDS or "".join(parts) in STOPWORDS:

@@ -41,7 +41,7 @@ from catalog.store import CatalogStore
 from search.embeddings import build_embedder
 from search.prefilter import analyse_query, prefilter
 from settings import Settings
-from web.metrics import Metrics
+from infra.metrics import Metrics
 try:
     from serving.service import SearchService
 except ImportError:   # before the services layer moved (issue 35)

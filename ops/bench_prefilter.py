@@ -27,9 +27,10 @@ from catalog import db  # noqa: E402
 from catalog.demo import DEMO_CASES, DEMO_CATALOG  # noqa: E402
 from catalog.formats import load_cases_file, load_tasks_file  # noqa: E402
 from catalog.store import CatalogStore  # noqa: E402
-from web.metrics import Metrics  # noqa: E402
+from infra.metrics import Metrics  # noqa: E402
 from search.embeddings import build_embedder  # noqa: E402
-from search.prefilter import analyse_query, prefilter  # noqa: E402
+from search.prefilter import prefilter  # noqa: E402
+from search.query import analyse_query  # noqa: E402
 from serving.service import SearchService  # noqa: E402
 from settings import Settings  # noqa: E402
 

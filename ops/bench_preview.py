@@ -31,7 +31,7 @@ from catalog.demo import DEMO_CASES, DEMO_CATALOG  # noqa: E402
 from catalog.formats import load_cases_file, load_tasks_file  # noqa: E402
 from catalog.records import CaseRecord  # noqa: E402
 from catalog.store import CatalogStore  # noqa: E402
-from web.metrics import Metrics  # noqa: E402
+from infra.metrics import Metrics  # noqa: E402
 from search.embeddings import build_embedder  # noqa: E402
 from admin.preview import preview_change  # noqa: E402
 from serving.service import SearchService  # noqa: E402

@@ -92,11 +92,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from catalog.records import CaseRecord, TaskRecord  # noqa: E402
 from lexicon.rationale import build_lexicon  # noqa: E402
-from lexicon.text import STOPWORDS  # noqa: E402
+from lexicon.language import STOPWORDS  # noqa: E402
 from search import prefilter as prefilter_module  # noqa: E402
+from search.exemplars import NEIGHBOUR_FULL_SCAN, neighbour_candidates, neighbour_signal  # noqa: E402
 from search.index import build_index  # noqa: E402
-from search.prefilter import (analyse_query, dense_signals, plan_query, prefilter, rank_values,  # noqa: E402
-                              signal_values, sparse_signals)
+from search.prefilter import dense_signals, prefilter, rank_values, signal_values, sparse_signals  # noqa: E402
+from search.query import analyse_query, plan_query  # noqa: E402
 from search.ranker import FusionWeights, default_params  # noqa: E402
 from settings import FieldWeights, Settings  # noqa: E402
 
@@ -491,7 +492,7 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
     detail: dict[str, list[float]] = {s: [] for s in (
         "centroids[rows] @ v", "task_vectors[rows] @ v", "prototypes[rows] @ v",
         "neighbour (as dense_signals)", "(centroids @ v)[rows] (no copy)", "vectors @ v (full exemplar scan)")}
-    full_scan = len(memory.texts) <= prefilter_module.NEIGHBOUR_FULL_SCAN
+    full_scan = len(memory.texts) <= NEIGHBOUR_FULL_SCAN
     for i in range(len(queries)):
         v = query_vectors[i]
         t, centroid = timed(lambda: memory.centroids[rows_all] @ v)
@@ -499,7 +500,7 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
         detail["task_vectors[rows] @ v"].append(timed(lambda: index.task_vectors[rows_all] @ v)[0])
         detail["prototypes[rows] @ v"].append(timed(lambda: index.prototypes[rows_all] @ v)[0])
         detail["neighbour (as dense_signals)"].append(
-            timed(lambda: prefilter_module.neighbour_signal(memory, rows_all, centroid, v))[0])
+            timed(lambda: neighbour_signal(memory, rows_all, centroid, v))[0])
         detail["(centroids @ v)[rows] (no copy)"].append(timed(lambda: (memory.centroids @ v)[rows_all])[0])
         detail["vectors @ v (full exemplar scan)"].append(timed(lambda: memory.vectors @ v)[0])
     detail_p50 = {s: round(statistics.median(samples), 3) for s, samples in detail.items()}
@@ -531,7 +532,7 @@ def run_scale(name: str, n_tasks: int, n_cases: int, target: float, args) -> dic
                  "lexical_nnz": int(index.lexical.nnz), "rationale_nnz": int(index.rationale.nnz),
                  "exemplar_lexical_nnz": int(memory.lexical.nnz),
                  "neighbour_mode": "full scan" if full_scan else
-                     f"cascade ({prefilter_module.neighbour_candidates(rows_all.size)} candidate tasks)",
+                     f"cascade ({neighbour_candidates(rows_all.size)} candidate tasks)",
                  "sanity_hit_at_1": round(hit1, 3), "sanity_hit_at_15": round(hit15, 3)},
         "build_s": {"generate_data": round(gen_ms / 1000, 2), "build_lexicon": round(lexicon_ms / 1000, 2),
                     "build_index": round(build_ms / 1000, 2), "generate_vectors": round(vec_gen_ms / 1000, 2),

@@ -22,9 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog.formats import load_tasks_file, load_cases_file  # noqa: E402
 from lexicon.rationale import build_lexicon  # noqa: E402
-from search.fitting import attach_vectors  # noqa: E402
+from search.assembly import attach_vectors  # noqa: E402
 from search.index import build_index  # noqa: E402
-from search.prefilter import analyse_query, prefilter  # noqa: E402
+from search.prefilter import prefilter  # noqa: E402
+from search.query import analyse_query  # noqa: E402
 from settings import Settings  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "catalog" / "data"

@@ -27,7 +27,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from web import multiprocess  # noqa: E402
+from infra import multiprocess  # noqa: E402
 from infra.secret_key import key_path, shared_secret_key  # noqa: E402
 from settings import Settings  # noqa: E402
 

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import diskcache
 
-from lexicon.text import normalise
+from lexicon.normalise import normalise
 
 from .prompt import PROMPT_VERSION
 from .records import Candidate, Example

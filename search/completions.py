@@ -32,10 +32,10 @@ catalog's: k people typed them (the misspelling rule below still applies).
 searches).
 
 A suggestion longer than MAX_COMPLETION_CHARS is none (a query to type, not a sentence to read:
-the natural-language test cases are written as whole questions). A case or search whose words read as misspellings of the catalog's words (`misspelt`: a word the
-task texts do not have, as close to one they have as the no-answer spelling offer requires) is
-never offered: the test cases hold typos on purpose ("imunizations"), and a completion teaches the
-spelling people then search with.
+the natural-language test cases are written as whole questions). A case or search with a word
+that is neither the catalog's own (as written) nor a common word of a supported language
+(`Vocabulary.misspelt`, lexicon.frequency) is never offered: the test cases hold typos on purpose
+("attendence", "dentel exam"), and a completion teaches the spelling people then search with.
 
 **Visibility**, per set of visible roles (what /api/search computes: the caller's verified roles,
 narrowed by `role`, serving.service.SearchService.visible_roles): a candidate is offered only when
@@ -70,13 +70,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Collection, Iterable, Mapping, NamedTuple, Sequence
 
-from rapidfuzz import process
-from rapidfuzz.distance import Indel
-
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.text import STOPWORDS, normalise, normalise_query, stem, words
+from lexicon.frequency import common
+from lexicon.language import STOPWORDS
+from lexicon.normalise import normalise
+from lexicon.text import normalise_query, stem, words
 from search.lru import LRU
-from search.suggestions import SPELLING_MIN_SIMILARITY
 
 SOURCES = ("search", "case", "task")   # strongest first: the parts of the popularity score, in order
 COMPLETION_LIMIT = 5
@@ -85,6 +84,7 @@ MIN_PEOPLE_FLOOR = 3      # whatever the setting, a crowd completion needs this 
 MAX_BLOCKED_WORD_CHARS = 64
 ROLE_VIEWS = 64           # per Completions: views of distinct visible-role sets kept
 _PLAIN_TOKEN = re.compile(r"[0-9a-z]+")
+_TOKEN = re.compile(r"[^\W_]+")   # a word as written, any script, accents kept
 _LAST_TOKEN = re.compile(r"([0-9a-z]+)$")
 _PAST_EVERY_WORD = "\U0010ffff"   # sorts after any character a word can have
 
@@ -93,6 +93,7 @@ _PAST_EVERY_WORD = "\U0010ffff"   # sorts after any character a word can have
 class Completion:
     text: str
     source: str          # "search" | "case" | "task"
+    tasks: frozenset[str] = frozenset()   # the tasks it leads to (not shown: one per task, lookup)
 
     def as_dict(self) -> dict:
         return {"text": self.text, "source": self.source}
@@ -178,6 +179,7 @@ class Entry:
     text: str
     source: str
     score: tuple[int, int, int]     # (search people, cases, task names and aliases)
+    tasks: frozenset[str] = frozenset()   # the ids of the tasks its candidates lead to
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -295,32 +297,47 @@ class Vocabulary:
     """The catalog's own words (every task's texts), to tell a misspelling from a word."""
 
     def __init__(self, tasks: Iterable[TaskRecord]):
-        found = {word for task in tasks for text in task_texts(task) for word in words(text)}
-        self.stems = frozenset(stem(word) for word in found)
-        self.words = tuple(sorted(found))
-        self._verdicts: dict[str, bool] = {}
+        self.words = frozenset(normalise(token) for task in tasks for text in task_texts(task)
+                               for token in _TOKEN.findall(text.casefold()))
 
     def misspelt(self, text: str) -> bool:
-        """Some word of `text` is not the catalog's (by stem) and is within the spelling offer's
-        similarity (search.suggestions.SPELLING_MIN_SIMILARITY, normalised Indel) of one that is."""
-        return any(self._misspelt_word(word) for word in words(text))
+        """Some word of `text` of three letters or more is neither the catalog's (as written, not
+        by stem: "attendence" and "attendance" share the stem "attend") nor a common word of a
+        supported language (lexicon.frequency.common). Short tokens and numbers are never judged."""
+        return any(len(token) > 2 and not token.isdigit() and normalise(token) not in self.words
+                   and not common(token) for token in _TOKEN.findall(text.casefold()))
 
-    def _misspelt_word(self, word: str) -> bool:
-        verdict = self._verdicts.get(word)
-        if verdict is None:
-            verdict = stem(word) not in self.stems and process.extractOne(
-                word, self.words, scorer=Indel.normalized_similarity, score_cutoff=SPELLING_MIN_SIMILARITY) is not None
-            self._verdicts[word] = verdict
-        return verdict
+
+#: What becomes of the written test cases' queries (`case_queries`): "all" are offered, "general"
+#: only those that read as a general request (`reads_general`), "none" are not.
+CASE_QUERIES = ("all", "general", "none")
+GENERAL_MAX_WORDS = 4
+_PERSONAL = frozenset("""i me my mine we us our ours you your yours he him his she her hers they them their theirs
+mom mum dad yo mi mis nosotros nuestro nuestra tu tus el ella ellos ellas su sus eu meu minha nos nosso nossa
+voce ele ela eles elas seu sua je moi mon ma mes nous notre vous votre il elle ils elles son sa ses leur""".split())
+
+
+def reads_general(text: str) -> bool:
+    """A query that names what to do or find rather than telling one family's story: at most
+    GENERAL_MAX_WORDS words, no personal pronoun (or "mom", "dad") and no clause break (a comma,
+    a question)."""
+    tokens = _PLAIN_TOKEN.findall(normalise(text))
+    return len(tokens) <= GENERAL_MAX_WORDS and not any(t in _PERSONAL for t in tokens) and \
+        not any(mark in text for mark in ",;?!")
 
 
 def candidates(tasks: Sequence[TaskRecord], cases: Iterable[CaseRecord],
-               popular: Iterable[PopularSearch], exclusions: Exclusions = NO_EXCLUSIONS) -> tuple[Candidate, ...]:
+               popular: Iterable[PopularSearch], exclusions: Exclusions = NO_EXCLUSIONS,
+               case_queries: str = "general") -> tuple[Candidate, ...]:
     """Every candidate of the three sources up to MAX_COMPLETION_CHARS long and not excluded;
-    cases and searches only without misspellings."""
+    cases and searches only without misspellings, and cases as `case_queries` says."""
     by_id = {task.id: task for task in tasks}
     vocabulary = Vocabulary(tasks)
-    written = [c for c in (*case_candidates(cases, by_id), *search_candidates(popular, by_id))
+    if case_queries not in CASE_QUERIES:
+        raise ValueError(f"case_queries must be one of {CASE_QUERIES}, not {case_queries!r}")
+    cased = [c for c in case_candidates(cases, by_id) if case_queries == "all" or
+             (case_queries == "general" and reads_general(c.text))]
+    written = [c for c in (*cased, *search_candidates(popular, by_id))
                if len(c.text) <= MAX_COMPLETION_CHARS and not vocabulary.misspelt(c.text)]
     found = (*(c for c in task_candidates(tasks) if len(c.text) <= MAX_COMPLETION_CHARS), *written)
     return tuple(c for c in found if not exclusions.excludes(c.text))
@@ -353,17 +370,19 @@ def ranked_entries(found: Iterable[Candidate]) -> list[Entry]:
     docstring: Order)."""
     score: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     written: dict[str, dict[str, str]] = defaultdict(dict)
+    leads: dict[str, set[str]] = defaultdict(set)
     for candidate in found:
         key = completion_key(candidate.text)
         if not key:
             continue
+        leads[key].update(task.id for task in candidate.needs)
         score[key][SOURCES.index(candidate.source)] += candidate.weight
         written[key].setdefault(candidate.source, " ".join(candidate.text.split()))
     entries = []
     for key, parts in score.items():
         source = next(s for s, weight in zip(SOURCES, parts) if weight > 0)
         text = next(written[key][s] for s in reversed(SOURCES) if s in written[key])
-        entries.append(Entry(key, text, source, (parts[0], parts[1], parts[2])))
+        entries.append(Entry(key, text, source, (parts[0], parts[1], parts[2]), frozenset(leads[key])))
     entries.sort(key=lambda e: (-e.score[0], -e.score[1], -e.score[2], e.key))
     return entries
 
@@ -386,8 +405,12 @@ class CompletionView:
 
     def lookup(self, typed: Sequence[str], exclude: str = "", limit: int = COMPLETION_LIMIT) -> list[Completion]:
         """The best `limit` suggestions each of whose `typed` words prefixes one of its words,
-        best first, without the one whose key is `exclude`. The rarest typed word picks the
-        candidates (one bisect each); the others are checked on each candidate's own words."""
+        best first, without the one whose key is `exclude`, and one per task: a suggestion
+        that leads to the same tasks as a better one is left out ("Enroll Child" and its alias
+        "Enrollment" are one choice, not two; "eligibility", which leads to the eligibility
+        determination and the application pool, is another choice than "Eligibility
+        Determination"). The rarest typed word picks the candidates (one
+        bisect each); the others are checked on each candidate's own words."""
         prefixes = sorted(set(typed))
         if not prefixes or limit <= 0:
             return []
@@ -396,11 +419,14 @@ class CompletionView:
         start, end = spans[driver]
         others = [p for p in prefixes if p != driver]
         found: list[Completion] = []
+        chosen: set[frozenset[str]] = set()
         for rank in sorted(set(self.ranks[start:end])):
             entry = self.entries[rank]
-            if entry.key == exclude or not all(any(w.startswith(p) for w in self.entry_words[rank]) for p in others):
+            if entry.key == exclude or entry.tasks in chosen or \
+                    not all(any(w.startswith(p) for w in self.entry_words[rank]) for p in others):
                 continue
-            found.append(Completion(entry.text, entry.source))
+            chosen.add(entry.tasks)
+            found.append(Completion(entry.text, entry.source, entry.tasks))
             if len(found) == limit:
                 break
         return found
@@ -412,11 +438,11 @@ class Completions:
 
     def __init__(self, tasks: Sequence[TaskRecord], cases: Iterable[CaseRecord],
                  popular: Iterable[PopularSearch] = (), views: int = ROLE_VIEWS,
-                 exclusions: Exclusions = NO_EXCLUSIONS):
+                 exclusions: Exclusions = NO_EXCLUSIONS, case_queries: str = "general"):
         self.tasks = tuple(tasks)
         self.popular = tuple(popular)
         self.exclusions = exclusions
-        self.candidates = candidates(self.tasks, cases, self.popular, exclusions)
+        self.candidates = candidates(self.tasks, cases, self.popular, exclusions, case_queries)
         self._views: LRU[CompletionView] = LRU(views)
         self.view(frozenset())
 

@@ -11,9 +11,12 @@ Two questions, one set of evidence (the features of the prefilter's top answer):
   per catalog (search.fitting.fit_abstention) on its in-scope cases against whatever negatives
   exist: its own out-of-scope cases, the shipped generic off-topic memory (search.offtopic) and
   queries that repeatedly ended without a click; one model per mode (with and without
-  embeddings). Its threshold is calibrated on the in-scope cases ALONE (split-conformal on their
-  cross-validated scores): at most the stated budget (ABSTAIN_BUDGET, 5%) of answerable queries
-  is refused, however few or many negatives there are. Cases written in runs (an author's five
+  embeddings). Its features are declared by the signals that inform them
+  (Signal.abstention_features, search/signal/: `features_for_mode`), beside the ranking's own
+  (RANKING_FEATURES); a fitted model keeps its coefficients by feature name. Its threshold is
+  calibrated on the in-scope cases ALONE (split-conformal on their cross-validated scores): at
+  most the stated budget (ABSTAIN_BUDGET, 5%) of answerable queries is refused, however few or
+  many negatives there are. Cases written in runs (an author's five
   paraphrases sharing a slot value) are kept in one fold for that calibration, so a held-out
   case never has its run-mates in memory: it scores as a new author's query will
   (search.fitting.written_together_range, calibration_queries). With no negative at all the score is the
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from search.signal import REGISTRY
+from search.signal import MODES, REGISTRY, Signal
 
 if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
@@ -40,39 +43,56 @@ if TYPE_CHECKING:
 # search/signal/): the sparse ones, and the typing ones, present only for a query still being typed.
 SPARSE_EVIDENCE = tuple(s.name for s in REGISTRY if s.abstention_evidence and s.family == "sparse")
 TYPING_EVIDENCE = tuple(s.name for s in REGISTRY if s.abstention_evidence and s.family == "typing")
-FULL_FEATURES = ("neighbour", "neighbour_gap", "embedding", "centroid", "sparse_evidence", "coverage", "probability",
-                 "margin", "oos_gap")
-SPARSE_FEATURES = ("lexical", "rationale", "exemplar", "typo", "coverage", "probability", "margin")
+#: The features no signal declares: of the query, the share of its words the catalog knows
+#: (`coverage`, search.query.query_coverage), and of the ranking, the top answer's probability and
+#: its score's margin to the runner-up.
+RANKING_FEATURES = ("coverage", "probability", "margin")
+#: The column order the models fitted so far were fitted in, the shipped demo fit's among them
+#: (catalog/data/headstart_fit.json). A model reads its features by name, so any order decides
+#: alike; but the fit's numbers depend on its column order in their last bits (the sums of
+#: its L-BFGS steps), and a fresh fit of the demo must equal the shipped one to the bit
+#: (tests/test_shipped_fit.py). So the features fitted before keep their places, and a feature a
+#: new signal declares follows them, in registry order (features_for_mode). Not a list to edit:
+#: which features exist is the registry's.
+FITTED_ORDER = {"full": ("neighbour", "neighbour_gap", "embedding", "centroid", "sparse_evidence", "coverage",
+                         "probability", "margin", "oos_gap"),
+                "sparse": ("lexical", "rationale", "exemplar", "typo", "coverage", "probability", "margin")}
 # The score when a catalog has no negative evidence at all: the one-class evidence alone.
 ONE_CLASS_FEATURE = {"full": "neighbour", "sparse": "exemplar"}
 
 
-def features_for_mode(mode: str) -> tuple[str, ...]:
-    return FULL_FEATURES if mode == "full" else SPARSE_FEATURES
+def features_for_mode(mode: str, registry: Sequence[Signal] = REGISTRY) -> tuple[str, ...]:
+    """The features of `mode`'s abstention model (MODES): those the signals of `registry`
+    declare for it (Signal.abstention_features), each once, and RANKING_FEATURES; a fit's
+    columns, in this order: those of FITTED_ORDER in its order, then the others in registry
+    order. A fitted model reads them by name."""
+    declared = (f.name for signal in registry for f in signal.abstention_features if mode in f.modes)
+    names = tuple(dict.fromkeys(declared)) + RANKING_FEATURES
+    fitted = FITTED_ORDER.get(mode, ())
+    return tuple(sorted(names, key=lambda name: fitted.index(name) if name in fitted else len(fitted)))
 
 
-def answer_features(result: "PrefilterResult") -> dict[str, float]:
-    """Evidence about the top answer, all of it absolute (comparable between queries)."""
+assert all(ONE_CLASS_FEATURE[mode] in features_for_mode(mode) for mode in MODES)
+
+
+def answer_features(result: "PrefilterResult", registry: Sequence[Signal] = REGISTRY) -> dict[str, float]:
+    """Evidence about the top answer, all of it absolute (comparable between queries): each
+    feature the signals of `registry` declare (Signal.abstention_features), where the signal has
+    a value at the top answer (the dense ones with embeddings only), a feature several signals
+    declare as the sum of theirs; then RANKING_FEATURES."""
     if not result.ranked:
         return {}
     top = result.ranked[0]
     second = result.ranked[1].score if len(result.ranked) > 1 else top.score
-    signal = {name: (value if value is not None else 0.0) for name, value in top.signals.items()}
-    out = {
-        "probability": top.probability,
-        "margin": top.score - second,
-        "lexical": signal["lexical"],
-        "rationale": signal["rationale"],
-        "exemplar": signal["exemplar"],
-        "typo": signal["typo"],
-        "sparse_evidence": signal["lexical"] + signal["rationale"] + signal["exemplar"],
-        "coverage": result.evidence.get("coverage", 0.0),
-    }
-    if result.mode == "full":
-        out.update(neighbour=signal["neighbour"], embedding=signal["embedding"], centroid=signal["centroid"])
-        out["neighbour_gap"] = signal["neighbour"] - result.evidence.get("typical", signal["neighbour"])
-        oos = result.out_of_scope_similarity
-        out["oos_gap"] = (oos - signal["neighbour"]) if oos is not None else 0.0
+    signals = {name: (value if value is not None else 0.0) for name, value in top.signals.items()}
+    out = {"probability": top.probability, "margin": top.score - second}
+    for signal in registry:
+        if top.signals.get(signal.name) is None:   # unavailable in this mode: informs nothing
+            continue
+        for feature in signal.abstention_features:
+            value = signals[signal.name] if feature.value is None else feature.value(signals, result)
+            out[feature.name] = out[feature.name] + value if feature.name in out else value
+    out["coverage"] = result.evidence.get("coverage", 0.0)
     return out
 
 
@@ -167,3 +187,4 @@ def shown(items: Sequence, tail_ratio: float) -> list:
     Training Log fifth). r is fitted per catalog (search.fitting.choose_tail_ratio); 0 shows all."""
     top = max((item.probability for item in items), default=0.0)
     return [item for item in items if item.pinned or item.probability >= tail_ratio * top]
+

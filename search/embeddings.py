@@ -135,7 +135,7 @@ class OpenAIEmbedder:
 
 
 class EmbeddingObserver(Protocol):
-    """Metrics hooks of CachedEmbedder (web.metrics implements them); observing
+    """Metrics hooks of CachedEmbedder (infra.metrics implements them); observing
     changes nothing in what the embedder does."""
 
     def cache_lookups(self, hits: int, misses: int) -> None: ...

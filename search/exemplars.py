@@ -30,13 +30,12 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import terms
-from search.signals import (bm25_saturate, centroid_vectors, group_max, grouped_products, half_screen_available,
-                            half_screen_error, lucene_idf, screened_group_max, segment_offsets, selected_rows)
+from search.bm25 import bm25_matrix
+from search.signals import (centroid_vectors, group_max, grouped_products, half_screen_available, half_screen_error,
+                            screened_group_max, segment_offsets, selected_rows)
 
-EXEMPLAR_K1 = 1.2
-EXEMPLAR_B = 0.75
 # From this many exemplars on, a memory keeps a float16 copy of its vectors for the neighbour
-# cascade's screen (search.signals.screened_group_max; the prefilter's cascade starts at 4,096):
+# cascade's screen (search.signals.screened_group_max; the cascade starts at NEIGHBOUR_FULL_SCAN, 4,096):
 # 15,000 exemplars take 11 MB more, and the cascade ~0.4 ms less (docs/design/performance.md).
 SCREEN_FROM = 4_096
 
@@ -44,30 +43,6 @@ SCREEN_FROM = 4_096
 def task_exemplar_texts(task: TaskRecord) -> list[str]:
     """What a task says about itself in a user's words: its name and aliases."""
     return list(dict.fromkeys(text for text in (task.name, *task.aliases) if text.strip()))
-
-
-def bm25_field(documents: Sequence[Sequence[str]], vocabulary: Mapping[str, int]) -> sparse.csc_matrix:
-    """(documents x terms) BM25 weights of one text field (Robertson & Zaragoza, 2009):
-
-        w(t, d) = idf(t) * tf~ / (k1 + tf~),   tf~ = tf(t, d) / (1 - b + b * |d| / avgdl)
-
-    with Lucene's idf over the documents. An empty document has no postings."""
-    n = len(documents)
-    lengths = np.array([len(d) for d in documents], dtype=np.float64)
-    non_empty = lengths[lengths > 0]
-    average = float(non_empty.mean()) if non_empty.size else 1.0
-    df = Counter(t for d in documents for t in set(d))
-    rows, cols, data = [], [], []
-    for row, document in enumerate(documents):
-        norm = 1.0 - EXEMPLAR_B + EXEMPLAR_B * lengths[row] / average
-        for term, tf in Counter(document).items():
-            column = vocabulary.get(term)
-            if column is None:
-                continue
-            rows.append(row)
-            cols.append(column)
-            data.append(bm25_saturate(tf / norm, lucene_idf(df[term], n), EXEMPLAR_K1))
-    return sparse.csc_matrix((np.asarray(data, dtype=np.float32), (rows, cols)), shape=(n, len(vocabulary)))
 
 
 @dataclass(frozen=True)
@@ -109,7 +84,7 @@ class ExemplarMemory:
 
     def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Per task, the cosine of the query to its nearest exemplar (-1 without exemplars).
-        With `rows`, only those tasks' exemplars are compared (the cascade of the prefilter),
+        With `rows`, only those tasks' exemplars are compared (the cascade: neighbour_signals),
         read in place (grouped_products); the others get -1."""
         return self.neighbours(query_vector, rows, written=False)[0]
 
@@ -226,5 +201,49 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
         texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64),
         group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),
         group_ends=np.asarray(starts[1:] + [len(texts)], dtype=np.int64), group_of_task=group_of_task,
-        lexical=bm25_field(documents, vocabulary), oos_texts=tuple(dict.fromkeys(oos)), case_counts=case_counts,
+        lexical=bm25_matrix([Counter(d) for d in documents], vocabulary), oos_texts=tuple(dict.fromkeys(oos)),
+        case_counts=case_counts,
         written=None if all(written) else np.asarray(written, dtype=bool))
+
+
+# --- the neighbour signal's query-time scan (search/signal/neighbour.py) -------------------------------
+
+# Past this many exemplars, the nearest-neighbour signal is computed only for the tasks whose
+# centroid is among the closest (a cascade: the centroid is a cheap first stage of the same
+# evidence): a quarter of the visible tasks, at least 64 and at most 256; the rest get the
+# lowest computed value. A full scan of 15,000 exemplars costs ~0.8 ms, the cascade ~0.3 ms.
+NEIGHBOUR_FULL_SCAN = 4_096
+NEIGHBOUR_CANDIDATES = (64, 256)
+
+
+def neighbour_candidates(n_visible: int) -> int:
+    """How many tasks the cascade scans among `n_visible` (NEIGHBOUR_CANDIDATES)."""
+    low, high = NEIGHBOUR_CANDIDATES
+    return min(high, max(low, n_visible // 4))
+
+
+def neighbour_signal(memory: ExemplarMemory, rows: np.ndarray, centroid: np.ndarray,
+                     query_vector: np.ndarray) -> np.ndarray:
+    """Nearest-exemplar cosine of each visible task: a full scan of the exemplars when they are
+    few, else the cascade over the tasks whose centroid is closest (see NEIGHBOUR_FULL_SCAN)."""
+    return neighbour_signals(memory, rows, centroid, query_vector)[0]
+
+
+def neighbour_signals(memory: ExemplarMemory, rows: np.ndarray, centroid: np.ndarray, query_vector: np.ndarray,
+                      written: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """neighbour_signal, and with `written` (where cases learned from use joined the memory)
+    the same over the written cases' exemplars, from the same products: the counterfactual's
+    neighbour (search.prefilter.written_values), NaN at the tasks the cascade did not reach."""
+    candidates = neighbour_candidates(rows.size)
+    if len(memory.texts) <= NEIGHBOUR_FULL_SCAN or rows.size <= candidates:
+        best, kept = memory.neighbours(query_vector, written=written)
+        return best[rows], None if kept is None else kept[rows]
+    top = np.argpartition(-centroid, candidates)[:candidates]
+    full, kept = memory.neighbours(query_vector, rows[top], written=written)
+    others = np.full(rows.size, float(full[rows[top]].min()), dtype=np.float32)
+    others[top] = -1.0
+    if kept is not None:
+        reached = np.full(rows.size, np.nan, dtype=np.float32)
+        reached[top] = kept[rows[top]]
+        kept = reached
+    return np.maximum(full[rows], others), kept

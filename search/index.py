@@ -19,14 +19,19 @@ from lexicon.language import detect
 from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedExemplar, LearnedMemory, build_learned_memory, learned_cases, trusted_cases
-from search.signal import REGISTRY
 from search.typed import TypedIndex, build_typed_index
-from search.signals import bm25_saturate, bm25f_pseudo_tf, column_max, lucene_idf, rationale_weight
+from search.bm25 import bm25f_pseudo_tf, lucene_idf, saturate
+from search.signals import column_max, rationale_weight
 from settings import FieldWeights
 
 # Extra vocabulary per task (DF-aware enrichment, see kb/): {task id: [(term or phrase, weight)]}
 Enrichment = Mapping[str, Sequence[tuple[str, float]]]
 ENRICHED_FIELD_WEIGHT = 1.0
+# BM25F of the lexical signal (search.bm25.bm25f_pseudo_tf). Short fields (names, aliases) are
+# barely length-normalised: "ASQ-3 Screening" and "ASQ:SE-2 Social-Emotional Screening" should not
+# differ much because of length alone.
+LEXICAL_K1 = 1.2
+FIELD_B = {"name": 0.3, "aliases": 0.3, "category": 0.0, "help": 0.75, "enriched": 0.5}
 MEMO_SIZE = 50_000   # typo-correction answers remembered per index
 # Type-ahead: the query's last word is also read as the start of a longer word (search.index.
 # prefix_expansion), once it has this many characters, expanded to at most this many terms.
@@ -97,9 +102,6 @@ class SearchIndex:
     # one: what their evidence is bounded by (search.prefilter.bound_anonymous). None otherwise.
     trusted: "SearchIndex | None" = None
     typed: TypedIndex | None = None         # the typed signal's index (search.typed): words as typed, prefixes
-    # What a signal prepared at index time that the shared parts above do not hold: signal name ->
-    # Signal.prepare(tasks, cases, index) (search/signal/base.py), once per build_index
-    prepared: Mapping[str, object] = field(default_factory=dict)
     _visibility: dict = field(default_factory=dict, compare=False, repr=False)
     _corrections: dict = field(default_factory=dict, compare=False, repr=False)
     _prefixes: dict = field(default_factory=dict, compare=False, repr=False)
@@ -163,7 +165,7 @@ class SearchIndex:
     def with_written(self, written: "SearchIndex | None") -> "SearchIndex":
         """The index with its written-cases-only counterfactual (see `written`). Its exemplar
         memory keeps no float16 screen: the counterfactual reads it only at the returned tasks
-        that the served cascade did not reach (search.prefilter.neighbour_signals), a few rows."""
+        that the served cascade did not reach (search.exemplars.neighbour_signals), a few rows."""
         if written is not None and written.exemplars.screen is not None:
             written = replace(written, exemplars=replace(written.exemplars, screen=None, screen_error=0.0))
         return replace(self, written=written)
@@ -228,11 +230,12 @@ def analyse_tasks(tasks: Sequence[TaskRecord], field_weights: FieldWeights,
     lengths = [{f: sum(c.values()) for f, c in tfs.items()} for tfs in per_task_tfs]
     avg = {f: (sum(l[f] for l in lengths) / n_tasks if n_tasks else 0.0) for f in weights}
     df = Counter(t for tfs in per_task_tfs for t in {t for c in tfs.values() for t in c})
+    idf = lucene_idf([df[term] for term in task_terms], n_tasks)
     lexical = _Postings()
     for row, tfs in enumerate(per_task_tfs):
         for term in {t for c in tfs.values() for t in c}:
-            pseudo = bm25f_pseudo_tf({f: c.get(term, 0) for f, c in tfs.items()}, lengths[row], avg, weights)
-            lexical.add(row, column[term], bm25_saturate(pseudo, lucene_idf(df[term], n_tasks)))
+            pseudo = bm25f_pseudo_tf({f: c.get(term, 0) for f, c in tfs.items()}, lengths[row], avg, weights, FIELD_B)
+            lexical.add(row, column[term], saturate(pseudo, idf[column[term]], LEXICAL_K1))
     return TaskText(tasks=tuple(tasks), terms=tuple(task_terms), lexical=lexical.matrix((n_tasks, len(task_terms))),
                     field_terms=tuple({f: frozenset(c) for f, c in tfs.items() if c} for tfs in per_task_tfs),
                     surface_to_term=surface, documents=tuple(tuple(d) for d in exemplar_documents(tasks)))
@@ -266,15 +269,13 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
 
     rationale_matrix = rationale.matrix(shape)
     exemplars = build_exemplars(tasks, cases, vocabulary, task_text.documents)
-    index = SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical_matrix, rationale=rationale_matrix,
+    return SearchIndex(tasks=tuple(tasks), vocabulary=vocabulary, lexical=lexical_matrix, rationale=rationale_matrix,
                        lexical_ideal=IdealWeights.of(lexical_matrix), rationale_ideal=IdealWeights.of(rationale_matrix),
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks),
                        term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical),
                        typed=build_typed_index(tasks, cases))
-    prepared = {signal.name: signal.prepare(tasks, cases, index) for signal in REGISTRY if signal.prepare is not None}
-    return replace(index, prepared=prepared) if prepared else index
 
 
 def term_support(*matrices: sparse.csc_matrix) -> np.ndarray:
@@ -362,7 +363,7 @@ def with_use(build: Callable[[Sequence[CaseRecord]], SearchIndex], cases: Sequen
       (`trusted`: the written cases and what verified people taught; search.learned.trusted_cases),
       which bounds their evidence (search.prefilter.bound_anonymous);
     * `in_memory`: those of the `learned` signal's memory (the trusted evidence reads its
-      verified ones: search.learned.people_values).
+      verified ones: people_values in search/signal/learned.py).
 
     `held_out`: queries whose exemplars stay out (a CV fold's); `cases_held_out`: those left out
     of the cases (default: `held_out`; a fold leaves out near copies of its queries too)."""

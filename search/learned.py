@@ -2,7 +2,8 @@
 
 Nothing here reads a database or a clock. analytics.learning feeds it the votes it collects
 from the search log (each click bound to its search, one vote per session, query and task)
-and stores the aggregates; search.fitting and search.prefilter use the learned exemplars.
+and stores the aggregates; search.fitting, the index (LearnedMemory) and the `learned` signal
+(search/signal/learned.py: its query-time value) use the learned exemplars.
 
 **Click model: the position-based model** (PBM; Craswell et al. 2008, Richardson et al. 2007;
 notation of Chuklin, Markov & de Rijke, *Click Models for Web Search*, 2015, section 3.4):
@@ -68,7 +69,6 @@ import numpy as np
 
 from catalog.records import IMPLICIT_CATEGORY, CaseRecord
 from lexicon.text import normalise_query as normalised_query   # the one query key (lexicon.text)
-from search.signals import group_max, grouped_products, segment_offsets
 
 MIN_PROPENSITY = 0.05
 MIN_EM_VOTES = 200
@@ -728,70 +728,12 @@ def build_learned_memory(task_ids: Sequence[str], exemplars: Sequence[LearnedExe
                          np.asarray(rows, dtype=np.int64), len(task_ids), verified=np.asarray(verified, dtype=bool))
 
 
-def learned_groups(memory: LearnedMemory, rows: np.ndarray) -> np.ndarray:
-    """Per entry of `rows`, its task's group in the memory, -1 for a task without learned
-    exemplars (a binary search: build_learned_memory keeps `group_rows` sorted)."""
-    at = np.searchsorted(memory.group_rows, rows)
-    found = at < memory.group_rows.size
-    found[found] = memory.group_rows[at[found]] == rows[found]
-    return np.where(found, at, -1)
-
-
-def learned_values(memory: LearnedMemory, rows: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
-    """learned(q, t) of each task in `rows` (formula: learned_signal). With fewer than half of
-    the memory's groups wanted (the prefilter's returned tasks, when the signal's weight is 0),
-    only their learned exemplars are read (search.signals.grouped_products, the same values)."""
-    groups = learned_groups(memory, rows)
-    groups = np.sort(groups[groups >= 0])
-    if groups.size * 2 >= memory.group_rows.size:
-        nearest = group_max(memory.vectors @ query_vector, memory.group_starts, memory.n_tasks, memory.group_rows)
-    else:
-        ends = np.append(memory.group_starts[1:], len(memory.texts))[groups]
-        products = grouped_products(memory.vectors, memory.group_starts[groups], ends, query_vector, whole=True)
-        nearest = group_max(products, segment_offsets(ends - memory.group_starts[groups]), memory.n_tasks,
-                            memory.group_rows[groups])
-    return np.maximum(nearest[rows], memory.floor).astype(np.float64)
-
-
-def learned_available(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None) -> bool:
-    """Whether the `learned` signal exists for `rows`: a learned memory with vectors, a query
-    vector, and at least one task of `rows` with learned exemplars."""
-    return (memory is not None and memory.vectors is not None and query_vector is not None
-            and bool((learned_groups(memory, rows) >= 0).any()))
-
-
-def learned_signal(memory: LearnedMemory | None, rows: np.ndarray, query_vector: np.ndarray | None
-                   ) -> np.ndarray | None:
-    """The `learned` signal of the tasks in `rows` (a nearest-neighbour vote of the queries
-    people found each task with):
-
-        learned(q, t) = max(floor, max_{e in L_t} cos(q, e))
-
-    L_t: the task's learned exemplars; floor: the cosine of an unrelated query (memory.floor,
-    unrelated_cosine). A task without learned exemplars, or whose are unlike the query, gets the
-    floor: use lifts a task only for queries like the ones it was found with. None when there
-    is nothing to compute: no learned memory, no vectors, or no visible task with learned
-    evidence (then nothing changes, not even the response's fields)."""
-    if not learned_available(memory, rows, query_vector):
-        return None
-    return learned_values(memory, rows, query_vector)
-
-
 # --- what anonymous networks may do (issue 42: a voice is a verified person) -----------------------
 
 #: Evidence that counts on anonymous networks alone counts only for this many tasks at the top of
 #: the ranking the trusted evidence (written cases, verified people) gives (`anonymous_bounded`):
 #: it lifts a task by at most this many places (docs/security.md).
 ANONYMOUS_WINDOW = 3
-
-
-def people_values(memory: LearnedMemory, rows: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
-    """learned(q, t) over the verified exemplars alone (learned_signal's formula; the floor for a
-    task without any): the `learned` signal as verified people alone would give it."""
-    people = memory.people_only()
-    if people is None or people.vectors is None or not (learned_groups(people, rows) >= 0).any():
-        return np.full(rows.size, memory.floor, dtype=np.float64)
-    return learned_values(people, rows, query_vector)
 
 
 def anonymous_window(people_scores: np.ndarray, window: int = ANONYMOUS_WINDOW) -> np.ndarray:
@@ -811,8 +753,9 @@ def anonymous_bounded(served: np.ndarray, trusted: np.ndarray, trusted_scores: n
                     x'(q, t)   otherwise
 
     x: the value as served (every learned pair counted); x': as the trusted evidence alone gives
-    it (the written cases and the pairs verified people stand behind: `people_values`, or the
-    index without the anonymous pairs as cases); s': the fused score of the x' values
+    it (the written cases and the pairs verified people stand behind: people_values in
+    search/signal/learned.py, or the index without the anonymous pairs as cases); s': the fused
+    score of the x' values
     (search.prefilter.bound_anonymous applies this to every signal that differs). Below the
     window every task keeps its trusted score, so the tasks there keep their trusted order among
     themselves: a task at trusted rank r > window ends at rank r - window or lower, and one in

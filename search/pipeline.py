@@ -1,25 +1,36 @@
 """The ranking pipeline: one implementation, called by everything that ranks.
 
-    query --analyse--> AnalysedQuery --score--> Scored --fuse--> Ranked
-                       (normalised,             (signal values    (the fused top k, the
-                        typo-corrected,          over the tasks    abstention's decision,
-                        prefix-expanded)         the viewer sees)  the tail cut)
+    SearchRequest --analyse--> AnalysedQuery --embed--> vector --score--> Scored --fuse--> Ranked
+    (search.request:           (search.query:            (the         (signal values    (the fused top k,
+     text, viewer,              normalised, typo-         embedder,    over the tasks    the abstention's
+     typing meaning,            corrected, prefix-        passed in)   the viewer may    decision, the
+     k, pins, explain)          expanded, typing class)                see; the pins)    tail cut)
 
-`Pipeline(index, params)` binds the index and the fit (search.ranker.RankerParams: fusion
-weights, typing weights, abstention models, tail cut) that rank together. Serving
-(serving.service), the change and rollback previews (admin.preview), the evaluation replay
-(evaluation.replay) and the prefix evaluation (evaluation.prefixes) all call it with the index
-and fit they mean, so a preview or an evaluation ranks exactly as the service would with that
-index and fit; none reaches into the stages (signal_values, fuse, rank_order, assess).
+`make_pipeline(index, params, settings, embedder)` is the one way a Pipeline is made: it binds an
+index (search.assembly builds every index), the fit that ranks with it (search.ranker.
+RankerParams: fusion weights, typing weights, abstention models, tail cut), the settings' typo
+tolerance and abstention switch, and the embedder (I/O behind search.embeddings.Embedder; None:
+the sparse signals only). Every caller ranks through it:
 
-`serving_index` builds the index a fit serves from tasks and cases (the lexicon, the exemplar
-memory, the learned exemplars the fit weighed, the written-cases counterfactual where the fit put
-learned exemplars in the memory) and `attach` adds its vectors and the fit's prototypes: the
-service, the previews and the evaluation build their indexes with them.
+- serving (serving.service): the live index and fit, one request per search;
+- the change and rollback previews (evaluation.impact, rendered by admin.preview): the index
+  and fit each side of a change will serve, and the preview's cross-validation folds;
+- the evaluation replay and the prefix evaluation (evaluation.replay, evaluation.prefixes),
+  the error analysis (evaluation.errors): the index and fit made on the training split;
+- the fitter's cross-validation (search.fitting.cv_queries): each fold's index, scoring every
+  signal (no deferral, no pins), which reads no fit but the defaults the fit starts from.
 
-What stays outside: the embedder (I/O; the caller embeds `AnalysedQuery.embedding_text`), the
-LLM re-ranking (rerank/), the response (serving.service), and the fitting's inner loops
-(search.fitting re-fuses cached signal values thousands of times to choose the weights).
+What a text means is decided once, by the request (search.request): a test case is submitted
+(`SearchRequest.of_case`) in all four, a prefix typed (`SearchRequest.typed`), so the same text
+gets the same AnalysedQuery in serving, the preview, the fit's CV and the evaluation (issue 45;
+tests/test_one_meaning.py).
+
+None of them reaches into the stages (search.query.analyse_query, search.prefilter.score_query,
+rank_scored, search.confidence.assess). What stays outside: the LLM re-ranking (rerank/), the
+response (serving.service), and the fitting's inner loops (search.fitting re-fuses the cached
+signal values of its CV queries thousands of times with search.prefilter.rank_values to choose
+the weights; the evaluation's configurations re-fuse a query's Scored values through `fuse`).
+`params_for` picks the stored fit that ranks a catalog's data.
 """
 from __future__ import annotations
 
@@ -28,15 +39,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from catalog.records import CaseRecord, TaskRecord
-from lexicon.rationale import build_lexicon
 from search.confidence import Confidence, assess, shown
-from search.fitting import attach_vectors
-from search.index import Enrichment, SearchIndex, TaskText, build_index, with_use
-from search.prefilter import (AnalysedQuery, PrefilterResult, Scored, ScoredTask, analyse_query, deferrable,
-                              rank_scored, score_query)
-from search.prototypes import INIT_SCALE
+from search.prefilter import PrefilterResult, Scored, ScoredTask, deferrable, rank_scored, score_query
+from search.query import AnalysedQuery, analyse_query
+from search.index import SearchIndex
 from search.ranker import RankerParams
+from search.request import SearchRequest
 from settings import Settings
 
 
@@ -60,33 +68,44 @@ class Ranked:
 
 
 class Pipeline:
-    """query -> analysed -> scored -> ranked, over one index and one fit (module docstring)."""
+    """request -> analysed -> embedded -> scored -> ranked, over one index and one fit (module
+    docstring). Made by `make_pipeline`."""
 
-    def __init__(self, index: SearchIndex, params: RankerParams, typo_min_similarity: float = 80.0,
-                 abstain: bool = True):
+    def __init__(self, index: SearchIndex, params: RankerParams, embedder, typo_min_similarity: float,
+                 abstain: bool):
         self.index = index
         self.params = params
+        self.embedder = embedder
         self.typo_min_similarity = typo_min_similarity
         self.abstain = abstain
 
-    @classmethod
-    def for_settings(cls, index: SearchIndex, params: RankerParams, settings: Settings) -> "Pipeline":
-        return cls(index, params, settings.typo_min_similarity, settings.abstain)
+    def analyse(self, request: SearchRequest) -> AnalysedQuery:
+        """The request's text as every signal reads it, with its typing meaning
+        (search.query.analyse_query, with this pipeline's typo tolerance)."""
+        meaning = request.meaning
+        return analyse_query(self.index, request.query, self.typo_min_similarity, finished=meaning.finished,
+                             typing=meaning.typing)
 
-    def analyse(self, query: str, finished: bool | None = None, typing: bool | None = None) -> AnalysedQuery:
-        """search.prefilter.analyse_query with this pipeline's typo tolerance."""
-        return analyse_query(self.index, query, self.typo_min_similarity, finished=finished, typing=typing)
+    def embed(self, analysed: Sequence[AnalysedQuery]) -> list[np.ndarray | None]:
+        """Each analysed query's vector (its `embedding_text`, embedded as a query, in one call),
+        or None each where the pipeline has no embedder or its index no vectors (the sparse
+        mode). EmbeddingUnavailable propagates: the caller degrades or fails as it must."""
+        if self.embedder is None or not self.index.has_vectors or not analysed:
+            return [None] * len(analysed)
+        return list(self.embedder.embed([a.embedding_text for a in analysed], "query"))
 
-    def score(self, analysed: AnalysedQuery, query_vector: np.ndarray | None, roles=None, restrict: bool = True,
-              pins: bool = True, defer: bool = False) -> Scored:
-        """Every signal's value over the tasks the viewer (`roles`, `restrict`: SearchIndex.visible)
-        may see, the pins of the exact query (`pins`) and the nearest out-of-scope case. `defer`:
-        leave out the signals this fit weighs 0 (search.prefilter.DEFERRABLE; they are computed
-        at the returned tasks only), for a query fused once with the fit's own weights."""
+    def score(self, request: SearchRequest, analysed: AnalysedQuery, query_vector: np.ndarray | None,
+              defer: bool = False) -> Scored:
+        """Every signal's value over the tasks the request's viewer may see
+        (SearchIndex.visible), the pins of the exact query (`request.pins`) and the nearest
+        out-of-scope case. `defer`: leave out the signals this fit weighs 0
+        (search.prefilter.DEFERRABLE; they are computed at the returned tasks only), for a query
+        fused once with the fit's own weights."""
         skip = frozenset()
         if defer:
             skip = deferrable(self.params.weights_for(analysed.unfinished, analysed.foreign), "full")
-        return score_query(self.index, analysed, query_vector, roles, restrict, pins, skip)
+        roles, restrict = request.viewer.visible()
+        return score_query(self.index, analysed, query_vector, roles, restrict, request.pins, skip)
 
     def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False) -> Ranked:
         """The top `k` of `scored` fused with the fit's weights for the query (its typing weights
@@ -95,75 +114,31 @@ class Pipeline:
         analysed = scored.analysed
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
-        result = rank_scored(self.index, scored, weights, k, self.typo_min_similarity, explain)
+        result = rank_scored(self.index, scored, weights, k, explain=explain)
         model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
         return Ranked(analysed, result, assess(result, model, analysed.unfinished),
                       self.params.tail_for(result.mode, analysed.unfinished))
 
-    def rank(self, analysed: AnalysedQuery, query_vector: np.ndarray | None, k: int, roles=None,
-             restrict: bool = True, pins: bool = True, explain: bool = True) -> Ranked:
-        """score, then fuse with the fit's weights: what the service answers."""
-        return self.fuse(self.score(analysed, query_vector, roles, restrict, pins, defer=True), k, explain=explain)
+    def rank(self, request: SearchRequest, analysed: AnalysedQuery | None = None,
+             query_vector: np.ndarray | None = None, k: int | None = None) -> Ranked:
+        """What the service answers: score (deferring what the fit weighs 0), then fuse with the
+        fit's weights, the top `k` (default `request.k`). Analysed and embedded here unless the
+        caller did it already (`analysed` and its `query_vector`, None in the sparse mode)."""
+        if analysed is None:
+            analysed = self.analyse(request)
+            query_vector = self.embed([analysed])[0]
+        scored = self.score(request, analysed, query_vector, defer=True)
+        return self.fuse(scored, request.k if k is None else k, explain=request.explain)
 
 
-# -- the index a fit serves ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class IndexOptions:
-    """How serving_index builds: `enrichment` of the task text (kb.enrich), or the `task_text`
-    already analysed with it (search.index.analyse_tasks); `held_out`: normalised queries whose
-    learned exemplars stay out (a CV fold's); `written`: keep the written-cases-only index beside
-    one that holds learned cases, for contributions.learned (a preview or an evaluation, which
-    show no contributions, go without)."""
-
-    enrichment: Enrichment | None = None
-    task_text: TaskText | None = None
-    held_out: frozenset[str] = frozenset()
-    written: bool = True
-
-
-def serving_index(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord],
-                  params: RankerParams, options: IndexOptions = IndexOptions()) -> SearchIndex:
-    """The index (without vectors: `attach`) that `params` ranks the active `tasks` and `cases`
-    with: their lexicon and exemplar memory; where the fit put the exemplars learned from use in
-    the memory (`params.learned_as_cases`), those too (and, IndexOptions.written, the
-    written-cases-only index beside it); and the learned memory where the fit weighs the
-    `learned` signal."""
-    enrichment, task_text = options.enrichment, options.task_text
-    tasks = [t for t in tasks if t.active]
-
-    def build(indexed: Sequence[CaseRecord]) -> SearchIndex:
-        return build_index(tasks, build_lexicon(indexed), settings.field_weights, enrichment, cases=indexed,
-                           task_text=task_text)
-
-    return with_use(build, cases, params.learned if params.learned_as_cases else (),
-                    params.learned if weighs_learned(params) else (), options.held_out, written=options.written)
-
-
-def weighs_learned(params: RankerParams) -> bool:
-    """Whether any of the fit's weight sets (whole queries, typed ones; either mode) weighs the
-    `learned` signal: only then does the index carry the learned memory."""
-    if not params.learned:
-        return False
-    sets = [params.weights] + ([params.typing] if params.typing is not None else [])
-    return any(float(getattr(w.for_mode(mode), "learned", 0.0)) > 0 for w in sets for mode in ("full", "sparse"))
-
-
-def attach(index: SearchIndex, params: RankerParams, embedder, task_vectors: np.ndarray | None = None,
-           prototypes: str = "fitted") -> SearchIndex:
-    """`index` with its vectors (embedder; EmbeddingUnavailable propagates) and prototypes:
-    "fitted" (the fit's, as served), or "centroids" (each task's scaled exemplar centroid, the
-    prototypes' starting point: a CV fold, where the fitted ones would leak its held-out cases)."""
-    index = attach_vectors(index, embedder, task_vectors)
-    if prototypes == "centroids":
-        if params.prototypes is not None and index.exemplars.centroids is not None:
-            return index.with_prototypes(INIT_SCALE * index.exemplars.centroids)
-        return index
-    index = index.with_prototypes(params.prototype_matrix(index))
-    if index.written is not None:
-        index = index.with_written(index.written.with_prototypes(params.prototype_matrix(index.written, "written")))
-    if index.trusted is not None:
-        index = index.with_trusted(index.trusted.with_prototypes(params.prototype_matrix(index.trusted, "trusted")))
-    return index
+def make_pipeline(index: SearchIndex, params: RankerParams, settings: Settings, embedder=None,
+                  abstain: bool | None = None) -> Pipeline:
+    """The pipeline that ranks with `index` and the fit `params`: the settings' typo tolerance,
+    and their abstention switch unless `abstain` says (an evaluation always abstains, to measure
+    the fit's abstention whatever the server does); `embedder` embeds the queries (None: the
+    sparse signals only)."""
+    return Pipeline(index, params, embedder, settings.typo_min_similarity,
+                    settings.abstain if abstain is None else abstain)
 
 
 def params_for(fits, digest: str, defaults: RankerParams, enabled: bool = True,

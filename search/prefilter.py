@@ -23,25 +23,29 @@ The weights w_f come from a per-catalog fit (search.fitting: a conditional-logit
 by cross-validation on the catalog's own test cases) or from the shipped defaults, with one
 set for the full mode and one for the degraded mode without embeddings (never a rescaled
 version of the other). `probability` is softmax(score) over the visible tasks.
+
+What the query means (its words, corrections, plan, typing reading) is search.query's, below
+the signals; what each signal is, search/signal/'s. This module computes the signals' values
+over the visible tasks (`score_query`), fuses and ranks them (`rank_scored`, `rank_values`) and
+says which words matched where (`explain_rows`).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from catalog.records import TaskRecord
-from lexicon.language import CATALOG_LANGUAGE, LANGUAGES, detect, foreign
-from lexicon.text import normalise, printable, stem, words
+from lexicon.language import CATALOG_LANGUAGE, foreign
+from lexicon.text import stem
 from search.index import SearchIndex
-from search.learned import anonymous_bounded, learned_available, learned_values, people_values
+from search.learned import anonymous_bounded
+from search.query import AnalysedQuery, QueryPlan, analyse_query, plan_query, query_coverage
 from search.signal import FAMILIES, REGISTRY, QueryContext, named
 from search.signal import exemplar as exemplar_signal, lexical as lexical_signal, rationale as rationale_signal
 from search.signal import typo as typo_signal
-from search.typed import typing_class_of, unfinished as typing_unfinished
-from search.signals import fuzzy_corrections, softmax, unique
+from search.signals import softmax
 from settings import Weights
 
 # The signals by family, from their registry (search/signal/: one module per signal).
@@ -59,12 +63,16 @@ TYPED, BEGINS = TYPING_SIGNALS
 FUSED = SIGNALS + TYPING_SIGNALS + named("learned")
 assert named("learned") == (LEARNED,)
 
-# Evidence about the query that is no ranking signal (never fused, never in contributions), kept
-# beside the signal values for the abstention model (search.confidence): per task arrays, read at
-# the top answer's row. `coverage` (any mode) is a property of the query, `typical` (full mode) of
-# each task's exemplar geometry (search.exemplars.typical_neighbour).
+# Evidence that is no ranking signal (never fused, never in contributions), kept beside the
+# signal values for the abstention model (search.confidence): per task arrays, read at the top
+# answer's row (PrefilterResult.evidence). `coverage` (any mode) is a property of the query
+# (search.query.query_coverage); the rest each signal declares with what it informs
+# (Signal.evidence: the neighbour's `typical`, each task's exemplar geometry).
 QUERY_EVIDENCE = ("coverage",)
-DENSE_EVIDENCE = ("typical",)
+EVIDENCE = QUERY_EVIDENCE + tuple(e.name for s in REGISTRY for e in s.evidence)
+# Whether a value (signal or evidence) exists without embeddings: what Scored.for_mode("sparse") keeps.
+_SPARSE_VALUES = frozenset(QUERY_EVIDENCE).union(
+    *({s.name, *(e.name for e in s.evidence)} for s in REGISTRY if s.family in ("sparse", "typing")))
 # Where some learned evidence counts on anonymous networks alone (search.learned: a voice is a
 # verified person), each value as the trusted evidence alone gives it (the written cases and what
 # verified people taught) sits beside the served one under this prefix: "trusted:learned", and,
@@ -74,17 +82,6 @@ TRUSTED = "trusted:"
 # Where cases learned from use joined the index: the nearest-exemplar cosine over the written
 # cases' exemplars only, from the same products (neighbour_signals), for written_values.
 WRITTEN_NEIGHBOUR = "neighbour_written"
-# Past this many exemplars, the nearest-neighbour signal is computed only for the tasks whose
-# centroid is among the closest (a cascade: the centroid is a cheap first stage of the same
-# evidence): a quarter of the visible tasks, at least 64 and at most 256; the rest get the
-# lowest computed value. A full scan of 15,000 exemplars costs ~0.8 ms, the cascade ~0.3 ms.
-NEIGHBOUR_FULL_SCAN = 4_096
-NEIGHBOUR_CANDIDATES = (64, 256)
-
-
-def neighbour_candidates(n_visible: int) -> int:
-    low, high = NEIGHBOUR_CANDIDATES
-    return min(high, max(low, n_visible // 4))
 TEXT_FIELDS = ("name", "aliases", "category", "help", "enriched")
 
 
@@ -156,38 +153,12 @@ class PrefilterResult:
     effective_weights: dict[str, float] = field(default_factory=dict)
     mode: str = "full"                # "full" or "sparse" (embeddings unavailable)
     out_of_scope_similarity: float | None = None   # cosine to the nearest out-of-scope case
-    evidence: dict[str, float] = field(default_factory=dict)  # QUERY_ and DENSE_EVIDENCE at the top answer
+    evidence: dict[str, float] = field(default_factory=dict)  # EVIDENCE at the top answer
 
 
 def mode_of(values: dict[str, np.ndarray]) -> str:
     """"full" when the dense signals were computed, else "sparse" (the degraded mode)."""
     return "full" if "embedding" in values else "sparse"
-
-
-def in_catalog_text(index: SearchIndex, column: int | None) -> bool:
-    return column is not None and index.lexical_ideal.per_term[column] > 0
-
-
-def typo_corrections(index: SearchIndex, query_words: list[str], min_similarity: float,
-                     finished: bool = False) -> dict[str, list[tuple[str, float]]]:
-    """Query words that no task's text contains -> nearby vocabulary words (rapidfuzz); the last
-    word also by prefix, unless a space typed after it finished it (`finished`). A word known
-    only to the rationale lexicon is still corrected: test-case queries deliberately contain
-    misspellings, and those must not shield a word from correction.
-    Each (word, is-last) answer is memoised on the index (type-ahead repeats words keystroke
-    after keystroke); the memo is bounded and dies with the index."""
-    corrections = {}
-    for position, word in enumerate(query_words):
-        if in_catalog_text(index, index.vocabulary.get(stem(word))):
-            continue
-        last = position == len(query_words) - 1 and not finished
-        found = index.memo_corrections(word, last, min_similarity, lambda: [
-            (candidate, similarity)
-            for candidate, similarity in fuzzy_corrections(word, index.surface_words, min_similarity, allow_prefix=last)
-            if candidate != word])
-        if found:
-            corrections[word] = found
-    return corrections
 
 
 def explanation_targets(index: SearchIndex, query_words: list[str], corrections,
@@ -265,58 +236,6 @@ def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str]
     return out
 
 
-@dataclass(frozen=True)
-class QueryPlan:
-    """How each query word meets the index: an exact term column, a typo correction, or nothing."""
-
-    columns: list[int]                          # exact-term columns (lexical and rationale signals)
-    typo_columns: dict[int, float]              # corrected-term column -> similarity (typo signal)
-    lexical_ideal: float                        # coverage denominators (see coverage_normalise)
-    rationale_ideal: float
-    exemplar_ideal: float
-    prefix_columns: dict[int, float] = field(default_factory=dict)  # the last word's completions -> weight
-    # the query is in another language than the catalog's (lexicon.language): the signals that need
-    # the catalog's own words (lexical, typo) say "no evidence" (0 for every task)
-    foreign: bool = False
-
-
-def _weighted_ideal(ideal, columns: dict[int, float]) -> float:
-    return sum(weight * ideal.of_term(column) for column, weight in columns.items())
-
-
-def plan_query(index: SearchIndex, query_words: list[str], corrections,
-               prefix_columns: dict[int, float] | None = None, language: str = CATALOG_LANGUAGE) -> QueryPlan:
-    """`prefix_columns`: the last word's completions (SearchIndex.prefix_expansion): that word
-    then meets the exact-term signals through them, weighted, and its ideal is theirs.
-    `language`: the query's; its words are stemmed in it (lexicon.text.stem)."""
-    columns: list[int] = []
-    typo_columns: dict[int, float] = {}
-    lexical_ideal = rationale_ideal = exemplar_ideal = 0.0
-    for position, word in enumerate(query_words):
-        column = index.vocabulary.get(stem(word, language))
-        if column is not None:
-            columns.append(column)
-        corrected = None
-        if word in corrections:
-            best, similarity = corrections[word][0]
-            corrected = index.vocabulary.get(index.surface_to_term.get(best, ""))
-            if corrected is not None:
-                typo_columns[corrected] = max(typo_columns.get(corrected, 0.0), similarity)
-        if prefix_columns and position == len(query_words) - 1:   # (a prefix is never a term itself)
-            lexical_ideal += _weighted_ideal(index.lexical_ideal, prefix_columns)
-            rationale_ideal += _weighted_ideal(index.rationale_ideal, prefix_columns)
-            exemplar_ideal += _weighted_ideal(index.exemplar_ideal, prefix_columns)
-            continue
-        # A word's ideal is that of its own term where the signal knows it, else its correction's.
-        lexical_ideal += index.lexical_ideal.of_term(column if in_catalog_text(index, column) else corrected)
-        known_to_lexicon = column is not None and index.rationale_ideal.per_term[column] > 0
-        rationale_ideal += index.rationale_ideal.of_term(column if known_to_lexicon else corrected)
-        known_to_cases = column is not None and index.exemplar_ideal.per_term[column] > 0
-        exemplar_ideal += index.exemplar_ideal.of_term(column if known_to_cases else None)
-    return QueryPlan(unique(columns), typo_columns, lexical_ideal, rationale_ideal, exemplar_ideal,
-                     dict(prefix_columns or {}), foreign(language))
-
-
 def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]:
     """Lexical, rationale, typo and exemplar scores of every task, coverage-normalised to [0, ~1]
     (each signal's `scores`, search/signal/): the written-cases counterfactual's sparse values."""
@@ -326,180 +245,37 @@ def sparse_signals(index: SearchIndex, plan: QueryPlan) -> dict[str, np.ndarray]
             for module in (lexical_signal, rationale_signal, typo_signal, exemplar_signal)}
 
 
-@dataclass(frozen=True)
-class AnalysedQuery:
-    text: str
-    words: list[str]
-    corrections: dict[str, list[tuple[str, float]]]
-    embedding_text: str   # the query as the embedder should see it
-    prefix: dict[int, float] = field(default_factory=dict)   # the last word's completions (type-ahead)
-    # read as still being typed: its typing class (search.typed.unfinished: 1-3 by length), else 0;
-    # the typing weights rank it and its class's threshold judges it
-    unfinished: int = 0
-    finished: bool = False     # a space was typed after the last word: it is a whole word, not a prefix
-    # the language its words are written in (lexicon.language.detect, knowing the catalog's words):
-    # another than the catalog's: no typo correction, no prefix expansion, and the fusion's
-    # foreign weights (search.ranker.RankerParams.weights_for)
-    language: str = CATALOG_LANGUAGE
-
-    @property
-    def foreign(self) -> bool:
-        return foreign(self.language)
-
-
-# A word unknown to the catalog and the lexicon is replaced by its correction in the text the
-# embedder sees only when the correction is this close (normalised Indel similarity): true typos
-# ("devlopmental", "screning", "imunizations") are >= 0.93, while real words that merely look like
-# a vocabulary word ("puppies" -> "supplies", "harry potter" -> "carry otters") are ~0.8.
-EMBED_CORRECTION_MIN = 0.9
-
-
-def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0,
-                  prefix_search: bool = True, finished: bool | None = None,
-                  typing: bool | None = None) -> AnalysedQuery:
-    """Normalise, split and typo-correct a query once, for every signal.
-
-    The embedder gets the user's own text (stopwords, order and all: e5 reads sentences), with
-    only near-certain typos of out-of-vocabulary words replaced in place (EMBED_CORRECTION_MIN).
-    Rewriting every out-of-vocabulary word, as before, turned 227 of 2,997 CLINC150 val queries
-    into nonsense ("give me harry potter trivia" -> "give carry otters trivia") and cost the
-    centroid signal 1.4 points of Hit@1.
-
-    `finished`: a space was typed after the last word (default: `query` ends in white space), so
-    it is read as a whole word, not as the start of one: no prefix expansion, no prefix
-    correction, and the typed signal matches it exactly, as a prefix search engine does. The
-    widget keeps that one trailing space; the API strips the query but passes this on.
-
-    `typing`: whether the query is still being typed, where the caller knows (the widget says
-    `typing=0` when the person submits, pressing Enter); None: the prefilter's reading
-    (search.typed.unfinished). A submitted query is always a whole one; a typed one always gets a
-    typing class.
-    """
-    if finished is None:
-        finished = query[-1:].isspace()
-    query = query.rstrip()   # the trailing space said all it says: the same text as the API's stripped one
-    language = query_language(index, query, finished)
-    query_words = unique(words(query, language))
-    if foreign(language):
-        # its words are not the catalog's: none is a typo of one (nor the start of one), and the
-        # embedder reads it as typed
-        typing_class = 0
-        if prefix_search and index.typed is not None and typing is not False:
-            typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
-        return AnalysedQuery(query, query_words, {}, printable(query), {}, typing_class, finished, language)
-    corrections = typo_corrections(index, query_words, typo_min_similarity, finished)
-    replace_with = {w: found[0][0] for w, found in corrections.items()
-                    if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
-    embedding_text = printable(query)  # never control or format characters (lexicon.text.printable)
-    if replace_with:
-        embedding_text = _WORD_IN_TEXT.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
-                                           " ".join(normalise(query).split()))
-    prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search and not finished else {}
-    typing_class = 0
-    if prefix_search and index.typed is not None and typing is not False:
-        typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
-    return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing_class, finished)
-
-
-def query_language(index: SearchIndex, query: str, finished: bool = True) -> str:
-    """The language of `query` (lexicon.language.detect), each word whose term weighs in the
-    catalog's own text counting for the catalog's language ("informe PIR" keeps its acronym's
-    vote, "plan de cuidado" is Spanish all the same), and each word the catalog's cases in
-    another language use counting for that language ("vacunas", once a Spanish case says it).
-    A last word still being typed (not `finished`) that begins a word of the catalog counts for
-    the catalog's language too: "de" is Spanish's "of", and the start of "dental"."""
-    foreign_terms = index.lexicon.foreign_terms
-    tokens = _WORD_IN_TEXT.findall(normalise(query))
-    typing = tokens[-1] if tokens and not finished else None
-
-    def known(word: str) -> bool:
-        return in_catalog_text(index, index.vocabulary.get(stem(word))) or \
-            (word == typing and bool(index.prefix_expansion(word)))
-
-    def written(word: str) -> str | None:
-        return next((lang for lang in LANGUAGES[1:] if foreign_terms.get(stem(word, lang)) == lang), None) \
-            if foreign_terms else None
-
-    return detect(query, known, written)
-
-
-_WORD_IN_TEXT = re.compile(r"[0-9a-z]+(?:[-:/'][0-9a-z]+)*")
-
-
-def neighbour_signal(memory, rows: np.ndarray, centroid: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
-    """Nearest-exemplar cosine of each visible task: a full scan of the exemplars when they are
-    few, else the cascade over the tasks whose centroid is closest (see NEIGHBOUR_FULL_SCAN)."""
-    return neighbour_signals(memory, rows, centroid, query_vector)[0]
-
-
-def neighbour_signals(memory, rows: np.ndarray, centroid: np.ndarray, query_vector: np.ndarray,
-                      written: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """neighbour_signal, and with `written` (where cases learned from use joined the memory)
-    the same over the written cases' exemplars, from the same products: the counterfactual's
-    neighbour (written_values), NaN at the tasks the cascade did not reach."""
-    candidates = neighbour_candidates(rows.size)
-    if len(memory.texts) <= NEIGHBOUR_FULL_SCAN or rows.size <= candidates:
-        best, kept = memory.neighbours(query_vector, written=written)
-        return best[rows], None if kept is None else kept[rows]
-    top = np.argpartition(-centroid, candidates)[:candidates]
-    full, kept = memory.neighbours(query_vector, rows[top], written=written)
-    others = np.full(rows.size, float(full[rows[top]].min()), dtype=np.float32)
-    others[top] = -1.0
-    if kept is not None:
-        reached = np.full(rows.size, np.nan, dtype=np.float32)
-        reached[top] = kept[rows[top]]
-        kept = reached
-    return np.maximum(full[rows], others), kept
-
-
 def dense_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray) -> dict[str, np.ndarray]:
     """Raw cosines of the query to each visible task's text, exemplar centroid and nearest
     exemplar, and the prototype logit (the dense signals of search/signal/), with the dense
     evidence beside them. A task without exemplars has centroid 0 and neighbour -1 (the fitted
     weights know this is "no evidence")."""
-    context = QueryContext(index, None, rows, query_vector)
-    values = _family(context, "dense")
-    _dense_evidence(context, values)
-    return values
+    return _family(QueryContext(index, None, rows, query_vector), "dense")
 
 
 _BY_FAMILY = {family: tuple(s for s in REGISTRY if s.family == family) for family in FAMILIES}
 
 
 def _family(context: QueryContext, family: str, skip: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
-    """The values of the registered signals of `family` (None: unavailable, left out)."""
+    """The values of the registered signals of `family` (None: unavailable, left out), then the
+    evidence those with a value declare (Signal.evidence; for the dense family, the written
+    cases' nearest-exemplar cosines first, WRITTEN_NEIGHBOUR, where cases learned from use
+    joined the index)."""
     values = {}
     for signal in _BY_FAMILY[family]:
         if signal.name not in skip:
             value = signal.value(context)
             if value is not None:
                 values[signal.name] = value
+    if family == "dense" and "neighbour" in values and context.neighbours[1] is not None:
+        values[WRITTEN_NEIGHBOUR] = context.neighbours[1]
+    for signal in _BY_FAMILY[family]:
+        if signal.name in values:
+            for evidence in signal.evidence:
+                value = evidence.value(context)
+                if value is not None:
+                    values[evidence.name] = value
     return values
-
-
-def _dense_evidence(context: QueryContext, values: dict[str, np.ndarray]) -> None:
-    """The dense evidence that is no signal: the written cases' nearest-exemplar cosines (where
-    cases learned from use joined the index) and each task's typical neighbour cosine."""
-    written = context.neighbours[1] if "neighbour" in values else None
-    if written is not None:
-        values[WRITTEN_NEIGHBOUR] = written
-    typical = context.index.exemplars.typical
-    if typical is not None:
-        values["typical"] = typical[context.rows]
-
-
-def query_coverage(index: SearchIndex, analysed: AnalysedQuery) -> float:
-    """Lexical coverage of the query: the share of its (non-stopword) words whose term the
-    catalog knows at all (task text, rationale lexicon or a test-case query),
-
-        coverage(q) = |{w in q : stem(w) in V}| / |q|     (0 for a query without words)
-
-    A one-class evidence of being in scope: an off-topic query is mostly made of words that no
-    task and no case of this catalog has ever used. Typo corrections do not count (a real word
-    one edit away from a catalog word is a common false friend)."""
-    if not analysed.words:
-        return 0.0
-    return sum(stem(w, analysed.language) in index.vocabulary for w in analysed.words) / len(analysed.words)
 
 
 def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
@@ -507,7 +283,7 @@ def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
                   neighbours: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Each available signal's value for the tasks in `rows` (search/signal/, family by family:
     sparse always, typing for a query still being typed, dense and learned with vectors), and
-    the abstention evidence beside them (QUERY_EVIDENCE, DENSE_EVIDENCE). The signals in `defer`
+    the abstention evidence beside them (EVIDENCE). The signals in `defer`
     (DEFERRABLE ones) are left out: `deferred_signals` gives them at the ranked rows only.
     `neighbours`: the nearest-exemplar cosines at `rows` where the caller has them already
     (`trusted_values`), instead of reading the exemplars again."""
@@ -520,48 +296,57 @@ def signal_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray,
         values.update(_family(context, "typing"))
     if query_vector is not None and index.has_vectors:
         values.update(_family(context, "dense"))
-        _dense_evidence(context, values)
         values.update(_family(context, "learned", defer))
-    values.update(trusted_values(index, analysed, rows, query_vector, defer, values))
+    values.update(trusted_values(context, defer, values))
     return values
 
 
-def trusted_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray, query_vector: np.ndarray | None,
-                   defer: frozenset[str], served: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def trusted_values(context: QueryContext, defer: frozenset[str], served: dict[str, np.ndarray]
+                   ) -> dict[str, np.ndarray]:
     """The values the trusted evidence alone gives (TRUSTED), where the index holds learned
     evidence that anonymous networks alone stand behind: with anonymous pairs among its cases,
-    the whole query scored again by `index.trusted` (the cases without them); with anonymous
-    exemplars in the learned memory, the `learned` signal over the verified ones
-    (search.learned.people_values: the trusted index holds no learned memory of its own). Empty
-    otherwise (the usual case: nothing to bound)."""
+    the whole query scored again by `index.trusted` (the cases without them); for a signal whose
+    evidence that index does not hold (Signal.trusted: the `learned` signal over the verified
+    exemplars alone, the trusted index holding no learned memory of its own), the signal's own
+    reading. Empty otherwise (the usual case: nothing to bound)."""
+    index, analysed = context.index, context.analysed
     found: dict[str, np.ndarray] = {}
     if index.trusted is not None:
         trusted = index.trusted   # the same reading of the query; its prefix in that index's vocabulary
         prefix = trusted.prefix_expansion(analysed.words[-1]) if analysed.prefix and analysed.words else {}
-        again = signal_values(trusted, replace(analysed, prefix=prefix), rows, query_vector, defer,
+        again = signal_values(trusted, replace(analysed, prefix=prefix), context.rows, context.query_vector, defer,
                               written_neighbours(index, served))
         found = {TRUSTED + name: v for name, v in again.items() if name != WRITTEN_NEIGHBOUR}
-    if LEARNED in served and (index.learned.anonymous or index.trusted is not None):
-        found[TRUSTED + LEARNED] = people_values(index.learned, rows, query_vector)
+    for signal in REGISTRY:
+        if signal.trusted is not None and signal.name in served:
+            value = signal.trusted(context)
+            if value is not None:
+                found[TRUSTED + signal.name] = value
     return found
 
 
-#: Signals the prefilter computes only at the tasks it returns when their weight is 0: they
-#: cannot move the ranking then, and only the returned tasks show them (and the abstention
-#: model reads only the top one). The learned signal is the one worth it: its weight is often 0
-#: once learned exemplars are cases too, and it reads every learned exemplar's vector.
-DEFERRABLE = (LEARNED,)
+#: Signals the prefilter computes only at the tasks it returns when their weight is 0 (those
+#: that declare how: Signal.deferred): they cannot move the ranking then, and only the returned
+#: tasks show them (and the abstention model reads only the top one). The learned signal is the
+#: one worth it: its weight is often 0 once learned exemplars are cases too, and it reads every
+#: learned exemplar's vector.
+DEFERRABLE = tuple(s.name for s in REGISTRY if s.deferred is not None)
 
 
 def deferred_signals(index: SearchIndex, rows: np.ndarray, query_vector: np.ndarray | None,
                      names: frozenset[str]) -> dict[str, Callable[[list[int]], np.ndarray]]:
     """Of the DEFERRABLE signals in `names`, those available for `rows` (as signal_values would
-    have them), each as a function of positions in `rows` returning its values there: the
-    values signal_values gives at those positions."""
+    have them: with vectors), each as a function of positions in `rows` returning its values
+    there: the values signal_values gives at those positions."""
     found = {}
-    if LEARNED in names and query_vector is not None and index.has_vectors \
-            and learned_available(index.learned, rows, query_vector):
-        found[LEARNED] = lambda positions: learned_values(index.learned, rows[positions], query_vector)
+    if query_vector is None or not index.has_vectors:
+        return found
+    context = QueryContext(index, None, rows, query_vector)
+    for signal in REGISTRY:
+        if signal.name in names and signal.deferred is not None:
+            at = signal.deferred(context)
+            if at is not None:
+                found[signal.name] = at
     return found
 
 
@@ -702,7 +487,7 @@ def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extra
     ranked = [ScoredTask(tasks[i], round(sum(contributions[j * cw:(j + 1) * cw]), 4), columns, j, matched[j],
                          tasks[i].id in pinned, chance[j])
               for j, i in enumerate(order)]
-    evidence = ({name: float(values[name][order[0]]) for name in QUERY_EVIDENCE + DENSE_EVIDENCE if name in values}
+    evidence = ({name: float(values[name][order[0]]) for name in EVIDENCE if name in values}
                 if order else {})
     return PrefilterResult(ranked, corrections or {}, fused_weights, mode, out_of_scope_similarity, evidence)
 
@@ -738,16 +523,17 @@ def round_like_python(values: np.ndarray, digits: int = 4) -> list[float]:
 
 
 def written_values(index: SearchIndex, analysed: AnalysedQuery, rows: np.ndarray, query_vector: np.ndarray | None,
-                   typo_min_similarity: float, neighbour: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                   neighbour: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The signal values of the tasks in `rows` had the cases learned from use never joined the
     index: the same query (and query vector) against `index.written`, the catalog indexed from
     the written cases alone. Only the returned rows are scored densely (a few dot products); the
     `embedding` signal reads the task texts alone, the same in both indexes, so it is not redone.
     `neighbour`: the written cases' nearest-exemplar cosines at `rows` where the served
     products gave them already (WRITTEN_NEIGHBOUR; NaN where not): the written memory's
-    exemplars are the served memory's written ones, so only the rest are read again."""
+    exemplars are the served memory's written ones, so only the rest are read again. The query
+    is read again in that index's vocabulary, with the typo tolerance it was read with."""
     written = index.written
-    again = analyse_query(written, analysed.text, typo_min_similarity, prefix_search=bool(analysed.prefix))
+    again = analyse_query(written, analysed.text, analysed.typo_min_similarity, prefix_search=bool(analysed.prefix))
     plan = plan_query(written, again.words, again.corrections, again.prefix, again.language)
     values = {name: scores[rows] for name, scores in sparse_signals(written, plan).items()}
     if query_vector is not None and written.has_vectors:
@@ -790,11 +576,10 @@ def learned_attribution(names: list[str], terms: np.ndarray, at: np.ndarray, sca
 
 
 def sparse_values(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The values a query has without embeddings: the sparse and typing signals and the query
-    evidence (and their TRUSTED counterparts), as the degraded mode scores it."""
+    """The values a query has without embeddings: the sparse and typing signals, the evidence
+    they declare and the query's (and their TRUSTED counterparts), as the degraded mode scores it."""
     def sparse(name: str) -> bool:
-        name = name[len(TRUSTED):] if name.startswith(TRUSTED) else name
-        return name in SPARSE_SIGNALS or name in TYPING_SIGNALS or name in QUERY_EVIDENCE
+        return (name[len(TRUSTED):] if name.startswith(TRUSTED) else name) in _SPARSE_VALUES
     return {name: v for name, v in values.items() if sparse(name)}
 
 
@@ -837,8 +622,7 @@ def score_query(index: SearchIndex, analysed: AnalysedQuery, query_vector: np.nd
     return Scored(analysed, query_vector, rows, visible, values, pinned, oos, defer)
 
 
-def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, typo_min_similarity: float = 80.0,
-                explain: bool = True) -> PrefilterResult:
+def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, *, explain: bool = True) -> PrefilterResult:
     """The top `k` of `scored` fused with `weights` (a `Weights`, or anything with
     `for_mode(mode) -> Weights`), its deferred signals computed at the returned tasks; with
     `explain`, which query words matched where and (where cases learned from use joined the
@@ -858,7 +642,7 @@ def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, typo_min_si
             reached = scored.values.get(WRITTEN_NEIGHBOUR)
 
             def attribute(order: np.ndarray) -> dict[str, np.ndarray]:
-                return written_values(index, analysed, rows[order], scored.query_vector, typo_min_similarity,
+                return written_values(index, analysed, rows[order], scored.query_vector,
                                       None if reached is None else reached[order])
     return _rank_values(scored.tasks, scored.values, weights, k,
                         (scored.pinned, scored.out_of_scope_similarity, analysed.corrections),

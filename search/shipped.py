@@ -171,9 +171,8 @@ def make(settings: Settings, source: FitSource, embedder) -> ShippedFit:
     """Fit as `python app.py fit` does on a fresh store (no learned evidence yet) and record the
     vectors the serving index of that store embeds. `source` is a store holding the catalog:
     the fit must see tasks and cases exactly as the store hands them to the service (its order)."""
-    from lexicon.rationale import build_lexicon
-    from search.fitting import attach_vectors, fit_ranker
-    from search.index import build_index
+    from search.assembly import attach_vectors, serving_index
+    from search.fitting import fit_ranker
     from search.ranker import default_params
 
     tasks, cases = source.tasks(), source.cases()
@@ -181,7 +180,7 @@ def make(settings: Settings, source: FitSource, embedder) -> ShippedFit:
     if report.get("status") != "fitted":
         raise RuntimeError(f"the fit did not fit: {report.get('status')}")
     recorder = _Recorder(embedder)
-    attach_vectors(build_index(tasks, build_lexicon(cases), settings.field_weights, None, cases=cases), recorder)
+    attach_vectors(serving_index(settings, tasks, cases, params), recorder)   # the texts search.assembly's index embeds
     vectors = {kind: (tuple(seen), np.stack(list(seen.values())).astype(np.float32))
                for kind, seen in sorted(recorder.seen.items())}
     return ShippedFit(cases_digest(tasks, cases), fit_inputs(settings, embedder.model), params.as_dict(),

@@ -1,14 +1,15 @@
 """The scoring math of the hybrid prefilter, one small function per formula.
 
 Index time turns every signal into a (tasks x terms) weight matrix, so query time is a
-column sum: a cheap lookup, in the spirit of bm25s (Lù, 2024).
+column sum: a cheap lookup, in the spirit of bm25s (Lù, 2024). BM25's own pieces (idf, length
+normalisation, saturation, BM25F) live in search.bm25.
 """
 from __future__ import annotations
 
 import bisect
 import functools
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from rapidfuzz import fuzz, process
@@ -18,39 +19,6 @@ try:   # the float16 screen of the neighbour cascade (half_screen_available); op
     import simsimd
 except ImportError:   # pragma: no cover
     simsimd = None
-
-BM25_K1 = 1.2
-# Short fields (names, aliases) are barely length-normalised: "ASQ-3 Screening" and
-# "ASQ:SE-2 Social-Emotional Screening" should not differ much because of length alone.
-BM25_B = {"name": 0.3, "aliases": 0.3, "category": 0.0, "help": 0.75, "enriched": 0.5}
-
-
-def lucene_idf(df: int, n_docs: int) -> float:
-    """idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)): Lucene's BM25 IDF, never negative
-    (unlike the Robertson-Sparck Jones form that rank-bm25 uses)."""
-    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-
-
-def bm25f_pseudo_tf(field_tfs: Mapping[str, int], field_lengths: Mapping[str, int],
-                    avg_lengths: Mapping[str, float], field_weights: Mapping[str, float]) -> float:
-    """BM25F (Robertson, Zaragoza & Taylor, 2004): each field's term frequency is length-
-    normalised with its own b_f and scaled by its weight w_f, then summed:
-
-        tf~ = sum_f w_f * tf_f / (1 - b_f + b_f * len_f / avglen_f)
-    """
-    total = 0.0
-    for field, tf in field_tfs.items():
-        if tf == 0:
-            continue
-        b = BM25_B[field]
-        norm = 1.0 - b + b * field_lengths[field] / max(avg_lengths[field], 1e-9)
-        total += field_weights[field] * tf / norm
-    return total
-
-
-def bm25_saturate(pseudo_tf: float, idf: float, k1: float = BM25_K1) -> float:
-    """w(t, d) = idf(t) * tf~ / (k1 + tf~): the BM25 saturation of a (pseudo) term frequency."""
-    return idf * pseudo_tf / (k1 + pseudo_tf) if pseudo_tf > 0 else 0.0
 
 
 def rationale_weight(link_count: int, term_links: int, tasks_linked: int, n_tasks: int) -> float:

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
-from lexicon.text import normalise, terms
+from lexicon.normalise import normalise
+from lexicon.text import terms
 
 # A correction is offered only when it is this close (normalised Indel similarity in [0, 1]):
-# the same bar as the embedder's in-place typo replacement (search.prefilter.EMBED_CORRECTION_MIN),
+# the same bar as the embedder's in-place typo replacement (search.query.EMBED_CORRECTION_MIN),
 # so "harry" is not offered as "carry".
 SPELLING_MIN_SIMILARITY = 0.9
 SUGGESTION_LIMIT = 4

@@ -15,7 +15,7 @@ so "how do i" and "what is my" keep the evidence they carry). q' are the query's
 the last, l the last word, C(l) the indexed words that begin with l (l itself included), the
 PREFIX_MAX_COMPLETIONS most frequent of them; with none and |l| >= TYPO_MIN_CHARS, the words
 whose first |l| letters are one edit from l (prefix typo tolerance, as Algolia and Typesense
-allow). bm25 is Okapi BM25 with Lucene's idf (as search.signals.lucene_idf, vectorised here),
+allow). bm25 is search.bm25's (Lucene's idf and defaults k1 = 1.2, b = 0.75, `bm25_matrix`),
 ideal(w) = max_t bm25(w, t), an unknown word's ideal the median one, so the signal is
 coverage-normalised to [0, 1] like the other sparse signals (search.signals.coverage_normalise).
 Taking the best completion rather than their sum is how a prefix engine ranks: a task matches
@@ -56,7 +56,8 @@ from rapidfuzz import process
 from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.text import normalise
+from lexicon.normalise import normalise
+from search.bm25 import bm25_matrix
 
 PREFIX_MAX_COMPLETIONS = 64   # completions of the last word read, the most frequent first
 TYPO_MIN_CHARS = 4            # a prefix this long may carry one typo
@@ -68,7 +69,6 @@ TYPING_MAX_CHARS = 8
 # at the budget rather than the pooled one (the demo's held-out 3-character cuts: 7.5% -> 5%
 # refused; its 5-character ones without embeddings: 12.5% -> 10%).
 TYPING_CLASSES = (3, 5)
-BM25_K1, BM25_B = 1.2, 0.75
 MEMO_SIZE = 50_000
 _TOKEN = re.compile(r"[0-9a-z]+")
 
@@ -143,23 +143,8 @@ def build_typed_index(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord]) 
                        for tokens in map(typed_tokens, known) if tokens)
     words = tuple(sorted({w for d in documents for w in d}))
     column = {w: i for i, w in enumerate(words)}
-    lengths = np.array([sum(d.values()) for d in documents], dtype=np.float64)
-    average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
-    df = np.zeros(len(words), dtype=np.float64)
-    rows, cols, tfs = [], [], []
-    for row, document in enumerate(documents):
-        for word, tf in document.items():
-            rows.append(row)
-            cols.append(column[word])
-            tfs.append(tf)
-            df[column[word]] += 1
-    n = len(tasks)
-    cols_a, rows_a = np.asarray(cols, dtype=np.int64), np.asarray(rows, dtype=np.int64)
-    tf = np.asarray(tfs, dtype=np.float64)
-    idf = np.log(1.0 + (n - df[cols_a] + 0.5) / (df[cols_a] + 0.5))
-    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rows_a] / average)
-    data = idf * tf * (BM25_K1 + 1.0) / (tf + norm)
-    matrix = sparse.csc_matrix((data.astype(np.float32), (rows, cols)), shape=(n, len(words)))
+    matrix = bm25_matrix(documents, column)
+    df = np.diff(matrix.indptr).astype(np.float64)   # every word's postings: its document frequency
     ideal = matrix.max(axis=0).toarray().ravel() if len(words) else np.zeros(0, dtype=np.float32)
     positive = ideal[ideal > 0]
     return TypedIndex(words, column, matrix, ideal, float(np.median(positive)) if positive.size else 1.0, df,

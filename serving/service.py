@@ -1,7 +1,8 @@
 """SearchService: the I/O edge around the pure pipeline.
 
-query -> normalise -> signals -> fused shortlist (search.prefilter) -> constrained re-rank
-(rerank/) -> validated results -> response dict.
+request (search.request.SearchRequest: `answer` builds it from an API call, `serve` takes one
+built by the caller) -> the pipeline (search.pipeline: analyse, embed, score, fuse, abstain) ->
+constrained re-rank (rerank/) -> validated results -> response dict.
 
 It owns the live `SearchIndex` and the `RankerParams` it ranks with, rebuilding both in the
 background when the store's revision moves (a catalog or test-case edit, or a new per-catalog
@@ -21,7 +22,7 @@ from typing import Callable, Collection, NamedTuple, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.text import printable, query_problem
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from serving.answer import Answer
 from serving.answer_cache import AnswerCache
@@ -30,10 +31,12 @@ from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import cases_digest, fit_ranker, usable_learned
 from search.learned import LearnedInputs, learned_digest, unclicked_digest
 from search.index import Enrichment, SearchIndex
-from search.pipeline import IndexOptions, Pipeline, attach, params_for, serving_index
+from search.assembly import IndexOptions, attach, serving_index
+from search.pipeline import Pipeline, make_pipeline, params_for
 from search.prefilter import PrefilterResult
 from search.signal import phrases
 from search.ranker import RankerParams, default_params
+from search.request import EVERYONE, SearchRequest, Viewer
 from search.suggestions import suggest
 from serving.watcher import RevisionWatcher
 from settings import Settings
@@ -79,18 +82,14 @@ class LiveIndex:
 
 class Request(NamedTuple):
     """One validated search request: what `_answer` ranks, and (without re-ranking) the key of
-    the answer cache (a tuple: hashed and compared in C, as a cache hit needs). `visible`: the
-    roles whose restricted tasks it may show (visible_roles); `role`: the one it narrowed to, if
-    any; `finished`: a space was typed after the last word."""
+    the answer cache (a tuple of tuples: hashed and compared in C, as a cache hit needs).
+    `search`: the query, its viewer (the roles whose restricted tasks it may show:
+    visible_roles), its typing meaning and k (search.request.SearchRequest); `role`: the one role
+    it narrowed to, if any; `rerank`: whether the LLM re-ranks the shortlist."""
 
-    query: str
-    k: int
-    visible: frozenset[str]
+    search: SearchRequest
     role: str | None
-    restrict_roles: bool
     rerank: bool
-    finished: bool = False
-    typing: bool | None = None
 
 
 def _ms(start: float) -> float:
@@ -369,20 +368,36 @@ class SearchService:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
         to narrow to; any other value is ignored, never trusted. `typing`: whether the query is
-        still being typed, where the caller knows (search.prefilter.analyse_query); None: inferred.
+        still being typed, where the caller knows (search.query.analyse_query); None: inferred.
+        The request is read as search.request.SearchRequest.typed reads a text: a space typed
+        after the last word finishes it (AnalysedQuery.finished).
 
         An answer without re-ranking is served from the live index's AnswerCache when the same
         query (same k, visible roles and role) was answered before on that index."""
         started = time.perf_counter()
         live = self.live()
-        # a space typed after the last word finishes it (AnalysedQuery.finished); the rest strips
-        finished = isinstance(query, str) and query[-1:].isspace()
-        query = self.check_request(query, k)
+        self.check_request(query, k)
         visible = self.visible_roles(roles, role, live)
         role = role if role is not None and visible == {role} else None
+        return self._serve(live, SearchRequest.typed(query, Viewer(visible, restrict_roles), k, typing), role,
+                           rerank, started)
+
+    def serve(self, request: SearchRequest, rerank: bool | None = None) -> Answer:
+        """The answer to a request built by the caller (search.request): the admin's case page
+        asks for a test case's query as every other part does (SearchRequest.of_case: submitted,
+        every role's tasks). Its viewer's roles are taken as verified."""
+        started = time.perf_counter()
+        live = self.live()
+        self.check_request(request.query, request.k)
+        viewer = request.viewer._replace(roles=request.viewer.roles & live.roles)
+        return self._serve(live, request._replace(viewer=viewer), None, rerank, started)
+
+    def _serve(self, live: LiveIndex, search: SearchRequest, role: str | None, rerank: bool | None,
+               started: float) -> Answer:
+        """`search` answered on `live`: from the answer cache where it may be, else ranked."""
         rerank = self.settings.rerank_default if rerank is None else rerank
         answers = self._answers if self._answers is not None and self._answers.owner is live else None
-        request = Request(query, k, visible, role, restrict_roles, rerank, finished, typing)
+        request = Request(search, role, rerank)
         if answers is not None and not rerank:
             cached = answers.get(request)
             self.metrics.bound(self.metrics.answer_cache, "hit" if cached is not None else "miss").inc()
@@ -412,15 +427,16 @@ class SearchService:
 
     def _answer(self, live: LiveIndex, request: Request, started: float) -> Answer:
         """The pipeline proper, on a validated request: analyse, embed, prefilter, abstain or
-        answer, re-rank; the answer with its per-stage timings."""
-        query, k, visible, role, rerank = request.query, request.k, request.visible, request.role, request.rerank
-        restrict_roles = request.restrict_roles
+        answer, re-rank; the answer with its per-stage timings. A query without words is not
+        embedded (its dense signals would rank on stopwords alone)."""
+        search, role, rerank = request.search, request.role, request.rerank
+        query, k, visible, restrict_roles = search.query, search.k, search.viewer.roles, search.viewer.restrict
         timings: dict[str, float] = {}
         degraded: list[str] = []
 
-        pipeline = Pipeline.for_settings(live.index, live.params, self.settings)
+        pipeline = make_pipeline(live.index, live.params, self.settings, self.embedder if live.vectors_ok else None)
         stage = time.perf_counter()
-        analysed = pipeline.analyse(query, finished=request.finished, typing=request.typing)
+        analysed = pipeline.analyse(search)
         timings["analyse"] = _ms(stage)
 
         stage = time.perf_counter()
@@ -429,22 +445,21 @@ class SearchService:
             try:
                 if not live.vectors_ok:
                     raise EmbeddingUnavailable("task vectors are not built")
-                query_vector = self.embedder.embed([analysed.embedding_text], "query")[0]
+                query_vector = pipeline.embed([analysed])[0]
             except EmbeddingUnavailable:
                 degraded.append("embeddings_unavailable")
         timings["embedding"] = _ms(stage)
 
         stage = time.perf_counter()
         params = live.params
-        shortlist_size = max(k, params.shortlist_size)
         # TaskRecord.visible_to takes a set of roles as well as one role; a frozenset is hashable,
         # so the index's visibility cache keys on it unchanged.
-        ranked_query = pipeline.rank(analysed, query_vector, shortlist_size, visible or None, restrict_roles)
+        ranked_query = pipeline.rank(search, analysed, query_vector, k=max(k, params.shortlist_size))
         result, confidence = ranked_query.result, ranked_query.confidence
         timings["prefilter"] = _ms(stage)
 
         confident = confidence.answer
-        hidden = self._hidden_by_role(pipeline, analysed, query_vector, k, visible, live) if restrict_roles else 0
+        hidden = self._hidden_by_role(pipeline, search, analysed, query_vector, live) if restrict_roles else 0
         nearest = result.ranked
         if not confident:
             result = replace(result, ranked=[])
@@ -490,14 +505,14 @@ class SearchService:
         }, timings)
 
     @staticmethod
-    def _hidden_by_role(pipeline: Pipeline, analysed, query_vector, k: int, visible: frozenset[str],
-                        live: LiveIndex) -> int:
-        """How many of the top `k` tasks for every role (a confident answer only) the caller may
+    def _hidden_by_role(pipeline: Pipeline, search: SearchRequest, analysed, query_vector, live: LiveIndex) -> int:
+        """How many of the top k tasks for every role (a confident answer only) the caller may
         not see: a count, never which. Costs a second ranking only when some task is hidden
         from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
+        visible, k = search.viewer.roles, search.k
         if not (live.roles - visible):
             return 0
-        everyone = pipeline.rank(analysed, query_vector, k, restrict=False, explain=False)
+        everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False), analysed, query_vector)
         return sum(1 for item in everyone.shown(k) if not item.task.visible_to(visible or None))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,

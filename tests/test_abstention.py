@@ -106,7 +106,7 @@ def test_a_catalog_without_out_of_scope_cases_abstains_within_its_budget(setting
 
 
 def test_evaluation_can_remove_the_written_negatives_from_training():
-    from evaluation.cli import without_written_negatives
+    from cli.evaluate import without_written_negatives
 
     train = [CaseRecord(query="a", gold=("t",)), CaseRecord(query="joke", gold=()), CaseRecord(query="b", gold=("t",))]
     test = [CaseRecord(query="c", gold=("t",))]

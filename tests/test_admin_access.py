@@ -77,7 +77,7 @@ def viewer_violations(app: Flask, client, csrf: str) -> list[str]:
 def test_the_walk_sees_every_admin_route(admin_app):
     endpoints = {rule.endpoint for rule in admin_rules(admin_app)}
     assert KNOWN_ENDPOINTS <= endpoints
-    assert all(endpoint.startswith("admin.") for endpoint in endpoints), "an /admin route outside admin_bp"
+    assert all(endpoint.startswith("admin.") for endpoint in endpoints), "an /admin route outside the admin blueprint"
     assert PUBLIC_ENDPOINTS == {"admin.login", "admin.static"}
     assert VIEWER_WRITES == {"admin.logout", "admin.case_preview", "admin.task_preview",
                              "admin.start_evaluation"}  # previews and evaluations write no catalog data
@@ -139,7 +139,7 @@ def test_editors_may_write_with_a_csrf_token_or_an_api_token(probed_app):
 
 
 def test_the_walk_catches_an_admin_route_outside_the_blueprint(tmp_path, shared_cache_dir):
-    """The failure this test exists for: a route under /admin that bypasses admin_bp's policy."""
+    """The failure this test exists for: a route under /admin that bypasses the admin blueprint's policy."""
     app = build_app(make_settings(tmp_path, shared_cache_dir, SECRET_KEY="p" * 40), [], [])
     app.add_url_rule("/admin/rogue", "rogue", lambda: "open to all", methods=["GET", "POST"])
     assert anonymous_violations(app) == ["GET /admin/rogue -> 200", "POST /admin/rogue -> 200"]

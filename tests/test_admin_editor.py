@@ -405,7 +405,8 @@ def served_list(html: str) -> list[str]:
 
 
 def test_the_case_page_shows_what_the_search_serves_on_a_fresh_database_and_after_a_rollback(admin_app):
-    """What the page lists is the live ranking of the case's query (every role's tasks), on the
+    """What the page lists is the live ranking of the case's query (every role's tasks, asked as
+    a submitted query: the widget's Enter, typing=0, as every part asks a test case), on the
     database as loaded, after its query is edited, and after a rollback brings it back."""
     services = admin_app.extensions["taskfinder"]
     store, search = services.store, services.search
@@ -415,7 +416,8 @@ def test_the_case_page_shows_what_the_search_serves_on_a_fresh_database_and_afte
     def page_and_api(query: str) -> tuple[list[str], list[str]]:
         html = text(client.get(f"/admin/cases/{case.id}"))
         assert "How the search ranks it now" in html
-        return served_list(html), [r["id"] for r in search.search(query, k=5, restrict_roles=False)["results"]]
+        return served_list(html), [r["id"] for r in search.search(query, k=5, restrict_roles=False,
+                                                                  typing=False)["results"]]
 
     shown, api = page_and_api("Lead Screening")
     assert shown and shown == api

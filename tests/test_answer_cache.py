@@ -6,7 +6,7 @@ import pytest
 
 import serving.service
 from catalog.records import TaskRecord
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from serving.answer_cache import AnswerCache
 from search.embeddings import EmbeddingUnavailable
 from serving.service import SearchService

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from catalog.records import CaseRecord
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from serving.service import SearchService
 from tests.conftest import build_app, make_settings
 

@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import negative_data_rejection, positive_
 
 from analytics.schema import MAX_BODY_BYTES
 from kb.store import CorpusStore
-from lexicon.text import normalise
+from lexicon.normalise import normalise
 from settings import PROJECT_ROOT
 from tests.conftest import build_app, make_settings
 

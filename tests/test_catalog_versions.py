@@ -247,7 +247,8 @@ def test_the_index_and_the_fit_tolerate_cases_whose_gold_names_a_retired_task(se
     built without the task, such a case's query still answers, and the ranker fits around it."""
     from search.fitting import FitOptions, fit_ranker
     from search.index import build_index
-    from search.prefilter import analyse_query, prefilter
+    from search.prefilter import prefilter
+    from search.query import analyse_query
     from search.ranker import default_params
     from lexicon.rationale import build_lexicon
 

@@ -13,12 +13,13 @@ from catalog.records import CaseRecord, TaskRecord
 from evaluation import clinc150, configs, errors
 from evaluation import evaluate as evaluate_module
 from evaluation.adaptation import load_fixture
-from evaluation.replay import heldout_index, heldout_queries, run_replay
+from evaluation.replay import heldout_index, heldout_queries, replay_pipeline, run_replay
 from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon
 from search.fitting import CVQuery
 from search.index import build_index
-from search.prefilter import analyse_query, fuse, rank_scored, rank_values, score_query, signal_values
+from search.prefilter import fuse, rank_scored, rank_values, score_query, signal_values
+from search.query import analyse_query
 from search.ranker import default_params
 from settings import FieldWeights, Weights
 from tests.conftest import make_settings
@@ -31,7 +32,7 @@ CASES = FIXTURES / "tiny_cases.jsonl"
 @pytest.fixture
 def eval_app(tmp_path, shared_cache_dir):
     from app import create_app
-    from evaluation.cli import evaluate_command
+    from cli.evaluate import evaluate_command
 
     app = create_app(make_settings(tmp_path, shared_cache_dir))
     if "evaluate" not in app.cli.commands:
@@ -108,11 +109,12 @@ def test_replayed_ranking_equals_prefilter(demo_tasks, demo_cases, settings):
     embedder = HashEmbedder()
     params = default_params(settings)
     index = heldout_index(settings, demo_tasks, train, embedder, params)
-    queries, millis = heldout_queries(settings, index, test[:20] + train[:5], embedder)
+    pipeline = replay_pipeline(settings, index, params, embedder)
+    queries, millis = heldout_queries(pipeline, test[:20] + train[:5])
     specs = configs.config_specs(settings.weights)
     for name in ("lexical", "embedding", "neighbour", "prefilter_defaults", "prefilter", "prefilter_sparse"):
         spec = specs[name]
-        run = run_replay(spec, params, [], queries, millis, 10)
+        run = run_replay(spec, pipeline, [], queries, millis, 10)
         for row, query in zip(run.rows, queries):
             vector = None if spec.mode == "sparse" else embedder.embed(
                 [analyse_query(index, query.case.query).embedding_text], "query")[0]

@@ -10,7 +10,7 @@ import pytest
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon, pin_key
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from search import prototypes
 from search.confidence import AbstentionModel, assess, skip_rerank
 from search.exemplars import build_exemplars
@@ -65,18 +65,18 @@ def test_nearest_neighbour_cascade_agrees_with_the_full_scan():
     rows = np.array([3, 9, 17])
     partial = memory.neighbour(query, rows)
     assert np.allclose(partial[rows], full[rows]) and np.all(np.delete(partial, rows) == -1.0)
-    # the prefilter's cascade: exact for the tasks whose centroid is closest, a floor for the rest
-    from search import prefilter as prefilter_module
+    # the neighbour signal's cascade: exact for the tasks whose centroid is closest, a floor for the rest
+    from search import exemplars as exemplars_module
 
     visible = np.arange(200)
     centroid = memory.centroids @ query
-    original = prefilter_module.NEIGHBOUR_FULL_SCAN
-    prefilter_module.NEIGHBOUR_FULL_SCAN = 10
+    original = exemplars_module.NEIGHBOUR_FULL_SCAN
+    exemplars_module.NEIGHBOUR_FULL_SCAN = 10
     try:
-        cascade = prefilter_module.neighbour_signal(memory, visible, centroid, query)
+        cascade = exemplars_module.neighbour_signal(memory, visible, centroid, query)
     finally:
-        prefilter_module.NEIGHBOUR_FULL_SCAN = original
-    top = np.argsort(-centroid)[:prefilter_module.neighbour_candidates(200)]
+        exemplars_module.NEIGHBOUR_FULL_SCAN = original
+    top = np.argsort(-centroid)[:exemplars_module.neighbour_candidates(200)]
     assert 200 > len(top)   # the cascade really ran
     assert np.allclose(cascade[top], full[top])
     assert np.all(cascade >= full[top].min() - 1e-6) and cascade.argmax() == full.argmax()

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from catalog.records import TaskRecord
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from serving.service import SearchService
 
 TASKS = [

@@ -7,7 +7,7 @@ import flask
 import pytest
 
 from api.kb import kb_bp
-from kb.cli import corpus_group
+from cli.corpus import corpus_group
 from kb.store import CorpusStore
 from settings import Settings
 

@@ -10,7 +10,7 @@ import flask
 import pytest
 
 from api.kb import kb_bp
-from kb.cli import corpus_group
+from cli.corpus import corpus_group
 from evaluation.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
 from kb.store import CorpusStore
 from settings import Settings

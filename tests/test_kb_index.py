@@ -10,7 +10,7 @@ import pytest
 from kb.analysis import analyze
 from kb.df import df_filter
 from kb.index import DocInput, Index
-from kb.scoring import bm25_term_weight, weighted_query_score
+from search.bm25 import bm25_weight
 
 DOCS = [DocInput("d1", "h1", "cat dog cat"), DocInput("d2", "h2", "dog fish"), DocInput("d3", "h3", "fish fish owl")]
 
@@ -41,10 +41,9 @@ def test_weighted_query_matches_hand_computed_bm25():
         assert got[d] == pytest.approx(v, rel=1e-5)
     # ranking: d1 (rare term, weight 1) first; d3 (tf 2) before d2
     assert [idx.doc_ids[r] for r in rows] == ["d1", "d3", "d2"]
-    # the named scoring functions agree with the hand formula
-    w = bm25_term_weight(np.array([2.0]), np.array([3.0]), avgdl, np.array([1]), 3, 0.9, 0.4)
+    # the one BM25 formula (search.bm25) agrees with the hand formula
+    w = bm25_weight(np.array([2.0]), np.array([3.0]), avgdl, np.array([1]), 3, 0.9, 0.4)
     assert float(w[0]) == pytest.approx(hand_bm25(2, 3, avgdl, 1, 3))
-    assert weighted_query_score({"cat": float(w[0])}, {"cat": 2.0}) == pytest.approx(2 * float(w[0]))
 
 
 def test_unknown_terms_and_empty_query_score_nothing():

@@ -18,7 +18,8 @@ from lexicon.language import CATALOG_LANGUAGE, detect, language_scores, stop_wor
 from lexicon.rationale import build_lexicon
 from lexicon.text import stem, terms, words
 from search.index import build_index
-from search.prefilter import analyse_query, explain_rows, prefilter, score_query
+from search.prefilter import explain_rows, prefilter, score_query
+from search.query import analyse_query
 from search.ranker import FusionWeights, RankerParams
 from settings import PROJECT_ROOT, FieldWeights, Weights
 

@@ -1,28 +1,38 @@
-"""One direction of flow: no product module imports a module of a higher layer (issue 18, item 3).
+"""One direction of flow and no loops: no product module imports a module of a higher layer
+(issue 18, item 3), and no product modules import each other round in a circle (issue 45).
 
 The layers, lowest first (a module may import its own layer and any layer below it):
 
-    foundation    settings, the text pipeline (lexicon.text), generic infrastructure with no product
-                  knowledge (infra: circuit breaker, disk cache, chat client, local llama.cpp;
-                  and the Flask-free web.metrics: the Prometheus registry)
+    foundation    settings, the text pipeline and the rationale lexicon (lexicon/), generic
+                  infrastructure with no product knowledge (infra: circuit breaker, disk cache,
+                  chat client, local llama.cpp, the Prometheus registry infra.metrics and its
+                  multiprocess collector)
     catalog       records, storage, formats, splits, versions
-    ranking core  search/: text -> signals -> fit -> ranked shortlist (and lexicon.rationale, the
-                  lexicon built from the catalog's cases); imports no Flask
+    ranking core  search/: text -> signals -> fit -> ranked shortlist; imports no Flask
     engines       rerank/ (constrained LLM re-ranking), kb/ (document corpora) without their HTTP parts
     services      the search service that runs core + re-rank (serving.service and what it holds),
                   analytics core, evaluation
     web           HTTP blueprints (admin/ with the analytics pages, widget/, and api/: the public
-                  search, events and kb APIs), the cross-cutting web plumbing, every `cli` module,
-                  and Flask itself
-    app           app.py: create_app(settings) and the CLI entry point
+                  search, events and kb APIs), the cross-cutting web plumbing, and Flask itself
+    app           app.py: create_app(settings) and the CLI entry point; cli/: the commands it registers
     tools         ops/, tests/, migrations/
 
-The test reads every module's imports with `ast` (function-level and TYPE_CHECKING imports too;
-importing `pkg.mod` from outside `pkg` also runs `pkg/__init__.py`, so that counts as imported).
-It is written against the TARGET layout: MOVING names the modules that live in the wrong room
-today (each with where it goes), and KNOWN_UPWARD the imports that still run up a layer. Delete
-an entry when its file moves or its import goes: the test fails on a stale entry, on any new
-upward import, and on a module of a package that has no layer yet (give it one in HOMES).
+A module's layer is its package's (HOMES, the longest matching prefix), with no exemption by
+name; the one other rule is that a package whose __init__.py imports nothing costs nothing to
+run, so it counts as the foundation.
+
+The test reads every module's imports with `ast`: function-level and TYPE_CHECKING imports too;
+importing `pkg.mod` also runs `pkg/__init__.py` (unless the importer is inside `pkg`, which has
+run it already), so that counts as imported; and a module named by a string at run time
+(`sys.modules["pkg.mod"]`, `importlib.import_module("pkg.mod")`, `__import__("pkg.mod")`) is
+imported too, since it is a dependency all the same. A product module may not look a module up
+by a name the test cannot read (a variable). It is written against the TARGET layout: MOVING
+names the modules that live in the wrong room today (each with where it goes), and KNOWN_UPWARD
+the imports that still run up a layer. Delete an entry when its file moves or its import goes:
+the test fails on a stale entry, on any new upward import, and on a module of a package that has
+no layer yet (give it one in HOMES). The product modules (every layer but the tools) must form
+no import cycle: Tarjan's strongly connected components of the graph, each of more than one
+module a loop to break.
 """
 from __future__ import annotations
 
@@ -39,16 +49,13 @@ LAYERS = ("foundation", "catalog", "ranking core", "engines", "services", "web",
 # dotted module prefix -> layer; the longest matching prefix decides.
 HOMES = {
     "settings": "foundation", "lexicon": "foundation", "infra": "foundation",
-    # the Flask-free parts of the web package that the services below it use: the Prometheus
-    # registry (serving.service records into it) and its multiprocess collector
-    "web.metrics": "foundation", "web.multiprocess": "foundation",
     "catalog": "catalog",
-    "search": "ranking core", "lexicon.rationale": "ranking core",
+    "search": "ranking core",
     "rerank": "engines", "kb": "engines",
     "analytics": "services", "evaluation": "services", "serving": "services",
     # the HTTP surface and the web plumbing (limits, headers, metrics middleware, JSON provider, clients)
     "admin": "web", "widget": "web", "api": "web", "web": "web",
-    "app": "app",
+    "app": "app", "cli": "app",
     "ops": "tools", "tests": "tools", "migrations": "tools",
 }
 #: Third-party web frameworks sit at the web layer: a lower module importing one is an upward import.
@@ -93,8 +100,6 @@ def layer(module: str) -> str | None:
         return "foundation"
     if module in MOVING:
         return MOVING[module][0]
-    if module.split(".")[-1] == "cli":
-        return "web"  # CLI commands live next to the code they drive and may use Flask's CLI
     prefixes = [p for p in HOMES if module == p or module.startswith(p + ".")]
     return HOMES[max(prefixes, key=len)] if prefixes else None
 
@@ -111,12 +116,47 @@ def _resolve(name: str, known: dict[str, Path]) -> str | None:
     return None
 
 
+def _is_sys_modules(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "modules" and \
+        isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+
+def runtime_lookups(tree: ast.AST) -> tuple[set[str], list[int]]:
+    """The module names a module reaches at run time instead of by an import statement:
+    `sys.modules["a.b"]` (and its .get/.pop/.setdefault), `importlib.import_module("a.b")`,
+    `__import__("a.b")`; and the lines of those whose name is not a string literal (the test
+    cannot tell what they reach)."""
+    named: set[str] = set()
+    unreadable: list[int] = []
+
+    def take(argument: ast.AST | None, line: int) -> None:
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            named.add(argument.value)
+        else:
+            unreadable.append(line)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_sys_modules(node.value):
+            take(node.slice, node.lineno)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            first = node.args[0] if node.args else None
+            if isinstance(func, ast.Attribute) and _is_sys_modules(func.value) and \
+                    func.attr in ("get", "pop", "setdefault", "__getitem__"):
+                take(first, node.lineno)
+            elif (isinstance(func, ast.Attribute) and func.attr == "import_module") or \
+                    (isinstance(func, ast.Name) and func.id in ("import_module", "__import__")):
+                take(first, node.lineno)
+    return named, unreadable
+
+
 def imports_of(module: str, path: Path, known: dict[str, Path]) -> dict[str, str]:
-    """What `module` imports of ours (and of the web libraries), `pkg/__init__` included:
-    imported module -> the import statement's module that brought it in."""
+    """What `module` imports of ours (and of the web libraries), `pkg/__init__` and run-time
+    look-ups included: imported module -> the import statement's module that brought it in."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names, _ = runtime_lookups(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -126,6 +166,9 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> dict[str, str
                 base = ".".join(anchor + ([base] if base else []))
             for alias in node.names:  # `from pkg import mod` imports pkg.mod when that is a module
                 names.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    # the packages `module` is inside have run their __init__ before it: importing a sibling
+    # does not run them again
+    inside = {".".join(module.split(".")[:end]) for end in range(1, module.count(".") + 2)}
     found: dict[str, str] = {}
     for name in names:
         target = _resolve(name, known) if name else None
@@ -133,10 +176,10 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> dict[str, str
             continue
         found[target] = target
         parts = target.split(".")
-        if parts[0] != module.split(".")[0]:  # from outside the package, its __init__ runs too
-            for end in range(1, len(parts)):
-                if ".".join(parts[:end]) in known:
-                    found.setdefault(".".join(parts[:end]), target)
+        for end in range(1, len(parts)):   # every package above the target runs its __init__ too
+            parent = ".".join(parts[:end])
+            if parent in known and parent not in inside:
+                found.setdefault(parent, target)
     return found
 
 
@@ -144,6 +187,67 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> dict[str, str
 def import_graph() -> dict[str, dict[str, str]]:
     known = modules()
     return {module: imports_of(module, path, known) for module, path in known.items()}
+
+
+def is_product(module: str) -> bool:
+    """A module of the product: ours (not a web library), in any layer but the tools (ops/,
+    tests/, migrations/)."""
+    return module.split(".")[0] not in WEB_LIBRARIES and layer(module) not in (None, "tools")
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of `graph` (node -> the nodes it has an edge to),
+    iteratively (no recursion limit): each component of more than one node is a cycle, and
+    every cycle lies inside one. Components and their nodes sorted, for a stable message."""
+    index: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = lowlink[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            following = next(edges, None)
+            if following is not None:
+                if following not in index:
+                    index[following] = lowlink[following] = len(index)
+                    stack.append(following)
+                    on_stack.add(following)
+                    work.append((following, iter(sorted(graph.get(following, ())))))
+                elif following in on_stack:
+                    lowlink[node] = min(lowlink[node], index[following])
+                continue
+            work.pop()
+            if work:
+                lowlink[work[-1][0]] = min(lowlink[work[-1][0]], lowlink[node])
+            if lowlink[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return sorted(components)
+
+
+def product_graph(graph: dict[str, dict[str, str]]) -> dict[str, set[str]]:
+    """`graph` (import_graph's form) restricted to product modules: module -> the product
+    modules it imports."""
+    return {module: {t for t in targets if is_product(t)} for module, targets in graph.items() if is_product(module)}
+
+
+def import_cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The import loops among product modules: the strongly connected components of more than
+    one module."""
+    return [c for c in strongly_connected(product_graph(graph)) if len(c) > 1]
 
 
 def upward_imports() -> dict[tuple[str, str], str]:
@@ -217,3 +321,56 @@ def test_an_injected_upward_import_is_caught(tmp_path):
     assert "serving.service" in upward and "admin.editor" in upward
     assert "catalog.records" not in upward
     assert not MOVING and not KNOWN_UPWARD
+
+
+def test_no_product_modules_import_each_other_in_a_loop():
+    """Issue 45: a loop makes the import order matter (a name half defined when the loop comes
+    back to its module) and ties the modules in it into one piece that cannot be understood,
+    tested or moved apart. Function-level imports and run-time look-ups count: they hide a loop,
+    they do not remove it."""
+    graph = import_graph()
+    loops = import_cycles(graph)
+    assert not loops, "import loops among product modules (each a strongly connected component):\n" + "\n".join(
+        f"  {len(loop)} modules: " + ", ".join(loop) + "\n    e.g. " + "; ".join(
+            f"{m} -> {t}" for m in loop for t in sorted(graph[m]) if t in loop)
+        for loop in loops)
+
+
+def test_no_product_module_looks_a_module_up_by_a_name_it_computes():
+    """A `sys.modules[name]` or `import_module(name)` with a name the test cannot read is an
+    import it cannot place in the graph: product code names its modules literally (or imports them)."""
+    unreadable = sorted(f"{module} line {line}" for module, path in modules().items() if is_product(module)
+                        for line in runtime_lookups(ast.parse(path.read_text(encoding="utf-8")))[1])
+    assert not unreadable, f"run-time module look-ups by a computed name: {unreadable}"
+
+
+def test_an_injected_cycle_and_runtime_lookup_are_caught(tmp_path):
+    """The loop check bites: a ranking-core module that the prefilter imports, and that reaches
+    the prefilter back through `sys.modules` (today's search.signal.base did) or importlib, closes
+    a loop; a module that only imports the prefilter closes none."""
+    known = modules()
+    looking_up = tmp_path / "looking_up.py"
+    looking_up.write_text("import sys\n\ndef plan():\n    return sys.modules['search.prefilter'].plan_query\n",
+                          encoding="utf-8")
+    assert "search.prefilter" in imports_of("search.injected", looking_up, known)
+    importing = tmp_path / "importing.py"
+    importing.write_text("import importlib\nprefilter = importlib.import_module('search.prefilter')\n", encoding="utf-8")
+    assert "search.prefilter" in imports_of("search.injected", importing, known)
+    assert runtime_lookups(ast.parse("import sys\nsys.modules[__name__]\n"))[1] == [2]
+
+    graph = {module: dict(targets) for module, targets in import_graph().items()}
+    graph["search.injected"] = imports_of("search.injected", looking_up, known)
+    graph["search.prefilter"] = {**graph["search.prefilter"], "search.injected": "search.injected"}
+    known_loops = {tuple(loop) for loop in import_cycles(import_graph())}
+    new = [loop for loop in import_cycles(graph) if "search.injected" in loop]
+    assert new and "search.prefilter" in new[0] and tuple(new[0]) not in known_loops
+
+    leaf = {module: dict(targets) for module, targets in import_graph().items()}
+    leaf["search.injected"] = {"search.prefilter": "search.prefilter"}
+    assert not any("search.injected" in loop for loop in import_cycles(leaf))
+
+
+def test_tarjan_finds_every_loop_and_only_loops():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": {"d"}, "f": {"a"}, "g": set()}
+    assert [c for c in strongly_connected(graph) if len(c) > 1] == [["a", "b", "c"], ["d", "e"]]
+    assert sorted(map(tuple, strongly_connected(graph))) == [("a", "b", "c"), ("d", "e"), ("f",), ("g",)]

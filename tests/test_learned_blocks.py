@@ -100,7 +100,7 @@ def test_the_serving_index_drops_a_pair_blocked_after_its_fit(loaded, settings):
     and is due for a refit (which leaves the pair out: search.fitting.usable_learned)."""
     from dataclasses import replace
 
-    from web.metrics import Metrics
+    from infra.metrics import Metrics
     from search.fitting import cases_digest
     from search.learned import LearnedExemplar
     from search.ranker import default_params

@@ -614,7 +614,8 @@ def demo_live(demo_app):
 
 
 def ranked_ids(index, query, weights, embedder, role=None):
-    from search.prefilter import analyse_query, prefilter
+    from search.prefilter import prefilter
+    from search.query import analyse_query
 
     analysed = analyse_query(index, query)
     vector = embedder.embed([analysed.embedding_text], "query")[0]
@@ -622,7 +623,7 @@ def ranked_ids(index, query, weights, embedder, role=None):
 
 
 def with_learned(live, embedder, exemplars):
-    from search.fitting import attach_vectors
+    from search.assembly import attach_vectors
 
     memory = build_learned_memory([t.id for t in live.index.tasks], exemplars)
     return attach_vectors(live.index.with_learned(memory), embedder)
@@ -724,7 +725,7 @@ def with_learned_cases(service, live, exemplars):
     """The live catalog indexed as the service does once the fit puts learned exemplars among
     the cases (params.learned_as_cases): the union index, the written-only one beside it."""
     from lexicon.rationale import build_lexicon
-    from search.fitting import attach_vectors
+    from search.assembly import attach_vectors
     from search.index import build_index
 
     fields = service.settings.field_weights

@@ -21,9 +21,10 @@ import pytest
 
 from api.roles import sign_role_token
 from ops.simulate_attack import PADDED_MAX_OVERLAP, overlap, padded
-from search.learned import (ANONYMOUS_WINDOW, CountingRule, LearnedExemplar, anonymous_bounded, build_learned_memory,
-                            eligible, learned_cases, people_values, trusted_cases)
+from search.learned import (ANONYMOUS_WINDOW, CountingRule, LearnedExemplar, anonymous_bounded,
+                            build_learned_memory, eligible, learned_cases, trusted_cases)
 from search.ranker import RankerParams
+from search.signal.learned import people_values
 from tests.conftest import build_app, close_app, install_demo_fit, make_settings, postgres_schema
 from tests.test_learning_attack import ATTACK_QUERY, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of
 
@@ -220,9 +221,9 @@ def test_people_values_read_the_verified_exemplars_alone():
 # -- the bound through the real index and prefilter --------------------------------------------------
 def served_with(service, live, exemplars):
     """The live demo indexed as serving builds it when the fit takes `exemplars` as cases
-    (search.pipeline.serving_index's recipe, search.index.with_use), with vectors."""
+    (search.assembly.serving_index's recipe, search.index.with_use), with vectors."""
     from lexicon.rationale import build_lexicon
-    from search.fitting import attach_vectors
+    from search.assembly import attach_vectors
     from search.index import build_index, with_use
 
     fields = service.settings.field_weights
@@ -232,7 +233,8 @@ def served_with(service, live, exemplars):
 
 
 def ranked(index, query, weights, embedder):
-    from search.prefilter import analyse_query, prefilter
+    from search.prefilter import prefilter
+    from search.query import analyse_query
 
     analysed = analyse_query(index, query)
     return prefilter(index, analysed, weights, k=10, query_vector=embedder.embed([analysed.embedding_text], "query")[0])
@@ -245,7 +247,8 @@ def test_an_anonymous_case_cannot_lift_a_task_from_rank_8_and_a_verified_one_can
     the scores shown still add up. The trusted pass reads the neighbour cosines from the served
     products (search.prefilter.written_neighbours): the same values a pass of its own gives."""
     from lexicon.text import normalise_query
-    from search.prefilter import TRUSTED, analyse_query, signal_values
+    from search.prefilter import TRUSTED, signal_values
+    from search.query import analyse_query
 
     service = demo_app.extensions["taskfinder"].search
     live = service.live(wait=True)

@@ -24,7 +24,7 @@ import pytest
 
 from admin.accounts import AccountStore
 from catalog import db
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from ops.servers import ServerProcess, free_port, gunicorn_command, http_get, prepare_demo_database, server_env, \
     waitress_command
 from serving.service import SearchService

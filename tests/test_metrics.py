@@ -1,4 +1,4 @@
-"""The runtime metrics (web/metrics.py, web/request_metrics.py): RED for every endpoint, the search outcomes, the index
+"""The runtime metrics (infra/metrics.py, web/request_metrics.py): RED for every endpoint, the search outcomes, the index
 and catalog gauges, circuit-breaker states and the embedding cache, under Prometheus names."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import diskcache
 import numpy as np
 import pytest
 
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from infra.breaker import CircuitBreaker
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 

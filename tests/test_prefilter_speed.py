@@ -14,8 +14,10 @@ from catalog.records import IMPLICIT_CATEGORY, CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from search.exemplars import build_exemplars
 from search.index import build_index
-from search.learned import LearnedExemplar, build_learned_memory, learned_signal, learned_values
-from search.prefilter import analyse_query, explain_rows, prefilter, round_like_python, signal_mean, signal_values
+from search.learned import LearnedExemplar, build_learned_memory
+from search.prefilter import explain_rows, prefilter, round_like_python, signal_mean, signal_values
+from search.query import analyse_query
+from search.signal.learned import learned_signal, learned_values
 from search.exemplars import SCREEN_FROM
 from search.signals import (group_max, grouped_products, half_screen_available, half_screen_error,
                             screened_group_max)

@@ -9,7 +9,8 @@ from catalog.records import CaseRecord
 from evaluation.prefixes import prefix_cases
 from lexicon.rationale import build_lexicon
 from search.index import PREFIX_MAX_TERMS, build_index
-from search.prefilter import analyse_query, prefilter
+from search.prefilter import prefilter
+from search.query import analyse_query
 from settings import Settings
 
 SETTINGS = Settings.from_env({})

@@ -1,4 +1,5 @@
-"""The admin ranking preview (admin.preview) on the demo catalog, with the bundled embeddings.
+"""The admin ranking preview (admin.preview, measured by evaluation.impact) on the demo catalog, with the
+bundled embeddings.
 
 Speed is measured by ops/bench_preview.py, never here.
 """
@@ -13,9 +14,11 @@ from flask import render_template
 from catalog.records import CaseRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import stem, words
-from web.metrics import Metrics
+from infra.metrics import Metrics
 from search.index import analyse_tasks, build_index
-from admin.preview import EVERY_ROLE, PreviewMemo, preview_change
+from admin.preview import preview_change
+from evaluation.impact import ImpactMemo
+from search.request import EVERY_ROLE
 from serving.service import SearchService
 
 ASQ = "health.asq3-screening"
@@ -203,7 +206,7 @@ def test_an_out_of_scope_case_says_what_it_does(service, demo_app):
 
 def test_with_a_fitted_model_the_note_names_what_it_was_fitted_on():
     from search.confidence import AbstentionModel
-    from admin.preview import abstention_note
+    from evaluation.impact import abstention_note
     from search.ranker import RankerParams
 
     model = AbstentionModel(("margin",), (1.0,), 0.0, 0.0, {"n_negatives": {"case": 31, "offtopic": 700},
@@ -238,7 +241,7 @@ def test_a_memo_answers_a_preview_made_before_and_never_one_made_for_another_liv
     tasks, cases = demo(service)
     new = CaseRecord(query="plot a child's growth chart", gold=("health.growth-bmi",))
     change = (tasks, cases, tasks, [*cases, new], [new.query])
-    memo = PreviewMemo()
+    memo = ImpactMemo()
     first = preview_change(service, *change, memo=memo)
     assert preview_change(service, *change, memo=memo) is first
     assert preview_change(service, *change, view_as=EVERY_ROLE, memo=memo) is not first
@@ -250,16 +253,16 @@ def test_a_memo_answers_a_preview_made_before_and_never_one_made_for_another_liv
 
 
 def test_the_next_preview_against_the_same_catalog_cross_validates_only_its_after_side(service, monkeypatch):
-    """PreviewMemo keeps each side's cross-validated ranks: a second, different edit of the same
+    """ImpactMemo keeps each side's cross-validated ranks: a second, different edit of the same
     live catalog ranks its before side from the memo, and its report is the one a preview
     without the memo makes."""
-    import admin.preview as preview
+    import evaluation.impact as impact
 
     tasks, cases = demo(service)
     computed = []
-    real = preview._cv_ranks_now
-    monkeypatch.setattr(preview, "_cv_ranks_now", lambda bench, t, c, p: computed.append(len(c)) or real(bench, t, c, p))
-    memo = PreviewMemo()
+    real = impact._cv_ranks_now
+    monkeypatch.setattr(impact, "_cv_ranks_now", lambda bench, t, c, p: computed.append(len(c)) or real(bench, t, c, p))
+    memo = ImpactMemo()
     first = CaseRecord(query="plot a child's growth chart", gold=("health.growth-bmi",))
     second = CaseRecord(query="shots a child still needs", gold=("health.immunizations",))
     preview_change(service, tasks, cases, tasks, [*cases, first], [first.query], memo=memo)
@@ -303,7 +306,7 @@ def test_a_preview_that_embeddings_failing_degraded_is_not_kept(service):
     tasks, cases = demo(service)
     new = CaseRecord(query="a brand new wording about bumped heads on the slide", gold=("health.injury-report",))
     change = (tasks, cases, tasks, [*cases, new], [new.query])
-    memo = PreviewMemo()
+    memo = ImpactMemo()
     flaky = FlakyEmbeddings(service)
     degraded = preview_change(flaky, *change, memo=memo)
     assert degraded.mode == "sparse"

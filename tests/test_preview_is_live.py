@@ -34,8 +34,10 @@ def app(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
 
 
 def live_top(search, query: str) -> tuple[tuple[tuple[str, float], ...], bool]:
-    """((id, score) of what /api/search shows an anonymous caller, k=5, no LLM), refused."""
-    body = search.search(query, k=5, rerank=False)
+    """((id, score) of what /api/search shows an anonymous caller who submits the query (typing=0:
+    the preview ranks an edited query as a test case's, submitted: search.request.SearchRequest.of_case),
+    k=5, no LLM), refused."""
+    body = search.search(query, k=5, rerank=False, typing=False)
     return tuple((r["id"], r["score"]) for r in body["results"]), body["no_confident_match"]
 
 

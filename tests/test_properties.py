@@ -11,9 +11,12 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
-from lexicon.text import STOPWORDS, normalise, terms, words
+from lexicon.language import STOPWORDS
+from lexicon.normalise import normalise
+from lexicon.text import terms, words
 from search.index import build_index
-from search.prefilter import analyse_query, prefilter
+from search.prefilter import prefilter
+from search.query import analyse_query
 from settings import FieldWeights, Weights
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from lexicon.text import QUERY_REQUIRED, printable, query_problem
 from search.index import build_index
-from search.prefilter import analyse_query
+from search.query import analyse_query
 from settings import FieldWeights
 
 TASKS = [

@@ -127,6 +127,8 @@ def test_the_evaluations_rerank_configuration_runs_against_the_real_server(llm_b
     server: it crashed on the row it builds (a changed QueryRun signature) and no test ran it."""
     from evaluation.configs import config_specs
     from evaluation.evaluate import EvaluationOptions, Replay, Runtime, Split, run_config
+    from evaluation.replay import replay_pipeline
+    from search.assembly import serving_index
     from search.ranker import default_params
 
     settings = Settings(llm_base_url=llm_base_url, llm_timeout_s=TIMEOUT_S, embeddings_enabled=False,
@@ -136,7 +138,9 @@ def test_the_evaluations_rerank_configuration_runs_against_the_real_server(llm_b
     cases = [c for c in demo_cases if c.gold and set(c.gold) <= ids]
     train, test = cases[2:], cases[:2]
     spec = config_specs(settings.weights)["rerank"]
-    run = run_config(spec, Runtime(settings), Split(tasks, train, test), Replay(default_params(settings), [], [], []),
+    params = default_params(settings)
+    pipeline = replay_pipeline(settings, serving_index(settings, tasks, train, params), params, None)
+    run = run_config(spec, Runtime(settings), Split(tasks, train, test), Replay(pipeline, [], [], []),
                      EvaluationOptions(depth=5, show=False), (True, "reachable"))
     assert run.skipped is None and len(run.rows) == len(test)
     for row in run.rows:

@@ -12,7 +12,7 @@ from catalog.records import CaseRecord
 from rerank import PROMPT_VERSION, Candidate, Example, select_examples
 from infra.breaker import CircuitBreaker
 from rerank.cache import cache_key
-from infra.cli import llm_group
+from cli.llm import llm_group
 from infra.chat import json_object_format, json_schema_format
 from rerank.prompt import HELP_CHARS, build_messages, quote
 from rerank.schema import REASON_MAX_CHARS, SCHEMA_NAME, entry_branches, grammar_schema, response_schema

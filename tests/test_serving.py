@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from web import multiprocess
+from infra import multiprocess
 from ops.servers import free_port, prepare_demo_database
 from tests.conftest import migrated_sqlite
 

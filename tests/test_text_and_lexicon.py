@@ -1,7 +1,8 @@
 """The text pipeline and the rationale lexicon (Eq. 1)."""
 from catalog.records import CaseRecord
 from lexicon.rationale import build_lexicon
-from lexicon.text import jaccard, normalise, terms, words
+from lexicon.normalise import normalise
+from lexicon.text import jaccard, terms, words
 
 
 def test_compounds_match_with_or_without_punctuation():

@@ -16,7 +16,8 @@ from lexicon.rationale import build_lexicon
 from search.confidence import AbstentionModel
 from search.fitting import typing_cuts
 from search.index import build_index
-from search.prefilter import TYPED, analyse_query, prefilter
+from search.prefilter import TYPED, prefilter
+from search.query import analyse_query
 from search.ranker import FusionWeights, RankerParams, default_params
 from search.typed import build_typed_index, typed_signal, unfinished
 from settings import Settings

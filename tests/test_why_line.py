@@ -13,7 +13,8 @@ import pytest
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
 from search.index import build_index
-from search.prefilter import analyse_query, explain_rows
+from search.prefilter import explain_rows
+from search.query import analyse_query
 from settings import FieldWeights
 
 

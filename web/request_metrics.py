@@ -17,7 +17,7 @@ import time
 
 from flask import Flask
 
-from web.metrics import Metrics
+from infra.metrics import Metrics
 
 UNMATCHED = "unmatched"
 REQUEST_KEY = "werkzeug.request"   # where werkzeug keeps the request object in the WSGI environ

@@ -2,8 +2,8 @@
 charts, the top searches and results, the top no-result and low-CTR queries, each with a link
 that turns it into a test case. It reads the daily roll-ups (analytics.rollup).
 
-The blueprint is nested in admin_bp (admin.blueprint does that, where admin_bp is defined;
-importing this module registers nothing), so every request passes admin.blueprint.enforce_policy
+The blueprint is nested in the admin's (admin.blueprint.admin_blueprints does that, for each
+app; importing this module registers nothing), so every request passes admin.blueprint.enforce_policy
 (login, and CSRF plus the editor role for writes) before a view runs; its pages are read-only.
 Its templates (templates/analytics/) and stylesheet (static/) sit beside this module.
 """

@@ -41,8 +41,7 @@ from search.fitting.abstention import (DEFAULT_BUDGET, L2_GRID, MIN_IN_SCOPE, MI
 from search.fitting.calibration import (DEPENDENCE_Z, MAX_CALIBRATION_QUERIES, MAX_DEPENDENCE_LAG, MAX_TASK_CASES,
                                         _jaccard_matrix, _task_runs, calibration_blocks, calibration_folds,
                                         calibration_queries, written_together_folds, written_together_range)
-from search.fitting.cv import (FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, attach_vectors, cases_digest,
-                               cv_queries, prototypes_of)
+from search.fitting.cv import FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, cases_digest, cv_queries
 from search.fitting.learned import (LEARNED_SIGNAL_NET_WINS, PAIRED_Z, choose_learned_as_cases, choose_learned_signal,
                                     first_written_answers, informative_learned, paired_first_hits, usable_learned)
 from search.fitting.metrics import (BASELINE_SIGNALS, K_VALUES, choose_shortlist, choose_sparse_signals,
@@ -59,13 +58,13 @@ __all__ = [
     "FitOptions", "K_VALUES", "L2_GRID", "LEARNED_SIGNAL_NET_WINS", "MAX_CALIBRATION_QUERIES", "MAX_CV_QUERIES",
     "MAX_DEPENDENCE_LAG", "MAX_TASK_CASES", "MAX_TYPING_CASES", "MIN_IN_SCOPE", "MIN_NEGATIVES", "NO_USE", "PAIRED_Z",
     "PRIOR_STRENGTH", "TAIL_GRID", "TAIL_MAX_LOSS", "TYPING_CUTS", "_cross_fitted", "_jaccard_matrix", "_logistic",
-    "_task_runs", "abstention_negatives", "attach_vectors", "calibration_blocks", "calibration_folds",
+    "_task_runs", "abstention_negatives", "calibration_blocks", "calibration_folds",
     "calibration_queries", "cases_digest", "choose_learned_as_cases", "choose_learned_signal", "choose_shortlist",
     "choose_sparse_signals", "choose_tail_ratio", "class_balance", "conditional_logit", "conformal_threshold",
     "cross_fitted_gold_ranks", "cross_fitted_rank_metrics", "cross_fitted_rankings", "cv_queries", "design_matrices",
     "first_written_answers", "fit_abstention", "fit_abstentions", "fit_ranker", "fit_standardised", "fit_typing",
     "fit_weights", "informative_learned", "negative_evidence", "net_first_wins", "operating_point",
-    "paired_first_hits", "prototypes_of", "rank_summary", "ranking_metrics", "rankings", "shown_metrics",
+    "paired_first_hits", "rank_summary", "ranking_metrics", "rankings", "shown_metrics",
     "typing_cuts", "typing_queries", "typing_signals", "usable_learned", "written_together_folds",
     "written_together_range",
 ]

@@ -11,6 +11,11 @@ Two context objects carry what the passes need: `FitContext`, what a fit is made
 tasks, cases, embedder, seed, CV sample size) with the memo of the fold indexes its passes share,
 and `CVPass`, what one pass scores beside the held-out cases (negatives, learned exemplars, typed
 prefixes) and how its folds are cut.
+
+A fold's index is search.assembly's recipe (`fold_index`), and its queries are ranked by the
+pipeline (search.pipeline) as every other part ranks them: a held-out case, a negative, is a
+query a person submitted (search.request.SearchRequest.of_case), a prefix of one is typed
+(`SearchRequest.typed`: the typing pass's cuts), every active task visible, no pins.
 """
 from __future__ import annotations
 
@@ -23,13 +28,15 @@ import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, k_folds
-from lexicon.rationale import build_lexicon
 from lexicon.text import terms
-from search.index import SearchIndex, build_index, embedding_text, with_use
-from search.learned import LearnedExemplar, normalised_query, unrelated_cosine
-from search.prefilter import AnalysedQuery, analyse_query, signal_values, sparse_values
-from search.prototypes import fit_prototypes
-from search.ranker import MODES
+from search.assembly import Use, fold_index
+from search.index import SearchIndex, embedding_text
+from search.learned import LearnedExemplar, normalised_query
+from search.pipeline import make_pipeline
+from search.prefilter import sparse_values
+from search.query import AnalysedQuery
+from search.ranker import MODES, default_params
+from search.request import EVERYONE, SearchRequest
 from settings import Settings
 
 if TYPE_CHECKING:
@@ -129,34 +136,6 @@ class CVQuery:
         return sparse_values(self.values)
 
 
-def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
-    """Embed what the index needs (task texts as passages, exemplars and out-of-scope cases as
-    queries; each text once, ever, thanks to the embedder's cache) and attach the vectors."""
-    if task_vectors is None:
-        task_vectors = embedder.embed([embedding_text(t) for t in index.tasks], "passage")
-    memory = index.exemplars
-    exemplar_vectors = embedder.embed(list(memory.texts), "query") if memory.texts else np.zeros(
-        (0, task_vectors.shape[1]), dtype=np.float32)
-    oos_vectors = embedder.embed(list(memory.oos_texts), "query") if memory.oos_texts else None
-    index = index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
-    if index.learned is not None and index.exemplars.vectors is not None:
-        floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)
-        index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
-    if index.written is not None:
-        index = index.with_written(attach_vectors(index.written, embedder, task_vectors))
-    if index.trusted is not None:
-        index = index.with_trusted(attach_vectors(index.trusted, embedder, task_vectors))
-    return index
-
-
-def prototypes_of(index: SearchIndex) -> np.ndarray | None:
-    """Softmax-regression prototypes over the index's exemplars (search.prototypes)."""
-    memory = index.exemplars
-    if memory.vectors is None:
-        return None
-    return fit_prototypes(memory.vectors, memory.task_rows, memory.n_tasks, memory.centroids)
-
-
 # A learned query whose terms overlap a held-out query's this much (Jaccard) is that query in
 # other clothes: the as-cases CV leaves it out of the held-out query's fold (near_copies).
 NEAR_COPY_JACCARD = 0.5
@@ -195,19 +174,12 @@ def near_copies(learned_queries: Iterable[str], held_queries: Iterable[str],
 
 def _fold_index(context: FitContext, tasks: Sequence[TaskRecord], fit: Sequence[CaseRecord], task_vectors,
                 cv: CVPass, held_queries: frozenset[str]) -> SearchIndex:
-    """The index of one CV fold: its training cases (plus the learned exemplars of queries it does
-    not hold out), with vectors and prototypes where there is an embedder."""
-    # no held-out query among the cases, nor a near copy of one
+    """The index of one CV fold (search.assembly.fold_index): its training cases (plus the
+    learned exemplars of queries it does not hold out), with vectors and its own prototypes
+    where there is an embedder. No held-out query is among its cases, nor a near copy of one."""
     left_out = held_queries | near_copies({e.query for e in cv.learned_as_cases}, held_queries)
-    index = with_use(lambda indexed: build_index(tasks, build_lexicon(indexed), context.settings.field_weights,
-                                                 cases=indexed),
-                     fit, cv.learned_as_cases, cv.learned, held_queries, left_out, written=False)
-    if context.embedder is not None:
-        index = attach_vectors(index, context.embedder, task_vectors)
-        index = index.with_prototypes(prototypes_of(index))
-        if index.trusted is not None:
-            index = index.with_trusted(index.trusted.with_prototypes(prototypes_of(index.trusted)))
-    return index
+    return fold_index(context.settings, tasks, fit, Use(cv.learned_as_cases, cv.learned), held_queries, left_out,
+                      context.embedder, task_vectors)
 
 
 def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | None = None) -> list[CVQuery]:
@@ -223,6 +195,7 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
     exemplars, whose memory depends on the held-out queries."""
     settings, cases, embedder, seed = context.settings, context.cases, context.embedder, context.seed
     folds, negatives, max_queries, memo = cv.folds, cv.negatives, context.max_queries, context.fold_indexes
+    defaults = default_params(settings)   # the pipeline's fit: scoring every signal reads none of it
     tasks = [t for t in context.tasks if t.active]
     negative_fold = [int(bucket(seed + 1, query) * folds) for _, query in negatives]
     sampled = None
@@ -241,10 +214,16 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
     for fold, (fit, held) in enumerate(split):
         if sampled is not None:
             held = [c for c in held if c.query in sampled]
-        if cv.variants is not None:
+        typed = cv.variants is not None   # the held-out cases' prefixes, typed on the way to them
+        if typed:
             held = [replace(c, query=text) for c in held if c.gold for text in cv.variants(c.query)]
         sources = ["case"] * len(held) + [source for (source, _), f in zip(negatives, negative_fold) if f == fold]
-        held = held + [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
+        unseen = [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
+        # every active task visible, no pins: the held-out query is unseen by construction
+        requests = [SearchRequest.typed(c.query, EVERYONE, pins=False) if typed else
+                    SearchRequest.of_case(c.query, EVERYONE, pins=False) for c in held]
+        requests += [SearchRequest.of_case(c.query, EVERYONE, pins=False) for c in unseen]
+        held = held + unseen
         if not held:
             continue
         held_queries = frozenset(normalised_query(c.query) for c in held)
@@ -254,17 +233,15 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
             index = _fold_index(context, tasks, fit, task_vectors, cv, held_queries)
             if memo is not None and key is not None:
                 memo[key] = index
-        analysed = [analyse_query(index, c.query, settings.typo_min_similarity) for c in held]
-        vectors = [None] * len(held)
-        if embedder is not None:
-            vectors = list(embedder.embed([a.embedding_text for a in analysed], "query"))
-        rows, visible = index.visible(None, restrict=False)
-        for case, query, vector, source in zip(held, analysed, vectors, sources):
+        pipeline = make_pipeline(index, defaults, settings, embedder)
+        analysed = [pipeline.analyse(request) for request in requests]
+        vectors = pipeline.embed(analysed)
+        for case, request, query, vector, source in zip(held, requests, analysed, vectors, sources):
             if cv.keep is not None and not cv.keep(query):
                 continue
-            values = signal_values(index, query, rows, vector)
-            oos = index.exemplars.nearest_out_of_scope(vector) if vector is not None else None
-            out.append(CVQuery(case, fold, visible, values, oos, source=source, unfinished=query.unfinished))
+            scored = pipeline.score(request, query, vector)   # every signal, every active task
+            out.append(CVQuery(case, fold, scored.tasks, scored.values, scored.out_of_scope_similarity, source=source,
+                               unfinished=query.unfinished))
         if progress is not None:
             progress(fold + 1, folds)
     return out

@@ -13,14 +13,15 @@ from typing import Sequence
 import numpy as np
 
 from catalog.records import TaskRecord
-from lexicon.rationale import build_lexicon
-from search.fitting.cv import CVPass, CVQuery, FitContext, attach_vectors, cv_queries
+from search.assembly import attach_vectors, build
+from search.fitting.cv import CVPass, CVQuery, FitContext, cv_queries
 from search.fitting.metrics import cross_fitted_gold_ranks, net_first_wins, rank_summary, ranking_metrics, rankings
 from search.fitting.weights import fit_weights
-from search.index import build_index
 from search.learned import LearnedExemplar
-from search.prefilter import SIGNALS, analyse_query, prefilter
+from search.pipeline import make_pipeline
+from search.prefilter import SIGNALS
 from search.ranker import MODES, FusionWeights, RankerParams
+from search.request import EVERYONE, SearchRequest
 from settings import Weights
 
 
@@ -60,17 +61,18 @@ def informative_learned(context: FitContext, defaults: RankerParams, learned: Se
 def first_written_answers(context: FitContext, defaults: RankerParams, queries: Sequence[str]) -> dict[str, str | None]:
     """query -> the task the catalog indexed from its written cases alone ranks first for it,
     with the default weights of the fit's primary mode (full with embeddings, else sparse),
-    every task visible (None: nothing ranked)."""
+    every task visible (None: nothing ranked). A learned query is read as typed
+    (SearchRequest.typed): whether it is still being typed is the prefilter's reading."""
     settings, cases, embedder = context.settings, context.cases, context.embedder
-    index = build_index(context.tasks, build_lexicon(cases), settings.field_weights, cases=cases)
+    index = build(settings, context.tasks, cases)
     if embedder is not None:
         index = attach_vectors(index, embedder)
-    analysed = [analyse_query(index, q, settings.typo_min_similarity) for q in queries]
-    vectors = embedder.embed([a.embedding_text for a in analysed], "query") if embedder is not None else None
+    pipeline = make_pipeline(index, defaults, settings, embedder)
+    requests = [SearchRequest.typed(q, EVERYONE, k=1) for q in queries]
+    analysed = [pipeline.analyse(request) for request in requests]
     first: dict[str, str | None] = {}
-    for i, (query, a) in enumerate(zip(queries, analysed)):
-        result = prefilter(index, a, defaults.weights, k=1, restrict_roles=False,
-                           query_vector=vectors[i] if vectors is not None else None)
+    for query, request, a, vector in zip(queries, requests, analysed, pipeline.embed(analysed)):
+        result = pipeline.fuse(pipeline.score(request, a, vector), request.k, defaults.weights).result
         first[query] = result.ranked[0].task.id if result.ranked else None
     return first
 

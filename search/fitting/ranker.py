@@ -12,17 +12,15 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.rationale import build_lexicon
+from search.assembly import Use, attach_vectors, build, prototypes_of
 from search.fitting.abstention import abstention_negatives, fit_abstentions
 from search.fitting.foreign import fit_foreign, written_in_other_language
-from search.fitting.cv import (FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, attach_vectors, cases_digest,
-                               cv_queries, prototypes_of)
+from search.fitting.cv import FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, cases_digest, cv_queries
 from search.fitting.learned import choose_learned_as_cases, choose_learned_signal, informative_learned, usable_learned
 from search.fitting.metrics import choose_shortlist, choose_sparse_signals, ranking_metrics, rankings
 from search.fitting.tail import choose_tail_ratio
 from search.fitting.typed import fit_typing, typing_queries
 from search.fitting.weights import fit_weights
-from search.index import build_index, with_use
 from search.learned import LearnedInputs, learned_digest, trusted_cases, unclicked_digest
 from search.prefilter import TYPING_SIGNALS
 from search.prototypes import encode
@@ -155,9 +153,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     stored_prototypes = None
     if embedder is not None:
         # the exemplars serving will hold, and its written-only and trusted counterparts (search.index.with_use)
-        index = attach_vectors(with_use(lambda indexed: build_index(tasks, build_lexicon(indexed),
-                                                                    settings.field_weights, cases=indexed),
-                                        cases, learned if as_cases else ()), embedder)
+        index = attach_vectors(build(settings, tasks, cases, Use(as_cases=learned if as_cases else ())), embedder)
         matrix = prototypes_of(index)
         if matrix is not None:
             stored_prototypes = {"task_ids": [t.id for t in index.tasks], "matrix": encode(matrix)}

@@ -1,18 +1,19 @@
 """The ranking signals: one module each (search/signal/<name>.py), registered here, once.
 
 `REGISTRY` lists them in the order the prefilter computes and shows them; everything that names
-signals reads it: the prefilter's families (search.prefilter.SIGNALS, ...), the abstention's
-sparse evidence (search.confidence.SPARSE_EVIDENCE), the evaluation's single-signal baselines
-(evaluation.configs), the pooled default derivation (evaluation.defaults), the configuration
-reference (ops/gen_config_doc.py) and the "why" line's phrases (`says`, sent with each result
-as `signal_phrases`). Registration is this explicit list: importing a signal's module registers
+signals reads it: the prefilter's families (search.prefilter.SIGNALS, ...), its deferred signals
+and abstention evidence (search.prefilter.DEFERRABLE, EVIDENCE), the abstention's sparse evidence
+and its models' features (search.confidence.SPARSE_EVIDENCE, features_for_mode), the
+evaluation's single-signal baselines (evaluation.configs), the pooled default derivation
+(evaluation.defaults), the configuration reference (ops/gen_config_doc.py) and the "why"
+line's phrases (`says`, sent with each result as `signal_phrases`). Registration is this explicit list: importing a signal's module registers
 nothing. Adding a signal: docs/architecture.md, "Adding a signal".
 """
 from __future__ import annotations
 
 from search.signal import (begins, centroid, embedding, exemplar, learned, lexical, neighbour, prototype,
                            rationale, typed, typo)
-from search.signal.base import FAMILIES, QueryContext, Signal
+from search.signal.base import FAMILIES, MODES, AbstentionFeature, Evidence, QueryContext, Signal
 
 REGISTRY: tuple[Signal, ...] = (
     lexical.SIGNAL, rationale.SIGNAL, typo.SIGNAL, exemplar.SIGNAL,
@@ -33,4 +34,5 @@ def phrases() -> dict[str, str]:
     return {s.name: s.says for s in REGISTRY if s.says}
 
 
-__all__ = ["BY_NAME", "FAMILIES", "REGISTRY", "QueryContext", "Signal", "named", "phrases"]
+__all__ = ["BY_NAME", "FAMILIES", "MODES", "REGISTRY", "AbstentionFeature", "Evidence", "QueryContext", "Signal",
+           "named", "phrases"]

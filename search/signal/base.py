@@ -3,30 +3,33 @@
 A signal x_f(q, t) gives every visible task t one value for the query q; the prefilter fuses
 them, score(q, t) = sum_f w_f * x_f(q, t) (search.prefilter). Each signal is one module of this
 package, holding all that is particular to it: where its evidence comes from, its query-time
-value, its index-time preparation (when it needs one the shared index does not hold), whether
-it is sparse evidence for the abstention, its single-signal evaluation baseline and the phrase
-the widget's "why" line uses for it. search/signal/__init__.py registers them, in one list.
-The default weights are configuration: settings.Weights and settings.DegradedWeights.
+value, what it tells the abstention ("no confident match": `abstention_evidence`,
+`abstention_features`, `evidence`), how it is computed where its weight is 0 (`deferred`) or
+from the trusted evidence alone (`trusted`), its single-signal evaluation baseline and the
+phrase the widget's "why" line uses for it. search/signal/__init__.py registers them, in one
+list. The default weights are configuration: settings.Weights and settings.DegradedWeights.
 
 The shared, precomputed parts (the BM25F and rationale matrices, the exemplar memory, the
 vectors) live in the index (search.index, search.exemplars); `QueryContext` computes what
-several signals of one query read (the query plan, the projections of the query vector, the
-centroid cosines the neighbour cascade starts from) once, on first use.
+several signals of one query read (the query plan, search.query.plan_query; the projections of
+the query vector; the centroid cosines the neighbour cascade starts from,
+search.exemplars.neighbour_signals) once, on first use. Everything this package reads sits
+below it: nothing here imports the prefilter, which imports this package.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 import numpy as np
 
+from search.exemplars import neighbour_signals
+from search.query import plan_query
 from search.signals import column_sum
 
 if TYPE_CHECKING:
-    from catalog.records import CaseRecord, TaskRecord
     from search.index import SearchIndex
-    from search.prefilter import AnalysedQuery, QueryPlan
+    from search.query import AnalysedQuery, QueryPlan
 
 #: The families, in the order the prefilter computes them. `sparse`: from words (always there);
 #: `typing`: only for a query read as still being typed; `dense`: from the query vector (full
@@ -34,27 +37,68 @@ if TYPE_CHECKING:
 FAMILIES = ("sparse", "typing", "dense", "learned")
 
 
+#: The abstention model's modes (search.confidence): "full" with embeddings, "sparse" without.
+MODES = ("full", "sparse")
+
+
+class Ranking(Protocol):
+    """What an abstention feature reads of a ranking beside its top answer's signal values
+    (search.prefilter.PrefilterResult, which imports this package)."""
+
+    evidence: Mapping[str, float]              # each signal's Evidence at the top answer, and the query's
+    out_of_scope_similarity: float | None      # cosine to the nearest written out-of-scope case
+
+
+@dataclass(frozen=True)
+class AbstentionFeature:
+    """One feature of the abstention model ("no confident match", search.confidence) that a
+    signal informs, read at the top answer. `value(signals, ranking)`: from the top answer's
+    signal values (an unavailable one read as 0) and the ranking (`Ranking`: its `evidence`,
+    its out-of-scope similarity); None: the signal's own value there. Several signals may
+    inform one feature: its value is then their sum, in registry order (`sparse_evidence`).
+    The fitted models store their coefficients by feature name (AbstentionModel.features), so
+    a feature keeps its name once a fit has read it."""
+
+    name: str
+    modes: tuple[str, ...]     # the modes (MODES) whose model reads it
+    value: Callable[[Mapping[str, float], Ranking], float] | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A per-task array a signal keeps beside its value for its abstention features (never
+    fused, never shown): the prefilter computes it where the signal has a value, and the
+    abstention reads it at the top answer (PrefilterResult.evidence[name])."""
+
+    name: str
+    value: Callable[["QueryContext"], np.ndarray | None]   # at ctx.rows; None: none here
+
+
 @dataclass(frozen=True)
 class Signal:
+    """One ranking signal: its name, family and value, and what the rest of the product reads
+    of it (the module docstring)."""
+
     name: str                  # the weight's field in settings.Weights, the key in responses
     family: str                # one of FAMILIES
     source: str                # what its evidence is, for the configuration reference (docs)
     value: Callable[["QueryContext"], np.ndarray | None]   # x_f at ctx.rows; None: unavailable here
     says: str | None = None    # the "why" line's phrase when it added to a result's score; None: unnamed
-    abstention_evidence: bool = False   # sparse evidence that a query word points at a task (search.confidence)
+    # a query word points at a task where it is not 0: without embeddings, a query whose top
+    # answer no such signal supports is refused (search.confidence.assess)
+    abstention_evidence: bool = False
+    abstention_features: tuple[AbstentionFeature, ...] = ()   # what the abstention model reads of it
+    evidence: tuple[Evidence, ...] = ()                        # per-task arrays its features read
     baseline: str | None = None         # description of its single-signal evaluation baseline (evaluation.configs)
     fit_only: bool = False     # exists only with a per-catalog fit (no shipped default weight is derived)
-    # index-time preparation the shared index does not hold: prepare(tasks, cases, index) -> data,
-    # kept as index.prepared[name] (search.index.build_index calls it once per index; the value
-    # function reads ctx.index.prepared[name])
-    prepare: Callable[[Sequence["TaskRecord"], Sequence["CaseRecord"], "SearchIndex"], Any] | None = None
-
-
-def _prefilter():
-    """search.prefilter, which imports this package (so not at the top of this module): by then
-    it is loaded, and a look-up in sys.modules costs a tenth of a `from ... import` statement
-    (0.8 µs), twice per query."""
-    return sys.modules["search.prefilter"]
+    # Where its weight is 0 it cannot move the ranking: deferred(ctx) gives its values at chosen
+    # positions of ctx.rows only (positions -> values, the same as `value` there; None: unavailable),
+    # and the prefilter computes it at the returned tasks alone (search.prefilter.DEFERRABLE).
+    deferred: Callable[["QueryContext"], Callable[[np.ndarray], np.ndarray] | None] | None = None
+    # Its value as the trusted evidence alone gives it (the written cases, what verified people
+    # taught), where the index's trusted counterpart cannot say (search.prefilter.trusted_values):
+    # trusted(ctx) at ctx.rows, None where nothing anonymous stands behind it.
+    trusted: Callable[["QueryContext"], np.ndarray | None] | None = None
 
 
 class lazy:
@@ -88,9 +132,9 @@ class QueryContext:
 
     @lazy
     def plan(self) -> "QueryPlan":
-        """How each query word meets the index (search.prefilter.plan_query)."""
+        """How each query word meets the index (search.query.plan_query)."""
         a = self.analysed
-        return _prefilter().plan_query(self.index, a.words, a.corrections, a.prefix, a.language)
+        return plan_query(self.index, a.words, a.corrections, a.prefix, a.language)
 
     def exact(self, matrix) -> np.ndarray:
         """Column sums of the query's own terms, plus the last word's weighted completions
@@ -118,6 +162,6 @@ class QueryContext:
     @lazy
     def neighbours(self) -> tuple[np.ndarray, np.ndarray | None]:
         """(nearest-exemplar cosine, the same over the written cases' exemplars or None): see
-        search.prefilter.neighbour_signals."""
-        return _prefilter().neighbour_signals(self.index.exemplars, self.rows, self.centroid, self.query_vector,
+        search.exemplars.neighbour_signals."""
+        return neighbour_signals(self.index.exemplars, self.rows, self.centroid, self.query_vector,
                                  written=self.index.written is not None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search.signal.base import QueryContext, Signal
+from search.signal.base import AbstentionFeature, QueryContext, Signal
 
 
 def value(ctx: QueryContext) -> np.ndarray:
@@ -15,4 +15,5 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 SIGNAL = Signal("centroid", "dense", "cosine to the mean of the task's exemplars", value,
                 says="close in meaning to its name and example searches",
-                baseline="e5 cosine to the centroid of the task's exemplars only")
+                baseline="e5 cosine to the centroid of the task's exemplars only",
+                abstention_features=(AbstentionFeature("centroid", ("full",)),))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search.signal.base import QueryContext, Signal
+from search.signal.base import AbstentionFeature, QueryContext, Signal
 from search.signals import coverage_normalise
 
 
@@ -19,4 +19,6 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 
 SIGNAL = Signal("exemplar", "sparse", "BM25 over name + aliases + help + the task's case queries", value,
-                says="shares words with its name, help or example searches", abstention_evidence=True)
+                says="shares words with its name, help or example searches", abstention_evidence=True,
+                abstention_features=(AbstentionFeature("exemplar", ("sparse",)),
+                                     AbstentionFeature("sparse_evidence", ("full",))))

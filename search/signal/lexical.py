@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search.signal.base import QueryContext, Signal
+from search.signal.base import AbstentionFeature, QueryContext, Signal
 from search.signals import coverage_normalise
 
 
@@ -30,4 +30,7 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 SIGNAL = Signal("lexical", "sparse", "BM25F over name / aliases / category / help", value,
                 says=None,   # the why line names the matched words themselves ("matches ...")
-                abstention_evidence=True, baseline="BM25F over task name/aliases/category/help only")
+                abstention_evidence=True, baseline="BM25F over task name/aliases/category/help only",
+                # without embeddings its raw value; with them, part of the words' evidence (with rationale, exemplar)
+                abstention_features=(AbstentionFeature("lexical", ("sparse",)),
+                                     AbstentionFeature("sparse_evidence", ("full",))))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search.signal.base import QueryContext, Signal
+from search.signal.base import AbstentionFeature, QueryContext, Signal
 from search.signals import coverage_normalise
 
 
@@ -20,4 +20,6 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 
 SIGNAL = Signal("rationale", "sparse", "the rationale lexicon built from test cases, weighted P(t|w)·idf(w)", value,
-                says="uses words its example searches use", abstention_evidence=True)
+                says="uses words its example searches use", abstention_evidence=True,
+                abstention_features=(AbstentionFeature("rationale", ("sparse",)),
+                                     AbstentionFeature("sparse_evidence", ("full",))))

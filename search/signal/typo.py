@@ -1,18 +1,21 @@
 """typo: the lexical and rationale evidence of the query's typo-corrected words, each correction
-weighted by its similarity (rapidfuzz; search.prefilter.typo_corrections), coverage-normalised
-by the same ideals as those two signals:
+weighted by its similarity, coverage-normalised by the same ideals as those two signals:
 
     typo(q, t) = lexical(corrected(q), t) + rationale(corrected(q), t)
 
-(0 for a query in another language than the catalog's: search.prefilter.analyse_query corrects
-none of its words into the catalog's language.)
+The corrections are the query's reading, not this signal's alone (search.query.typo_corrections:
+rapidfuzz over index.surface_words, at least TYPO_MIN_SIMILARITY, settings.typo_min_similarity,
+given once to search.query.analyse_query): the embedder's text and the "why" line read them too.
+The query plan turns each into its term's column and similarity (QueryPlan.typo_columns), which
+this signal reads. 0 for a query in another language than the catalog's: analyse_query corrects
+none of its words into the catalog's language.
 
 Index time: nothing of its own (the two matrices, and the surface vocabulary in index.surface_words)."""
 from __future__ import annotations
 
 import numpy as np
 
-from search.signal.base import QueryContext, Signal
+from search.signal.base import AbstentionFeature, QueryContext, Signal
 from search.signals import column_sum, coverage_normalise
 
 
@@ -28,4 +31,4 @@ def value(ctx: QueryContext) -> np.ndarray:
 
 SIGNAL = Signal("typo", "sparse", "typo-corrected terms through the lexical and rationale matrices", value,
                 says=None,   # the why line says the correction itself ("reads ... as ...")
-                abstention_evidence=True)
+                abstention_evidence=True, abstention_features=(AbstentionFeature("typo", ("sparse",)),))

@@ -12,7 +12,7 @@ product, abstention, error analysis).
     python app.py evaluate                 # the current database's tasks and cases (read only)
 
 Everything is built in a throw-away store from the TRAINING cases only; the live database and
-its cases are only read. Register with `app.cli.add_command(evaluate_command)`.
+its cases are only read. app.py registers `evaluate_command` and `evaluate_prefixes_command`.
 """
 from __future__ import annotations
 
@@ -26,13 +26,11 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from catalog.formats import ImportRejected, load_cases_file, load_tasks_file
-
-from . import adaptation as adaptation_experiment
-from . import clinc150 as clinc
-from .configs import resolve
-from .evaluate import EvaluationOptions, Runtime, Split, evaluate
-from .report import json_safe, write_all
 from catalog.splits import holdout_split
+from evaluation import clinc150 as clinc
+from evaluation.configs import resolve
+from evaluation.evaluate import EvaluationOptions, Runtime, Split, evaluate
+from evaluation.report import json_safe, write_all
 
 
 def _load_clinc(clinc_dir: Path, max_per_intent: int | None, max_test_per_intent: int | None,
@@ -145,6 +143,7 @@ def evaluate_command(catalog, cases, test_cases, holdout, seed, configs, out, js
     command = "python app.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     extra = []
     if adaptation:
+        from evaluation import adaptation as adaptation_experiment   # ~0.1 s that `app.py search` never needs
         result = adaptation_experiment.run(settings, Split(tasks, train, test), embedder, progress)
         report["adaptation"] = result
         extra.append(adaptation_experiment.markdown(result))

@@ -1,4 +1,4 @@
-"""`llm` command group; the application registers it as `python app.py llm ...`."""
+"""`python app.py llm ...`: the local llama.cpp server (infra.local_llm) as a command group."""
 from __future__ import annotations
 
 import signal
@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .local_llm import serve, stop, wait_ready
+from infra.local_llm import serve, stop, wait_ready
 
 READY_TIMEOUT_S = 180.0
 

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from web.multiprocess import drop_dead_processes
+from infra.multiprocess import drop_dead_processes
 
 log = logging.getLogger(__name__)
 

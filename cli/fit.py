@@ -1,4 +1,4 @@
-"""`python app.py fit`: the per-catalog ranker fit, next to the code it drives (search.fitting).
+"""`python app.py fit`: the per-catalog ranker fit (search.fitting, run by the search service).
 
     python app.py fit             # fit on the database's current cases now, store it, print the CV figures
     python app.py fit --history   # the stored fits, newest first
@@ -17,7 +17,6 @@ import json
 import click
 from flask import current_app
 from flask.cli import with_appcontext
-
 
 
 @click.command("fit")

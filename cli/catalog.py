@@ -1,4 +1,6 @@
-"""CLI commands that drive the store: import/export, migrations, demo data."""
+"""`python app.py import-catalog|import-cases|export-catalog|export-cases|load-demo` and
+`db upgrade|downgrade`: the commands that drive the catalog store (import/export, migrations,
+demo data)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +14,6 @@ from catalog import db
 from catalog.formats import ImportRejected, load_cases_file, load_tasks_file, write_catalog, write_jsonl
 from catalog.demo import DEMO_CASES, DEMO_CATALOG, DEMO_FIT, DEMO_VECTORS
 from catalog.store import StoreConflict
-from search.shipped import ShippedFit, install
-
 
 
 def _store():
@@ -111,7 +111,8 @@ def load_demo(force: bool, no_fit: bool):
     if not no_fit and services.settings.ranker_fit:
         # The demo's fit ships with it (search.shipped): installed in a second where it applies
         # (these very tasks and cases, the settings it was made with), else the same fit
-        # `python app.py fit` makes (search.cli); "up to date" when one exists for these cases.
+        # `python app.py fit` makes (cli.fit); "up to date" when one exists for these cases.
+        from search.shipped import ShippedFit, install   # when it runs: ~0.5 s that `app.py search` never needs
         report = install(ShippedFit.load(DEMO_FIT, DEMO_VECTORS), store, services.settings, services.search.embedder)
         if report["status"] == "installed":
             click.echo(f"ranker fit: installed the demo's shipped fit (fit {report['fit_id']}; "

@@ -1,4 +1,4 @@
-"""`flask corpus ...`: ingest, search, enrich, evaluate named corpora.
+"""`python app.py corpus ...`: ingest, search, enrich, evaluate named corpora (kb/).
 
 Commands read settings from current_app.config["SETTINGS"] (they run in the app context).
 """
@@ -12,7 +12,6 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from evaluation.corpus import evaluate_corpus
 from kb.llm import MODES as PROMPT_MODES
 from kb.search import KB, KBConfig, MODES
 from kb.store import IngestError, parse_qrels, parse_queries
@@ -146,6 +145,8 @@ def enrich_catalog(max_df, concurrency):
 @with_appcontext
 def evaluate(name, queries, qrels, modes, limit, prompt_mode, lam, max_df, json_path):
     """nDCG@10, Recall@10, Recall@100, MRR@10 per mode (LLM modes skipped without an endpoint)."""
+    from evaluation.corpus import evaluate_corpus   # when it runs: ~0.2 s that `app.py search` never needs
+
     kb = _kb(prompt_mode=prompt_mode, lam=lam, max_df=max_df)
     if not kb.store.exists(name):
         raise click.ClickException(f"unknown corpus {name!r}")
