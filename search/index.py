@@ -92,6 +92,9 @@ class SearchIndex:
     prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
     learned: LearnedMemory | None = None    # implicit exemplars learned from use (search.learned), or None
     category_labels: Mapping[str, str] = field(default_factory=dict)   # category -> label people read
+    # the words the tasks' own texts are written with (not the test cases'): what a why line may
+    # say a word was read as (search.prefilter.explanation_targets)
+    text_words: frozenset[str] = frozenset()
     term_support: np.ndarray | None = None  # per term column: postings in lexical + rationale + exemplar
     # The same catalog indexed from the written cases alone, when cases learned from use joined
     # this one (search.learned.learned_cases): the counterfactual that contributions.learned is
@@ -274,6 +277,7 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                        exemplars=exemplars, exemplar_ideal=IdealWeights.of(exemplars.lexical),
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks),
+                       text_words=frozenset(task_text.surface_to_term),
                        term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical),
                        typed=build_typed_index(tasks, cases))
 

@@ -31,14 +31,17 @@ says which words matched where (`explain_rows`).
 """
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from catalog.records import TaskRecord
+from lexicon.frequency import common
 from lexicon.language import CATALOG_LANGUAGE, foreign
-from lexicon.text import stem
+from lexicon.text import normalise, stem
 from search.index import SearchIndex
 from search.learned import anonymous_bounded
 from search.query import AnalysedQuery, QueryPlan, analyse_query, plan_query, query_coverage
@@ -162,32 +165,46 @@ def mode_of(values: dict[str, np.ndarray]) -> str:
 
 
 def explanation_targets(index: SearchIndex, query_words: list[str], corrections,
-                        language: str = CATALOG_LANGUAGE) -> list[tuple]:
+                        language: str = CATALOG_LANGUAGE, fragment: str | None = None) -> list[tuple]:
     """Per query word, in order, what it may have matched: (word, surface word, similarity or
     None, term, column) for the word itself and each of its typo corrections, when the term is
     a vocabulary column. Resolved once per query, for every explained result.
 
-    Only a correction that explains a misspelling is a target (is_misspelling_of), and only the
-    first (closest) correction of a word to each term: "screning" read as "screening" and as
-    "screenings" is one reading of one term, said once. The ranking is not this function's: the
-    typo signal reads `corrections` as they are (plan_query). `language`: the query's
-    (AnalysedQuery.language); a word of another language than the catalog's is its own stem there."""
+    Only a correction that explains a misspelling is a target (is_misspelling_of), only one
+    into a word the tasks' own texts are written with or a common word (lexicon.frequency):
+    never into a test case's typo ("dev" read as "developement"), and only the first (closest)
+    correction of a word to each term: "screning" read as "screening" and as "screenings" is one
+    reading of one term, said once. `fragment`: the last word while it is still being typed
+    (it begins words of the catalog: `fragment_readings` says which, per result), so none of
+    its corrections is a target: a half-typed word is not a misspelled finished one ("backg" is
+    not "back", "med" not "medicaid"). The ranking is not this function's: the typo signal reads
+    `corrections` as they are (plan_query). `language`: the query's (AnalysedQuery.language); a
+    word of another language than the catalog's is its own stem there."""
     targets = []
     other = foreign(language)
     for word in query_words:
         own = index.vocabulary.get(stem(word, language) if other else index.surface_to_term.get(word, stem(word)))
         read: set[str] = set()
-        for surface_word, similarity in [(word, None)] + [(c, s) for c, s in corrections.get(word, [])]:
+        readings = [(word, None)] if word == fragment else [(word, None)] + list(corrections.get(word, []))
+        for surface_word, similarity in readings:
             term = stem(surface_word, language) if other and similarity is None else \
                 index.surface_to_term.get(surface_word, stem(surface_word))
             column = index.vocabulary.get(term)
             if column is None:
                 continue
-            if similarity is not None and (term in read or not is_misspelling_of(index, own, column)):
+            if similarity is not None and (term in read or not is_misspelling_of(index, own, column)
+                                           or not readable(index, surface_word)):
                 continue
             read.add(term)
             targets.append((word, surface_word, similarity, term, column))
     return targets
+
+
+def readable(index: SearchIndex, word: str) -> bool:
+    """Whether a why line may say a word was read as `word`: a word of the tasks' own texts, or
+    a common word of a supported language ("shots", which only the test cases use). Not a test
+    case's deliberate typo ("developement", "attendence")."""
+    return word in index.text_words or common(word)
 
 
 def is_misspelling_of(index: SearchIndex, own: int | None, correction: int) -> bool:
@@ -207,13 +224,52 @@ def is_misspelling_of(index: SearchIndex, own: int | None, correction: int) -> b
     return float(index.term_support[correction]) > float(index.term_support[own])
 
 
+def typed_fragment(index: SearchIndex, analysed: AnalysedQuery) -> str | None:
+    """The last query word when it is still being typed (no space after it: the prefilter reads
+    it as a prefix too, AnalysedQuery.prefix) and begins a word of the tasks' own texts (longer
+    than it): what the why line says "begins" a word instead of reading it as another finished
+    word. None after a space, for a word that begins none, and for a whole word of the tasks'
+    texts ("check" is said to match "Checks", not to begin it)."""
+    if analysed.finished or not analysed.words or analysed.foreign:
+        return None
+    word = analysed.words[-1]
+    if word in index.text_words:   # a whole word of the catalog ("check", "bus"): it matches as one
+        return None
+    surface = index.surface_words   # sorted: the words beginning with `word` are one slice
+    start = bisect.bisect_right(surface, word)
+    for w in surface[start:bisect.bisect_left(surface, word + "\uffff", start)]:
+        if w in index.text_words:
+            return word
+    return None
+
+
+_TEXT_WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
+
+
+def fragment_readings(task: TaskRecord, fragment: str) -> dict[str, str | None]:
+    """Per field of `task`'s own text where a word begins with `fragment`: the first such word
+    as the task writes it, or None where the field has `fragment` as a whole word (it matches
+    whole there). Name first."""
+    found: dict[str, str | None] = {}
+    for where, texts in (("name", (task.name,)), ("aliases", task.aliases),
+                         ("category", ((task.category or "").replace("_", " "),)), ("help", (task.help,))):
+        begun = [w for text in texts for w in _TEXT_WORD.findall(text or "") if normalise(w).startswith(fragment)]
+        if any(normalise(w) == fragment for w in begun):
+            found[where] = None
+        elif begun:
+            found[where] = begun[0]
+    return found
+
+
 def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str], corrections,
-                 language: str = CATALOG_LANGUAGE) -> list[list[dict]]:
+                 language: str = CATALOG_LANGUAGE, fragment: str | None = None) -> list[list[dict]]:
     """Per task row, which query words matched where (its text fields, the rationale lexicon),
-    for explanations: [{"term", "field"[, "corrected_to", "similarity"]}, ...]. A query in another
-    language than the catalog's (`language`) matches no text field: the lexical signal abstains
-    for it (search.signal.lexical), so a why line must not say it matched one."""
-    targets = explanation_targets(index, query_words, corrections, language)
+    for explanations: [{"term", "field"[, "corrected_to", "similarity" | "begins"]}, ...]. A query
+    in another language than the catalog's (`language`) matches no text field: the lexical signal
+    abstains for it (search.signal.lexical), so a why line must not say it matched one.
+    `fragment` (typed_fragment): the last word still being typed, said to begin the task's
+    words where it does not match one whole ("dev" begins "Development")."""
+    targets = explanation_targets(index, query_words, corrections, language, fragment)
     text_fields = () if foreign(language) else TEXT_FIELDS
     rationale = index.rationale
     linked = {column: frozenset(rationale.indices[rationale.indptr[column]:rationale.indptr[column + 1]].tolist())
@@ -232,6 +288,10 @@ def explain_rows(index: SearchIndex, rows: Sequence[int], query_words: list[str]
                 if similarity is not None:
                     entry.update(corrected_to=surface_word, similarity=round(similarity, 3))
                 matched.append(entry)
+        if fragment is not None:   # "dev" begins "Development" (not: matches "dev", its stem's field)
+            begun = fragment_readings(index.tasks[row], fragment)
+            matched = [m for m in matched if not (m["term"] == fragment and begun.get(m["field"]))]
+            matched.extend({"term": fragment, "field": where, "begins": word} for where, word in begun.items() if word)
         out.append(matched)
     return out
 
@@ -636,8 +696,9 @@ def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, *, explain:
         assert not any(float(getattr(mode_weights, name)) for name in deferred), "a deferred signal is weighed"
     attribute = explain_words = None
     if explain:
+        fragment = typed_fragment(index, analysed)
         explain_words = lambda order: explain_rows(index, rows[order].tolist(), analysed.words,  # noqa: E731
-                                                   analysed.corrections, analysed.language)
+                                                   analysed.corrections, analysed.language, fragment)
         if index.written is not None:   # cases learned from use joined this index: say what they did
             reached = scored.values.get(WRITTEN_NEIGHBOUR)
 

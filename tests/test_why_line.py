@@ -45,8 +45,9 @@ def test_a_correctly_spelled_word_is_not_explained_as_a_test_case_s_misspelling(
     assert asq["contributions"]["typo"] > 0
     for row in body["results"]:
         assert not [pair for pair in readings(row) if pair[0] == "developmental"], (row["name"], readings(row))
-    # the unfinished last word is still read as the word it begins
-    assert ("scr", "screened") in readings(asq)
+    # the unfinished last word begins the task's word: it is not read as another finished word
+    assert ("scr", "screened") not in readings(asq)
+    assert {"term": "scr", "field": "name", "begins": "Screening"} in asq["matched"]
 
 
 def test_a_misspelling_is_explained_once_per_word_and_term(admin_app):
@@ -104,3 +105,43 @@ def test_a_word_the_cases_know_better_than_its_correction_is_no_misspelling(smal
 def test_a_word_the_cases_know_worse_than_its_correction_is_explained(small_index):
     asq, _drdp, _notes = explained(small_index, "devlopmental screning")
     assert ("devlopmental", "developmental") in asq and ("screning", "screening") in asq
+
+
+# -- issue 43 item 3: what a fragment is said to match -------------------------------------------------
+def begun(row: dict) -> list[tuple[str, str, str]]:
+    return [(m["term"], m["field"], m["begins"]) for m in row["matched"] if "begins" in m]
+
+
+@pytest.mark.parametrize(("typed", "task", "word"), [("dev", "Professional Development Hours", "Development"),
+                                                     ("medica", "Medical Home", "Medical"),
+                                                     ("eligib", "Eligibility Determination", "Eligibility")])
+def test_a_word_still_being_typed_is_said_to_begin_the_task_s_word(admin_app, typed, task, word):
+    """Issue 43 item 3: `dev` was explained as 'Reads “dev” as “developement”' (a test case's
+    typo), `medica` as 'as “medical”', `med` as 'as “medicaid”' on Medical Home. A half-typed
+    word begins the task's own word, as the task writes it; it is never read as a finished word."""
+    body = search(admin_app, typed)
+    row = by_name(body, task)
+    assert (typed, "name", word) in begun(row), row["matched"]
+    for result in body["results"]:
+        assert not [pair for pair in readings(result) if pair[0] == typed], (result["name"], readings(result))
+
+
+def test_a_why_line_never_reads_a_word_as_a_test_case_s_typo(small_index):
+    """A correction into a word only a misspelled test case has ("screning") is not said, even
+    where the ranker reads it; one into a word of the tasks' texts is."""
+    analysed = analyse_query(small_index, "screnning")
+    assert "screning" in [word for word, _ in analysed.corrections.get("screnning", [])]
+    said = [pair for row in explained(small_index, "screnning") for pair in row]
+    assert ("screnning", "screning") not in said
+    assert ("screnning", "screening") in said
+
+
+def test_a_finished_word_and_a_word_that_begins_nothing_are_not_fragments(small_index):
+    from search.prefilter import typed_fragment
+
+    assert typed_fragment(small_index, analyse_query(small_index, "quest")) == "quest"        # Questionnaire
+    assert typed_fragment(small_index, analyse_query(small_index, "quest ")) is None          # finished
+    assert typed_fragment(small_index, analyse_query(small_index, "xyzq")) is None            # begins nothing
+    analysed = analyse_query(small_index, "quest")
+    rows = explain_rows(small_index, [0], analysed.words, analysed.corrections, fragment="quest")
+    assert {"term": "quest", "field": "help", "begins": "questionnaire"} in rows[0]

@@ -22,4 +22,5 @@ def value(ctx: QueryContext) -> np.ndarray:
 SIGNAL = Signal("typed", "typing",
                 "BM25 over the task's words as typed (stopwords kept), the last word read as a prefix: only for a "
                 "query still being typed (docs/prefix-search.md)", value,
-                says="has words that begin as you typed", abstention_evidence=True)
+                says=None,   # the why line names the word itself ("“dev” begins “Development”": search.prefilter)
+                abstention_evidence=True)

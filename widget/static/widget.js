@@ -228,8 +228,8 @@
     var words = [];
     (row.matched || []).forEach(function (m) {
       if (m.field !== field) return;
-      words.push(fold(m.corrected_to || m.term));
-      if (!m.corrected_to) words.push(fold(m.term));
+      words.push(fold(m.corrected_to || m.begins || m.term));
+      if (!m.corrected_to && !m.begins) words.push(fold(m.term));
     });
     return unique(words);
   }
@@ -239,9 +239,13 @@
   function whyLine(row) {
     if (row.reason) return String(row.reason);
     if (row.pinned) return "The saved answer for this exact search";
-    var direct = [], fixed = [], read = {};
+    var direct = [], fixed = [], begun = [], read = {};
     (row.matched || []).forEach(function (m) {
-      if (m.corrected_to) {
+      if (m.begins) {
+        // the last word still being typed: it begins the task's word (search/prefilter.py,
+        // fragment_readings), it is not read as another finished word
+        if (TEXT_FIELDS[m.field]) begun.push("“" + m.term + "” begins “" + m.begins + "”");
+      } else if (m.corrected_to) {
         // once per typed word: the first reading is the closest the API explains (search/prefilter.py,
         // explanation_targets, which leaves out any "correction" of a word spelled right)
         if (!Object.prototype.hasOwnProperty.call(read, m.term)) fixed.push("“" + m.term + "” as “" + m.corrected_to + "”");
@@ -254,6 +258,7 @@
     var phrases = row.signal_phrases || {};
     var parts = [];
     if (direct.length) parts.push("matches " + quoted(unique(direct)));
+    if (begun.length) parts.push(unique(begun)[0]);
     if (fixed.length && contributions.typo > 0) parts.push("reads " + unique(fixed).join(", "));
     Object.keys(contributions)
       .filter(function (name) { return contributions[name] > 0 && phrases[name]; })
