@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from analytics.store import AnalyticsStore
+from lexicon import frequency
 from search.completions import (NO_EXCLUSIONS, Completions, CrowdQuery, Exclusions, PopularSearch, crowd_queries,
                                 popular_searches, still_answered, upcoming_searches)
 from serving.service import LiveIndex
@@ -92,6 +93,8 @@ class LiveCompletions:
         self._built: tuple[LiveIndex, int, Completions] | None = None
         self._lock = threading.Lock()       # guards the fields above
         self._building = threading.Lock()   # one build at a time
+        # the misspelling rule's word lists, loaded off the request path (lexicon.frequency.warm)
+        threading.Thread(target=frequency.warm, name="taskfinder-word-frequencies", daemon=True).start()
 
     @property
     def crowd(self) -> CrowdRead:

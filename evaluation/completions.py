@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from catalog.records import CaseRecord, TaskRecord
+from evaluation.prefixes import keystroke_cases
 from search.completions import Completions
 
 
@@ -37,12 +38,6 @@ class CompletionScore:
                 "wrong_per_keystroke": round(self.wrong, 3), "written_share": round(self.written, 3)}
 
 
-def keystrokes(query: str, start: int = 3) -> list[str]:
-    """What the box holds after each keystroke from the `start`-th character to the whole query."""
-    text = " ".join(query.split())
-    return [text[:end] for end in range(min(start, len(text)), len(text) + 1)]
-
-
 def completion_score(tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], test: Sequence[CaseRecord],
                      case_queries: str = "general") -> CompletionScore:
     """The measures above for `test`'s in-scope queries typed against completions built from
@@ -50,17 +45,14 @@ def completion_score(tasks: Sequence[TaskRecord], train: Sequence[CaseRecord], t
     completions = Completions(tasks, train, case_queries=case_queries)
     every_role = frozenset(role for task in tasks for role in task.roles)
     typed = lead = first = wrong = shown = written = 0
-    for case in test:
-        if not case.gold:
-            continue
-        gold = set(case.gold)
-        for text in keystrokes(case.query):
-            offered = completions.complete(text, every_role)
-            typed += 1
-            lead += any(c.tasks & gold for c in offered)
-            first += bool(offered and offered[0].tasks & gold)
-            wrong += sum(not (c.tasks & gold) for c in offered)
-            shown += len(offered)
-            written += sum(c.source == "case" for c in offered)
+    for _, cut in keystroke_cases(test):   # as evaluation.prefixes types them
+        gold = set(cut.gold)
+        offered = completions.complete(cut.query, every_role)
+        typed += 1
+        lead += any(c.tasks & gold for c in offered)
+        first += bool(offered and offered[0].tasks & gold)
+        wrong += sum(not (c.tasks & gold) for c in offered)
+        shown += len(offered)
+        written += sum(c.source == "case" for c in offered)
     n = max(typed, 1)
     return CompletionScore(typed, lead / n, first / n, wrong / n, written / max(shown, 1))
