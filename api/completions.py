@@ -25,6 +25,15 @@ for the admin's completions page.
 searches, and on its own every EXCLUSIONS_REFRESH_S (two small tables): another worker stops
 offering a blocked suggestion within that time. The worker that made the change reads it at once
 (`LiveCompletions.refresh_exclusions`).
+
+**Each keystroke's answer is kept** (`Built.answers`, COMPLETION_CACHE_SIZE per build): type-ahead
+sends the same prefixes over and over, and a lookup (the typed words through the product's text
+pipeline, a bisect per word, the suggestions' dicts) cost 32 µs of the ~540 µs the WSGI app spends
+on a hot request; a hit costs 3.5 µs (docs/prefix-search.md, issue 43 item 6). The answers live
+inside the build they were computed from, keyed by (query, visible roles): a new live index, a new
+popular read or a changed exclusion list makes a new build with an empty cache, so an answer is
+never served from an index, a read or an exclusion list that no longer serves, and one set of
+roles never reads another's.
 """
 from __future__ import annotations
 
@@ -37,8 +46,9 @@ from typing import Callable
 
 from analytics.store import AnalyticsStore
 from lexicon import frequency
-from search.completions import (NO_EXCLUSIONS, Completions, CrowdQuery, Exclusions, PopularSearch, crowd_queries,
-                                popular_searches, still_answered, upcoming_searches)
+from search.completions import (NO_EXCLUSIONS, Completion, Completions, CrowdQuery, Exclusions, PopularSearch,
+                                crowd_queries, popular_searches, still_answered, upcoming_searches)
+from search.lru import LRU
 from serving.service import LiveIndex
 
 log = logging.getLogger(__name__)
@@ -48,6 +58,11 @@ log = logging.getLogger(__name__)
 POPULAR_REFRESH_S = 300.0
 #: How old the exclusion list may get in a worker that did not make the change.
 EXCLUSIONS_REFRESH_S = 30.0
+#: Answers kept per build (query, visible roles): as many as the answer cache keeps answers
+#: (ANSWER_CACHE_SIZE's default), since each completions answer rides on one of those; past it,
+#: the search itself is a miss costing milliseconds, not the 32 µs a completions miss costs. An
+#: answer of 5 suggestions takes ~3.7 KB (tracemalloc), so at most ~4 MB per worker.
+COMPLETION_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,37 @@ class CrowdRead:
     upcoming: tuple[CrowdQuery, ...] = ()      # not offered yet: settling, or one person short
     exclusions: Exclusions = NO_EXCLUSIONS
     at: datetime | None = None                 # when it was read (None: never)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The completions of one (query, visible roles) of one build: as found (with the tasks each
+    leads to) and as the response lists them (shared between responses: read them only)."""
+
+    found: tuple[Completion, ...]
+    listed: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class Built:
+    """One build of the completions: the live index and the read generation (popular searches and
+    exclusions) it was made from, and the answers given from it. Replaced whole, never mutated but
+    for its LRU, so a cached answer can only come from the build a request is served."""
+
+    live: LiveIndex
+    generation: int
+    completions: Completions
+    answers: LRU[Offer]
+
+    def offer(self, query: str, roles: frozenset[str]) -> Offer:
+        """The completions of `query` for `roles` (cached)."""
+        key = (query, roles)
+        offer = self.answers.get(key)
+        if offer is None:
+            found = tuple(self.completions.complete(query, roles))
+            offer = Offer(found, tuple(c.as_dict() for c in found))
+            self.answers.put(key, offer)
+        return offer
 
 
 def read_popular(store: AnalyticsStore, min_people: int, settle_s: float,
@@ -81,8 +127,9 @@ class LiveCompletions:
     def __init__(self, read: Callable[[], CrowdRead], refresh_s: float = POPULAR_REFRESH_S,
                  clock: Callable[[], float] = time.monotonic,
                  read_exclusions: Callable[[], Exclusions] | None = None,
-                 exclusions_refresh_s: float = EXCLUSIONS_REFRESH_S):
+                 exclusions_refresh_s: float = EXCLUSIONS_REFRESH_S, cache_size: int = COMPLETION_CACHE_SIZE):
         self.read, self.refresh_s, self.clock = read, refresh_s, clock
+        self.cache_size = cache_size
         self.read_exclusions, self.exclusions_refresh_s = read_exclusions, exclusions_refresh_s
         self._crowd: CrowdRead | None = None     # None: never read
         self._exclusions: Exclusions = NO_EXCLUSIONS
@@ -90,7 +137,7 @@ class LiveCompletions:
         self._read_at = float("-inf")  # when the latest read (successful or not) started
         self._excluded_at = float("-inf")
         self._reading = False
-        self._built: tuple[LiveIndex, int, Completions] | None = None
+        self._built: Built | None = None
         self._lock = threading.Lock()       # guards the fields above
         self._building = threading.Lock()   # one build at a time
         # the misspelling rule's word lists, loaded off the request path (lexicon.frequency.warm)
@@ -102,24 +149,36 @@ class LiveCompletions:
         return self._crowd or CrowdRead()
 
     def complete(self, live: LiveIndex, query: str, roles: frozenset[str]) -> list[dict]:
-        """The completions of `query` for a caller who may see `roles`, as the response lists them."""
-        return [c.as_dict() for c in self.completions(live).complete(query, roles)]
+        """The completions of `query` for a caller who may see `roles`, as the response lists them
+        (a new list; its dicts are shared with other answers: read them only)."""
+        return list(self.offer(live, query, roles).listed)
+
+    def offer(self, live: LiveIndex, query: str, roles: frozenset[str]) -> Offer:
+        """The completions of `query` for `roles` from the build of `live` and the newest read,
+        cached in that build (`found` carries the tasks each leads to)."""
+        return self._current(live).offer(query, frozenset(roles))
 
     def completions(self, live: LiveIndex) -> Completions:
         """The completions of `live` with the newest popular searches (built if need be)."""
+        return self._current(live).completions
+
+    def _current(self, live: LiveIndex) -> Built:
+        """The build of `live` with the newest read, made (with an empty answer cache) when the
+        index or the read generation moved: the only place a build is made or replaced."""
         self._refresh_when_due()
         built = self._built
-        if built is not None and built[0] is live and built[1] == self._generation:
-            return built[2]
+        if built is not None and built.live is live and built.generation == self._generation:
+            return built
         with self._building:
             with self._lock:
                 built, generation = self._built, self._generation
                 popular, exclusions = self.crowd.popular, self._exclusions
-            if built is not None and built[0] is live and built[1] == generation:
-                return built[2]
-            completions = Completions(live.index.tasks, live.cases, popular, exclusions=exclusions)
-            self._built = (live, generation, completions)
-            return completions
+            if built is not None and built.live is live and built.generation == generation:
+                return built
+            built = Built(live, generation, Completions(live.index.tasks, live.cases, popular, exclusions=exclusions),
+                          LRU(self.cache_size))
+            self._built = built
+            return built
 
     def refresh_popular(self) -> None:
         """Read the popular searches and exclusions now (the background read; also tests, the

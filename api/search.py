@@ -28,6 +28,8 @@ from api.completions import LiveCompletions, read_popular
 from api.events import analytics_recorder, person_of
 from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
+from search.suggestions import empty_state, with_completions
+from serving.answer import Answer
 from serving.service import BadQuery
 from settings import PROJECT_ROOT
 from web.clients import known_client_address
@@ -61,6 +63,27 @@ def completions_for(body: dict) -> list[dict]:
     the caller's verified roles as the search narrowed them, serving.service.visible_roles)."""
     live = services().search.live()
     return current_app.extensions[COMPLETIONS].complete(live, body["query"], frozenset(body["roles"]))
+
+
+def with_one_voice(answer: Answer) -> tuple[Answer, list[dict]]:
+    """The answer and its completions speaking with one voice (search.suggestions.with_completions,
+    issue 43 item 2): on a refused answer, the tasks the offered completions lead to become its
+    first task chips, and a completion leading to a task a written out-of-scope case rules out is
+    dropped. An answer with results, or without completions, is returned as it is (a cached
+    answer keeps its encoding); only a refused one is encoded anew."""
+    completions = completions_for(answer.body)
+    if answer.body["results"] or not completions:
+        return answer, completions
+    live, query = services().search.live(), answer.body["query"]
+    leads = {c.text: c.tasks for c in current_app.extensions[COMPLETIONS].completions(live).complete(
+        query, frozenset(answer.body["roles"]))}
+    wanted = set().union(*leads.values())
+    names = {task.id: task.name for task in live.index.tasks if task.id in wanted}
+    suggestions, completions = with_completions(
+        query, answer.body["suggestions"],
+        [(c, [names[t] for t in leads.get(c["text"], ()) if t in names]) for c in completions], live.out_of_scope)
+    body = {**answer.body, "suggestions": suggestions, "empty_state": empty_state((), suggestions)}
+    return Answer(body, answer.timings_ms), completions
 
 
 def bad_request(message: str) -> tuple[Response, int]:
@@ -119,6 +142,13 @@ def parse_session(args: dict[str, str]) -> str | None:
     return raw
 
 
+def parse_shown(args: dict[str, str]) -> tuple[str, ...]:
+    """The task ids on screen (`shown`: comma-separated, as the widget sends its list's ids), or ().
+    Ids the live index does not rank are harmless: only a task of the new ranking is ever held."""
+    raw = args.get("shown") or ""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
 REJECTED_NOTE = "the role credential was not accepted; only unrestricted tasks are shown"
 ROLE_IGNORED_NOTE = "'role' was ignored: it is not one of the caller's verified roles"
 
@@ -161,14 +191,16 @@ def api_search():
     try:
         session_id = parse_session(args)
         answer = svc.search.answer(args.get("q"), k=parse_k(args), roles=access.roles, role=requested_role,
-                                   rerank=parse_flag(args, "rerank"), typing=parse_flag(args, "typing"))
+                                   rerank=parse_flag(args, "rerank"), typing=parse_flag(args, "typing"),
+                                   after=args.get("after"), shown=parse_shown(args))
     except BadQuery as exc:
         return bad_request(str(exc))
     record = search_record(answer.body, session_id, utcnow(), person_of(access.subject))
     analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
     # serving.answer: a cached answer's results are not encoded again, only these fields
+    answer, completions = with_one_voice(answer)
     body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body),
-                          rerank_available=svc.search.reranker is not None, completions=completions_for(answer.body))
+                          rerank_available=svc.search.reranker is not None, completions=completions)
     response = current_app.response_class(body + b"\n", mimetype="application/json")
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
         response.headers["Cache-Control"] = "private, no-store"

@@ -219,8 +219,9 @@ def summary_table(report: dict) -> str:
                    "rewrites the held-out cases, e.g. in another language).")
 @click.option("--cold-start", is_flag=True, help="rank with no case at all (the shipped defaults; the engine too)")
 @click.option("--every-keystroke", "keystrokes", is_flag=True,
-              help="also type each held-out query one character at a time from the third and judge the sequence "
-                   "(refused, the gold vanishing, flips: evaluation.prefixes.keystroke_score)")
+              help="also type each held-out query one character at a time from the third, each keystroke with "
+                   "what the widget shows for the one before it on screen, and judge the sequence (refused, the "
+                   "gold vanishing, flips: evaluation.prefixes.keystroke_score; 'alone': each keystroke on its own)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @with_appcontext
 def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, test_cases,

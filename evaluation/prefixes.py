@@ -21,10 +21,13 @@ on as AnalysedQuery.finished). Results: docs/prefix-search.md.
 
 `--every-keystroke` (issue 43): a person sees every keystroke in a row, not three cuts. Each
 held-out query is typed one character at a time from the third (`query[:n]` for n = 3 .. its
-length, each ranked as the widget's request for it is), and the sequence is judged as a whole
-(`keystroke_score`): the share of keystrokes refused, how often the gold, once shown, is gone on
-the next keystroke (per query), the share of queries that never lose it once shown, and the
-flips (answered, refused, answered on three keystrokes in a row).
+length, each ranked as the widget's request for it is: the text, and what the widget shows for
+the keystroke before it, on screen: search.sequence), and the sequence is judged as a whole
+(`keystroke_score`) on the widget's list (WIDGET_LISTED results after the tail cut): the share of
+keystrokes refused, how often the gold, once shown, is gone on the next keystroke (per query), the
+share of queries that never lose it once shown, and the flips (answered, refused, answered on
+three keystrokes in a row); `alone`: the same keystrokes each judged on its own, as before the
+sequence was.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ from search.ranker import default_params
 
 CUTS = (3, 5, 8)
 DEPTH = 10
+#: The results a person sees per keystroke in the sequence measure: the widget's list (widget.js DEFAULTS.k).
+WIDGET_LISTED = 8
 
 
 def prefix_cases(test, cut: int | None):
@@ -87,24 +92,25 @@ def score(queries, pipeline: Pipeline, mode: str) -> dict:
                for name, (count, bad) in shown_counts.items()}}
 
 
-def keystroke_cases(test) -> list[tuple[int, object]]:
+def keystroke_cases(test, in_scope: bool = True) -> list[tuple[int, object]]:
     """(query number, case cut after n characters) for every n from 3 to the whole query, of each
-    in-scope held-out case: what the widget asks for as the person types it."""
+    in-scope held-out case (`in_scope` False: of each out-of-scope one): what the widget asks for
+    as the person types it."""
     out = []
-    for number, case in enumerate(c for c in test if c.gold):
+    for number, case in enumerate(c for c in test if bool(c.gold) == in_scope):
         for n in range(min(3, len(case.query)), len(case.query) + 1):
             if case.query[:n].strip():
                 out.append((number, replace(case, query=case.query[:n])))
     return out
 
 
-def shown_gold(query, pipeline: Pipeline, mode: str) -> tuple[bool, bool]:
-    """(answered, the gold among the results shown: the top 5 after the score-tail cut)."""
-    ranked = pipeline.fuse(query.for_mode(mode), DEPTH)
-    if not ranked.answered:
-        return False, False
-    ids = {item.task.id for item in shown(ranked.result.ranked[:5], ranked.tail)}
-    return True, bool(ids & set(query.case.gold))
+def shown_gold(query, pipeline: Pipeline, mode: str, held: tuple[str, ...] = (),
+               listed: int = 5) -> tuple[bool, bool, tuple[str, ...]]:
+    """(answered, the gold among the results shown, the ids shown): the top `listed` after the
+    score-tail cut, and the tasks on screen the sequence holds (`held`: search.sequence)."""
+    ranked = pipeline.fuse(query.for_mode(mode), DEPTH, held=held)
+    ids = tuple(item.task.id for item in ranked.shown(listed))
+    return ranked.answers(listed), bool(set(ids) & set(query.case.gold)), ids
 
 
 def keystroke_score(sequences: list[list[tuple[bool, bool]]]) -> dict:
@@ -131,19 +137,47 @@ def keystroke_score(sequences: list[list[tuple[bool, bool]]]) -> dict:
             "found_first": round(sum(first) / len(first), 4) if first else None}
 
 
+def typed_sequences(pipeline: Pipeline, tagged, queries, mode: str, sequenced: bool) -> dict[int, list[tuple]]:
+    """{query number: [(answered, gold shown, ids shown) per keystroke, in order]}: each keystroke
+    (`keystroke_cases`, scored as `queries`) ranked as the widget's request for it is, with the
+    tasks shown for the keystroke before it on screen (`sequenced`: search.sequence) or alone."""
+    sequences: dict[int, list[tuple]] = {}
+    for (number, _), query in zip(tagged, queries):
+        before = sequences.get(number)
+        held = before[-1][2] if sequenced and before else ()
+        sequences.setdefault(number, []).append(shown_gold(query, pipeline, mode, held, WIDGET_LISTED))
+    return sequences
+
+
 def every_keystroke(pipeline: Pipeline, test) -> dict:
-    """{mode: keystroke_score} of the held-out `test` typed one character at a time, each
-    keystroke ranked as the widget's request for it (SearchRequest.typed)."""
+    """{mode: keystroke_score} of the held-out `test` typed one character at a time, each keystroke
+    ranked as the widget's request for it is (SearchRequest.typed: the text, and the tasks shown
+    for the keystroke before it, which it extends: search.sequence), and, as `alone`, each keystroke
+    judged on its own (the type-ahead before issue 43 item 1). Beside the sequence figures:
+    `shown` and `wrong`, the results shown per keystroke and those of them not the gold, and
+    `off_topic_answered_typed`: of the out-of-scope held-out queries, the share whose last keystroke
+    (the whole text, still typed: no Enter) is answered (a submitted query is judged on its own)."""
     tagged = keystroke_cases(test)
     queries, _ = heldout_queries(pipeline, [case for _, case in tagged], typed=True)
+    off_tagged = keystroke_cases(test, in_scope=False)
+    off_queries, _ = heldout_queries(pipeline, [case for _, case in off_tagged], typed=True) if off_tagged else ([], None)
     modes = ("full", "sparse") if pipeline.embedder is not None and pipeline.index.has_vectors else ("sparse",)
     out = {}
     for mode in modes:
-        sequences: dict[int, list[tuple[bool, bool]]] = {}
-        for (number, _), query in zip(tagged, queries):
-            sequences.setdefault(number, []).append(shown_gold(query, pipeline, mode))
-        out[mode] = keystroke_score(list(sequences.values()))
-    return out
+        for name, sequenced in (("sequence", True), ("alone", False)):
+            sequences = typed_sequences(pipeline, tagged, queries, mode, sequenced)
+            steps = [(number, step) for number, seq in sequences.items() for step in seq]
+            score = keystroke_score([[(answered, found) for answered, found, _ in seq] for seq in sequences.values()])
+            n = len(steps) or 1
+            gold = {number: set(case.gold) for number, case in tagged}
+            score.update(shown=round(sum(len(ids) for _, (_, _, ids) in steps) / n, 3),
+                         wrong=round(sum(sum(i not in gold[number] for i in ids) for number, (_, _, ids) in steps) / n, 3))
+            off = typed_sequences(pipeline, off_tagged, off_queries, mode, sequenced)
+            score["off_topic_answered_typed"] = (round(sum(seq[-1][0] for seq in off.values()) / len(off), 4)
+                                                 if off else None)
+            score["off_topic_queries"] = len(off)
+            out.setdefault(mode, {})[name] = score
+    return {mode: {**scores["sequence"], "alone": scores["alone"]} for mode, scores in out.items()}
 
 
 def engine_score(engine, cases) -> dict:

@@ -39,12 +39,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from search.confidence import Confidence, assess, shown
+from search.confidence import Confidence, assess
 from search.prefilter import PrefilterResult, Scored, ScoredTask, deferrable, rank_scored, score_query
 from search.query import AnalysedQuery, analyse_query
 from search.index import SearchIndex
 from search.ranker import RankerParams
 from search.request import SearchRequest
+from search import sequence
 from settings import Settings
 
 
@@ -56,15 +57,29 @@ class Ranked:
     result: PrefilterResult      # the fused top k, best first (pinned tasks first)
     confidence: Confidence       # whether to answer at all (search.confidence.assess)
     tail: float                  # the score-tail ratio of what is shown (search.confidence.shown)
+    on_screen: tuple[str, ...] = ()   # the request's held task ids (search.sequence)
 
     @property
     def answered(self) -> bool:
+        """Whether the abstention answers: a confident match (search.confidence.assess)."""
         return self.confidence.answer
 
+    def answers(self, k: int) -> bool:
+        """Whether the top `k` show a task: a confident answer, or a task on screen that the
+        new text has not spoken against (search.sequence)."""
+        return self.answered or bool(self.on_screen and sequence.held(self.result.ranked, k, self.tail, self.on_screen))
+
     def shown(self, k: int) -> list[ScoredTask]:
-        """What a user is shown of the top `k` without re-ranking: nothing when the pipeline
-        refuses ("no confident match"), else the top k after the tail cut."""
-        return shown(self.result.ranked[:k], self.tail) if self.answered else []
+        """What a user is shown of the top `k` without re-ranking: the top k after the tail cut
+        and the tasks on screen the sequence holds; only the held ones where the abstention refuses
+        ("no confident match" when there are none: search.sequence.displayed)."""
+        return self.displayed(self.result.ranked, k)
+
+    def displayed(self, items: Sequence[ScoredTask], k: int) -> list[ScoredTask]:
+        """What a list of `k` shows of `items` (this ranking, or its re-ranked order): the tail
+        cut's and the held ones, or the held ones alone where the abstention refuses
+        (search.sequence.displayed)."""
+        return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer)
 
 
 class Pipeline:
@@ -107,17 +122,18 @@ class Pipeline:
         roles, restrict = request.viewer.visible()
         return score_query(self.index, analysed, query_vector, roles, restrict, request.pins, skip)
 
-    def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False) -> Ranked:
+    def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False, held: tuple[str, ...] = ()) -> Ranked:
         """The top `k` of `scored` fused with the fit's weights for the query (its typing weights
         while it is being typed), or `weights` (an evaluation's configuration), then the fit's
-        abstention and tail cut. `explain`: with the word-level matches and what use added."""
+        abstention and tail cut. `explain`: with the word-level matches and what use added.
+        `held`: the task ids on screen (SearchRequest.held; search.sequence)."""
         analysed = scored.analysed
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, explain=explain)
         model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
         return Ranked(analysed, result, assess(result, model, analysed.unfinished),
-                      self.params.tail_for(result.mode, analysed.unfinished))
+                      self.params.tail_for(result.mode, analysed.unfinished), held)
 
     def rank(self, request: SearchRequest, analysed: AnalysedQuery | None = None,
              query_vector: np.ndarray | None = None, k: int | None = None) -> Ranked:
@@ -128,7 +144,7 @@ class Pipeline:
             analysed = self.analyse(request)
             query_vector = self.embed([analysed])[0]
         scored = self.score(request, analysed, query_vector, defer=True)
-        return self.fuse(scored, request.k if k is None else k, explain=request.explain)
+        return self.fuse(scored, request.k if k is None else k, explain=request.explain, held=request.held)
 
 
 def make_pipeline(index: SearchIndex, params: RankerParams, settings: Settings, embedder=None,

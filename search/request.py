@@ -10,7 +10,10 @@ A `SearchRequest` is the query text and everything besides it that changes its r
   being typed (`typing`: True or False where the asker knows; None: the prefilter reads it from
   the text, search.typed.unfinished);
 - the **options**: how many tasks to rank (`k`), whether a test case's exact query pins its
-  gold first (`pins`), and whether the ranking says which words matched where (`explain`).
+  gold first (`pins`), and whether the ranking says which words matched where (`explain`);
+- the **sequence** (`held`): the task ids the person sees now, when the text extends the text
+  they answer and is still being typed (search.sequence: a task on screen is not withdrawn unless
+  the new characters speak against it). Empty for a submitted text and for every test case.
 
 Two constructors say what a text is, so that the same text means the same thing wherever it is
 ranked (issue 45: a test case of 8 characters or fewer was "still being typed" in the admin's
@@ -29,7 +32,9 @@ of the service's answer cache (serving.answer_cache) as it is.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Collection, NamedTuple
+
+from search.sequence import MAX_HELD, extends
 
 #: The admin's names for a viewer (the preview's "view the rankings as" choice, its form value):
 #: the public (no role token), or every role; any other name is one role.
@@ -94,13 +99,19 @@ class SearchRequest(NamedTuple):
     k: int = 10                     # how many tasks to rank
     pins: bool = True               # a test case's exact query pins its gold first
     explain: bool = True            # with the word-level matches and what use added
+    held: tuple[str, ...] = ()      # task ids on screen that typing this text extends (search.sequence)
 
     @classmethod
     def typed(cls, text: str, viewer: Viewer = PUBLIC, k: int = 10, typing: bool | None = None,
-              pins: bool = True, explain: bool = True) -> SearchRequest:
+              pins: bool = True, explain: bool = True, after: str | None = None,
+              shown: Collection[str] = ()) -> SearchRequest:
         """`text` as the widget or the API sends it: a trailing space finishes its last word;
-        `typing` as the asker says (None: read from the text)."""
-        return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing), k, pins, explain)
+        `typing` as the asker says (None: read from the text). `after` and `shown`: the text
+        whose answer is on screen and the task ids it shows; they are held (`held`) only when
+        `text` extends `after` and is not submitted (`typing` False: judged on its own, whole)."""
+        held = (tuple(sorted(set(shown)))[:MAX_HELD]
+                if shown and typing is not False and extends(text, after) else ())
+        return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing), k, pins, explain, held)
 
     @classmethod
     def of_case(cls, query: str, viewer: Viewer = EVERYONE, k: int = 10, pins: bool = True,

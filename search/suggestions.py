@@ -4,14 +4,25 @@ When the abstention model finds no confident match (or nothing is visible), the 
 `suggestions` list gives the person somewhere to go, built only from the catalog and what the
 prefilter already computed for this query, in this order:
 
+    task      what the product is unsure between: the ranking's own top tasks (the prefilter's
+              order before abstention, fused score above the average visible task), which the
+              abstention model declined to assert
     spelling  the query with its near-certain typos corrected from the catalog's vocabulary
               ("devlopmental scrn" -> "developmental scrn"), when a word changed
-    task      the names of the nearest tasks the prefilter found (fused score above the average
-              visible task) that the abstention model declined to assert
     topic     the most common categories of the visible tasks, only when nothing above applies
 
+and `empty_state` says which kind of empty it is (issue 43 item 2: say "not sure" where the
+product is unsure, "nothing matches" where it is sure): UNSURE when tasks are offered, NOTHING
+when none is (no evidence above the bar, or a written out-of-scope case rules them out).
+
 Everything comes from tasks the caller may see (the prefilter ranked only those), so a
-suggestion never reveals a restricted task. The widget shows them as clickable queries.
+suggestion never reveals a restricted task. The widget shows them as clickable chips.
+
+**One voice** (`with_completions`): a refused answer's completions (search.completions: whole
+queries the box offers above the empty state, each leading to some tasks) and its task chips
+agree. The tasks a completion leads to become the first chips, so the popup never says "no
+confident match" under a completion that names a task and then offers other tasks first; a
+completion that leads to a task a written out-of-scope case rules out for this query is dropped.
 
 Out-of-scope test cases (no right task) are the developers saying "this query is no task", and
 their rationale usually names the task it is not ("Emergency Drills covers severe-weather drills,
@@ -30,8 +41,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
+from lexicon.frequency import common
 from lexicon.normalise import normalise
 from lexicon.text import terms
 
@@ -39,7 +51,14 @@ from lexicon.text import terms
 # the same bar as the embedder's in-place typo replacement (search.query.EMBED_CORRECTION_MIN),
 # so "harry" is not offered as "carry".
 SPELLING_MIN_SIMILARITY = 0.9
+# At most this many task chips (the ranking's top tasks), besides one spelling chip. Measured
+# through the API (ops/measure_dead_ends.py, docs/prefix-search.md "The empty state is a way
+# forward"): see CANDIDATES_MEASURED.
 SUGGESTION_LIMIT = 4
+_TOKEN = re.compile(r"[^\W_]+")   # a word as typed, any script
+# A task is offered only with a fused score above this (0: the average visible task's).
+CANDIDATE_MIN_SCORE = 0.0
+UNSURE, NOTHING = "unsure", "nothing"   # empty_state: candidates offered / the product is sure
 
 
 @dataclass(frozen=True)
@@ -51,20 +70,54 @@ class Suggestion:
         return {"text": self.text, "kind": self.kind}
 
 
-def corrected_query(query_words: Sequence[str], corrections: Mapping[str, Sequence[tuple[str, float]]],
-                    min_similarity: float = SPELLING_MIN_SIMILARITY) -> str | None:
-    """The query's words with each near-certain typo replaced by its best correction, or None
-    when no word changes."""
-    changed = False
-    out = []
+def spelling_changes(query_words: Sequence[str], corrections: Mapping[str, Sequence[tuple[str, float]]],
+                     min_similarity: float = SPELLING_MIN_SIMILARITY,
+                     readable: Callable[[str], bool] | None = None) -> dict[str, str]:
+    """Each near-certain typo of the query's words -> its best correction. With `readable`
+    (whether a word reads as one: the tasks' own or a common word of a supported language, as
+    the why line judges it: search.prefilter.readable), a word that reads as one is never
+    changed ("deliver" is no typo of "delivery") and nothing is changed into a word that does
+    not (a test case's deliberate typo: "available" -> "availble"). Measured on HINT3's refused
+    real queries: 15 of the 19 spelling chips changed a right word or wrote a typo before."""
+    changes = {}
     for word in query_words:
         found = corrections.get(word) or ()
-        if found and found[0][1] >= min_similarity and found[0][0] != word:
-            out.append(found[0][0])
-            changed = True
-        else:
-            out.append(word)
-    return " ".join(out) if changed else None
+        if not found or found[0][1] < min_similarity or found[0][0] == word:
+            continue
+        if readable is not None and (readable(word) or not readable(found[0][0])):
+            continue
+        changes[word] = found[0][0]
+    return changes
+
+
+def corrected_query(query_words: Sequence[str], corrections: Mapping[str, Sequence[tuple[str, float]]],
+                    min_similarity: float = SPELLING_MIN_SIMILARITY, query: str | None = None,
+                    readable: Callable[[str], bool] | None = None) -> str | None:
+    """The query with each near-certain typo replaced by its best correction (spelling_changes),
+    or None when no word changes: `query` as typed, its other words and stopwords kept ("Can u
+    delivr to mumbai" -> "Can u deliver to mumbai"), else (or when a changed word is not one of
+    its tokens as written) the query's words joined."""
+    changes = spelling_changes(query_words, corrections, min_similarity, readable)
+    if not changes:
+        return None
+    return (respelled(query, changes) if query is not None else None) or \
+        " ".join(changes.get(word, word) for word in query_words)
+
+
+def respelled(query: str, changes: Mapping[str, str]) -> str | None:
+    """`query` with each token whose normalised form is a key of `changes` replaced by its value,
+    everything else as typed; None when some changed word is none of its tokens."""
+    done: set[str] = set()
+
+    def swap(match: re.Match) -> str:
+        key = normalise(match.group(0))
+        if key in changes:
+            done.add(key)
+            return changes[key]
+        return match.group(0)
+
+    text = _TOKEN.sub(swap, query)
+    return " ".join(text.split()) if done == set(changes) else None
 
 
 def topic_label(category: str) -> str:
@@ -116,35 +169,83 @@ def contradicted(query: str, out_of_scope: Iterable[tuple[str, str]]) -> tuple[b
     return False, tuple(about)
 
 
-def suggest(query: str, query_words: Sequence[str], corrections: Mapping[str, Sequence[tuple[str, float]]],
-            nearest: Sequence[tuple[str, float]], visible_categories: Iterable[str | None],
-            limit: int = SUGGESTION_LIMIT, out_of_scope: Iterable[tuple[str, str]] = ()) -> list[Suggestion]:
-    """Up to `limit` distinct suggestions (see the module docstring). `nearest` holds (task name,
-    fused score) of the prefilter's ranking before abstention, best first; a score <= 0 means no
-    better than the average visible task, so it is no suggestion. Nothing equal to the query
-    itself (ignoring case and spacing) is suggested. `out_of_scope`: (query, rationale) of the
-    catalog's out-of-scope test cases; no task they rule out is suggested."""
-    spelling = corrected_query(query_words, corrections)
+def ruled_out(query: str, spelling: str | None, out_of_scope: Iterable[tuple[str, str]]) -> Callable[[str], bool]:
+    """Whether a task (by name) may not be offered for `query`: every task when an out-of-scope
+    case covers the query (or its spelling suggestion, what it meant: "wether forecast" is
+    covered like "weather forecast"), else the tasks named by the rationales of the cases about
+    it (see the module docstring)."""
     cases = tuple(out_of_scope)
     covered, rejecting = contradicted(query, cases)
-    if spelling and not covered:   # the query meant: "wether forecast" is covered like "weather forecast"
+    if spelling and not covered:
         covered, also = contradicted(spelling, cases)
         rejecting += also
-    seen = {" ".join(query.lower().split())}
-    out: list[Suggestion] = []
+    if covered:
+        return lambda name: True
+    return lambda name: any(named_in(rationale, name) for rationale in rejecting)
 
-    def add(text: str, kind: str) -> None:
-        key = " ".join(text.lower().split())
-        if key and key not in seen and len(out) < limit:
-            seen.add(key)
-            out.append(Suggestion(text, kind))
 
-    if spelling:
-        add(spelling, "spelling")
-    for name, score in ([] if covered else nearest):
-        if score > 0 and not any(named_in(rationale, name) for rationale in rejecting):
-            add(name, "task")
+def suggest(query: str, query_words: Sequence[str], corrections: Mapping[str, Sequence[tuple[str, float]]],
+            nearest: Sequence[tuple[str, float]], visible_categories: Iterable[str | None],
+            limit: int = SUGGESTION_LIMIT, out_of_scope: Iterable[tuple[str, str]] = (),
+            min_score: float = CANDIDATE_MIN_SCORE, known_words: Collection[str] | None = None
+            ) -> list[Suggestion]:
+    """Up to `limit` task suggestions, then the spelling one, else up to `limit` topics (see the
+    module docstring). `nearest` holds (task name, fused score) of the prefilter's ranking before
+    abstention, best first; a score <= `min_score` (0: no better than the average visible task)
+    is no suggestion. Nothing equal to the query itself (ignoring case and spacing) is suggested.
+    `out_of_scope`: (query, rationale) of the catalog's out-of-scope test cases; no task they
+    rule out is suggested. `known_words`: the tasks' own words (SearchIndex.text_words); with
+    them a spelling chip changes only words that read as no word (spelling_changes)."""
+    readable = None if known_words is None else (lambda word: word in known_words or common(word))
+    spelling = corrected_query(query_words, corrections, query=query, readable=readable)
+    excluded = ruled_out(query, spelling, out_of_scope)
+    seen = {_key(query)}
+    tasks: list[Suggestion] = []
+    for name, score in nearest:
+        if len(tasks) < limit and score > min_score and _key(name) not in seen and not excluded(name):
+            seen.add(_key(name))
+            tasks.append(Suggestion(name, "task"))
+    out = [*tasks, *([Suggestion(spelling, "spelling")] if spelling and _key(spelling) not in seen else [])]
     if not out:
-        for topic in common_topics(visible_categories):
-            add(topic, "topic")
+        out = [Suggestion(topic, "topic") for topic in common_topics(visible_categories)
+               if _key(topic) not in seen][:limit]
     return out
+
+
+def _key(text: str) -> str:
+    """What makes two suggestions (or a suggestion and the query) the same: case and spacing aside."""
+    return " ".join(text.lower().split())
+
+
+def empty_state(results: Sequence, suggestions: Iterable[Mapping]) -> str | None:
+    """What kind of empty a response is: None when it has results; UNSURE when its suggestions
+    offer tasks (what the product is unsure between); NOTHING when they offer none (the product
+    is sure no task matches: no evidence above the bar, or a written case rules them out)."""
+    if results:
+        return None
+    return UNSURE if any(s.get("kind") == "task" for s in suggestions) else NOTHING
+
+
+def with_completions(query: str, suggestions: Sequence[Mapping], completions: Sequence[tuple[Mapping, Sequence[str]]],
+                     out_of_scope: Iterable[tuple[str, str]] = (), limit: int = SUGGESTION_LIMIT
+                     ) -> tuple[list[dict], list[dict]]:
+    """A refused answer's (suggestions, completions) speaking with one voice (module docstring).
+    `completions`: each offered completion (its response dict) with the names of the tasks it
+    leads to, in the order offered. A completion leading to a task `out_of_scope` rules out for
+    this query is dropped; the tasks the others lead to come first among the task chips, in
+    their order (a completion's own tasks in the ranking's), then the answer's own task chips in the ranking's order, at most `limit` tasks;
+    then the spelling chip; topics only when no task is offered."""
+    spelling = next((s["text"] for s in suggestions if s.get("kind") == "spelling"), None)
+    excluded = ruled_out(query, spelling, out_of_scope)
+    kept = [(completion, names) for completion, names in completions if not any(excluded(n) for n in names)]
+    own = [s["text"] for s in suggestions if s.get("kind") == "task"]
+    rank = {_key(name): position for position, name in enumerate(own)}
+    led = [name for _, names in kept for name in sorted(names, key=lambda n: (rank.get(_key(n), len(own)), n))]
+    seen = {_key(query)}
+    tasks: list[dict] = []
+    for name in [*led, *own]:
+        if len(tasks) < limit and _key(name) not in seen:
+            seen.add(_key(name))
+            tasks.append(Suggestion(name, "task").as_dict())
+    rest = [dict(s) for s in suggestions if s.get("kind") != "task" and (s.get("kind") != "topic" or not tasks)]
+    return [*tasks, *rest], [dict(completion) for completion, _ in kept]

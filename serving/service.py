@@ -37,7 +37,8 @@ from search.prefilter import PrefilterResult
 from search.signal import phrases
 from search.ranker import RankerParams, default_params
 from search.request import EVERYONE, SearchRequest, Viewer
-from search.suggestions import suggest
+from search.sequence import MAX_HELD
+from search.suggestions import empty_state, suggest
 from serving.watcher import RevisionWatcher
 from settings import Settings
 
@@ -358,19 +359,21 @@ class SearchService:
     # -- the pipeline --------------------------------------------------------------------
     def search(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
                role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True,
-               typing: bool | None = None) -> dict:
+               typing: bool | None = None, after: str | None = None, shown: Collection[str] = ()) -> dict:
         """The response of `answer(...)` as one dict (CLI, admin, tests)."""
-        return self.answer(query, k, roles, role, rerank, restrict_roles, typing).as_dict()
+        return self.answer(query, k, roles, role, rerank, restrict_roles, typing, after, shown).as_dict()
 
     def answer(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
                role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True,
-               typing: bool | None = None) -> Answer:
+               typing: bool | None = None, after: str | None = None, shown: Collection[str] = ()) -> Answer:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
         to narrow to; any other value is ignored, never trusted. `typing`: whether the query is
         still being typed, where the caller knows (search.query.analyse_query); None: inferred.
         The request is read as search.request.SearchRequest.typed reads a text: a space typed
-        after the last word finishes it (AnalysedQuery.finished).
+        after the last word finishes it (AnalysedQuery.finished). `after` and `shown`: the text
+        whose answer the person sees and the task ids it shows; while the query extends it, a
+        task on screen is not withdrawn unless the new characters speak against it (search.sequence).
 
         An answer without re-ranking is served from the live index's AnswerCache when the same
         query (same k, visible roles and role) was answered before on that index."""
@@ -379,8 +382,12 @@ class SearchService:
         self.check_request(query, k)
         visible = self.visible_roles(roles, role, live)
         role = role if role is not None and visible == {role} else None
-        return self._serve(live, SearchRequest.typed(query, Viewer(visible, restrict_roles), k, typing), role,
-                           rerank, started)
+        if after is not None and len(after) > self.settings.max_query_chars:
+            raise BadQuery(f"after is {len(after)} characters long; the limit is {self.settings.max_query_chars}")
+        if len(shown) > MAX_HELD:
+            raise BadQuery(f"shown lists {len(shown)} tasks; the limit is {MAX_HELD}")
+        request = SearchRequest.typed(query, Viewer(visible, restrict_roles), k, typing, after=after, shown=shown)
+        return self._serve(live, request, role, rerank, started)
 
     def serve(self, request: SearchRequest, rerank: bool | None = None) -> Answer:
         """The answer to a request built by the caller (search.request): the admin's case page
@@ -458,7 +465,7 @@ class SearchService:
         result, confidence = ranked_query.result, ranked_query.confidence
         timings["prefilter"] = _ms(stage)
 
-        confident = confidence.answer
+        confident = ranked_query.answers(k)   # a confident answer, or tasks on screen the sequence holds
         hidden = self._hidden_by_role(pipeline, search, analysed, query_vector, live) if restrict_roles else 0
         nearest = result.ranked
         if not confident:
@@ -473,10 +480,14 @@ class SearchService:
         self.metrics.bound(self.metrics.search_seconds, "rerank" if rerank else "typeahead").observe(timings["total"] / 1000.0)
         for flag in degraded:
             self.metrics.degraded.labels(flag).inc()
-        # the score-tail cut (search.confidence.shown), kept by identity: results keep their position
-        kept = {id(item) for item in shown([item for _, item in ranked[:k]], ranked_query.tail)}
+        # the score-tail cut (search.confidence.shown) and the tasks on screen the sequence holds
+        # (search.sequence), kept by identity: results keep their position
+        order = [item for _, item in ranked]
+        listed = ranked_query.displayed(order, k)
+        kept = {id(item) for item in listed}
+        on_its_own = {id(item) for item in shown(order[:k], ranked_query.tail)} if confidence.answer else set()
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
-                   for position, item in ranked[:k] if id(item) in kept]
+                   for position, item in ranked if id(item) in kept]
         if not results:
             self.metrics.zero_results.inc()
         if not confident:
@@ -486,7 +497,7 @@ class SearchService:
         offered = [] if results else [s.as_dict() for s in suggest(
             query, analysed.words, said, [(item.task.name, item.score) for item in nearest],
             (task.category for task in live.index.visible(visible or None, restrict_roles)[1]),
-            out_of_scope=live.out_of_scope)]
+            out_of_scope=live.out_of_scope, known_words=live.index.text_words)]
         return Answer({
             "query": query,
             "k": k,
@@ -495,6 +506,7 @@ class SearchService:
             "results": results,
             "no_confident_match": not confident,
             "suggestions": offered,
+            "empty_state": empty_state(results, offered),
             "degraded": degraded,
             "corrections": {w: [{"word": c, "similarity": round(s, 3)} for c, s in found]
                             for w, found in said.items()},
@@ -502,6 +514,10 @@ class SearchService:
             "ranker": {**params.summary(), "mode": result.mode, "confidence": confidence.logit},
             "rerank": rerank_info,
             "hidden_by_role": hidden,
+            # the results shown only because they were on screen and the typing since did not speak
+            # against them (search.sequence): every result of an answer the abstention alone would
+            # refuse, else those the tail cut alone would drop; empty unless the request said what is on screen
+            "held": [item.task.id for item in listed if id(item) not in on_its_own],
         }, timings)
 
     @staticmethod

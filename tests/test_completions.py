@@ -11,6 +11,7 @@ import json
 import statistics
 import time
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
 
@@ -526,3 +527,84 @@ def test_another_worker_drops_a_blocked_suggestion_within_the_exclusions_refresh
     while completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable" and time.monotonic() < deadline:
         time.sleep(0.01)
     assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+
+
+# -- the per-build answer cache (api.completions.Built) ---------------------------------------------------
+def index_of(*tasks: TaskRecord, cases=()) -> SimpleNamespace:
+    """A live index as LiveCompletions reads one (its tasks and cases); each call is a new index,
+    as each catalog edit, publish or rollback makes one."""
+    return SimpleNamespace(index=SimpleNamespace(tasks=tuple(tasks)), cases=tuple(cases))
+
+
+def fresh(live, query: str, roles: frozenset[str], read: CrowdRead) -> list[dict]:
+    """What an uncached build of `live` and `read` answers."""
+    built = Completions(live.index.tasks, live.cases, read.popular, exclusions=read.exclusions)
+    return [c.as_dict() for c in built.complete(query, roles)]
+
+
+def test_a_cached_answer_is_the_fresh_one_and_never_crosses_roles():
+    read = CrowdRead((popular("payroll export monthly", 5, "x.pay"), popular("bus timetable", 5, "t.bus")))
+    live = index_of(*TASKS, cases=[CaseRecord("salary run errors", ("x.pay",))])
+    completions = LiveCompletions(lambda: read)
+    fiscal, anyone = frozenset({"fiscal"}), frozenset()
+    for query in ("pay", "sal", "bus", "bus t", "imm", "de", "zzz"):
+        for roles in (fiscal, anyone):      # the restricted caller first: its answer is cached first
+            first = completions.complete(live, query, roles)
+            assert first == fresh(live, query, roles, read), (query, roles)
+            assert completions.offer(live, query, roles) is completions.offer(live, query, roles)   # a hit
+            assert completions.complete(live, query, roles) == first
+    assert completions.complete(live, "pay", fiscal) == [{"text": "payroll export monthly", "source": "search"}]
+    assert completions.complete(live, "pay", anyone) == []
+    assert completions.complete(live, "sal", anyone) == []
+    listed = completions.complete(live, "bus", anyone)
+    listed.clear()              # a caller's list is its own
+    assert completions.complete(live, "bus", anyone) == fresh(live, "bus", anyone, read) != []
+
+
+def test_a_new_read_or_a_blocked_suggestion_is_never_served_from_the_cache():
+    reads = [CrowdRead((popular("bus timetable", 5, "t.bus"),))]
+    blocked = [Exclusions()]
+    live = index_of(*TASKS)
+    completions = LiveCompletions(lambda: reads[-1], read_exclusions=lambda: blocked[0])
+    assert completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable"   # cached now
+    blocked[0] = Exclusions({"bus timetable"})
+    completions.refresh_exclusions()         # the admin's worker reads its change at once
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    reads.append(CrowdRead((popular("bus garage hours", 5, "t.bus"),), (), blocked[0]))
+    completions.refresh_popular()
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "bus garage hours", "source": "search"}]
+    reads.append(CrowdRead((popular("bus garage hours", 5, "t.bus"),), (), Exclusions(words_=("garage",))))
+    completions.refresh_popular()            # a blocked word, read with the popular searches
+    assert completions.complete(live, "bus", frozenset()) == fresh(live, "bus", frozenset(), reads[-1])
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+
+
+def test_a_new_live_index_is_never_answered_from_the_old_ones_cache():
+    read = CrowdRead()
+    before = index_of(*TASKS)
+    completions = LiveCompletions(lambda: read)
+    assert completions.complete(before, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    renamed = index_of(IMM, SCR, PAY, TaskRecord(id="t.bus", name="Bus Stops", help="Plan stops.",
+                                                 category="transportation"))
+    assert completions.complete(renamed, "bus", frozenset()) == [{"text": "Bus Stops", "source": "task"}]
+    rolled_back = index_of(*TASKS)           # a rollback: the old catalog, a new index
+    assert completions.complete(rolled_back, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+
+
+def test_a_published_task_is_completed_at_once_through_the_api(tmp_path, shared_cache_dir):
+    """A real catalog edit: the next answer after the new index is live completes the new task,
+    though the same prefix was answered (and cached) just before."""
+    settings = make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED="0")
+    app = build_app(settings, TASKS, [])
+    try:
+        client = app.test_client()
+        assert offered(client, "bus") == ["Bus Routes"]
+        assert offered(client, "bus") == ["Bus Routes"]
+        services = app.extensions["taskfinder"]
+        services.store.add_task(TaskRecord(id="t.pass", name="Bus Passes", help="Student bus passes.",
+                                           category="transportation"))
+        live = services.search.live(wait=True)
+        assert offered(client, "bus") == ["Bus Passes", "Bus Routes"] == \
+            [c["text"] for c in fresh(live, "bus", frozenset(), CrowdRead())]
+    finally:
+        close_app(app)

@@ -19,12 +19,13 @@ def test_a_loose_correction_is_not_offered():
     assert corrected_query(["screening"], {}) is None
 
 
-def test_spelling_first_then_nearest_tasks_above_average_only():
+def test_nearest_tasks_above_average_only_then_spelling():
+    """What the product is unsure between first (issue 43 item 2), then the spelling fix."""
     got = suggest("devlopmental scrn", ["devlopmental", "scrn"], TYPO,
                   nearest=[("ASQ-3 Screening", 1.7), ("45-Day Screening Tracker", 0.4), ("Bus Routes", -0.2)],
                   visible_categories=["health", "health", "transportation"])
-    assert got == [Suggestion("developmental scrn", "spelling"), Suggestion("ASQ-3 Screening", "task"),
-                   Suggestion("45-Day Screening Tracker", "task")]
+    assert got == [Suggestion("ASQ-3 Screening", "task"), Suggestion("45-Day Screening Tracker", "task"),
+                   Suggestion("developmental scrn", "spelling")]
 
 
 def test_topics_only_when_nothing_else_applies_most_common_first():

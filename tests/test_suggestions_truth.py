@@ -43,7 +43,7 @@ def test_spelling_is_still_offered_and_no_case_changes_nothing():
     typo = {"wether": [("weather", 0.93)]}
     got = suggest("wether forecast for tomorrow", ["wether", "forecast", "tomorrow"], typo, NEAREST, ["health"],
                   out_of_scope=[WEATHER])
-    assert got == [Suggestion("weather forecast tomorrow", "spelling")]   # what it meant is covered
+    assert got == [Suggestion("weather forecast for tomorrow", "spelling")]   # what it meant is covered (as typed)
     plain = suggest("weather forecast for tomorrow", ["weather", "forecast", "tomorrow"], {}, NEAREST, ["health"])
     assert plain == suggest("weather forecast for tomorrow", ["weather", "forecast", "tomorrow"], {}, NEAREST,
                             ["health"], out_of_scope=[])

@@ -33,13 +33,13 @@ def test_the_chips_never_offer_a_task_an_out_of_scope_case_rules_out(demo, live_
     base = live_server(demo)
     page.goto(base + "/")
     search_for(page, "weather forecast for tomorrow")
-    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    assert page.locator(".tf-empty-title").text_content() == "Nothing matches"   # sure: a case rules it out
     shown = chips(page)
     assert shown and all(kind == "topic" for kind, _text in shown), shown
     assert page.locator("button.tf-suggestion-task").count() == 0
 
     search_for(page, SLACK)
-    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    assert page.locator(".tf-empty-title").text_content() == "Not sure which task you mean"
     assert chips(page)[0] == ["task", "Custom Fields"], "the premise: the chips offer Custom Fields first"
 
     services = demo.extensions["taskfinder"]
@@ -48,7 +48,7 @@ def test_the_chips_never_offer_a_task_an_out_of_scope_case_rules_out(demo, live_
     services.search.live(wait=True)
     page.goto(base + "/")
     search_for(page, SLACK)
-    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    assert page.locator(".tf-empty-title").text_content() == "Nothing matches"
     shown = chips(page)
     assert shown and "Custom Fields" not in [text for _kind, text in shown], shown
     assert page.locator("button.tf-suggestion-task").count() == 0, shown

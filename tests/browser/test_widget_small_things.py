@@ -169,7 +169,7 @@ def test_a_suggestion_that_names_a_task_opens_that_task(demo, live_server, page,
     url_of = {task.name: task.url for task in demo_tasks}
     page.goto(base + "/")
     search_for(page, "pizza party")
-    assert page.locator(".tf-empty-title").text_content() == "No confident match"
+    assert page.locator(".tf-empty-title").text_content() == "Not sure which task you mean"
     chip = page.locator("button.tf-suggestion-task").first
     name = chip.text_content()
     assert name in url_of

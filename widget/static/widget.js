@@ -51,8 +51,13 @@
   var EVENT_BATCH_MAX = 50;
   var TEXT_FIELDS = { name: true, aliases: true, help: true, category: true };
   var MESSAGES = {
-    noConfident: "No confident match",
+    noConfident: "No confident match",   // an answer without `empty_state` (a server before issue 43 item 2)
     noResults: "No tasks found",
+    // the API's `empty_state` (search/suggestions.py): "unsure" offers what it is unsure between,
+    // "nothing" is sure no task matches
+    unsure: "Not sure which task you mean",
+    unsureBetween: "Is it one of these?",
+    nothing: "Nothing matches",
     tryInstead: "Try one of these instead:",
     tryWords: "Try other words for what you need to do.",
     slow: "Search is taking longer than usual…",
@@ -623,7 +628,14 @@
 
   /** One search request; a newer one aborts it, and a response whose sequence number is no longer
    *  the latest is dropped (a stale answer never overwrites a newer one). */
-  Widget.prototype.request = function (query, rerank, submitted) {
+  /** What the person sees now: the query of the list shown and its task ids (null: no list). */
+  Widget.prototype.onScreen = function () {
+    var list = this.list;
+    return list ? { query: list.query, ids: list.results.map(function (row) { return String(row.id); }) } : null;
+  };
+
+  /** `screen` ({query, ids}, optional): what is on screen instead of the list shown (a restored search). */
+  Widget.prototype.request = function (query, rerank, submitted, screen) {
     var self = this;
     this.abort();
     // The list shown no longer answers what was asked: it stops being final until the answer
@@ -650,6 +662,13 @@
       url.searchParams.set("k", String(self.opts.k));
       url.searchParams.set("rerank", rerank ? "1" : "0");
       if (submitted) url.searchParams.set("typing", "0");   // Enter: a whole query, judged as one
+      var onScreen = screen || self.onScreen();
+      if (!submitted && onScreen && onScreen.ids.length) {
+        // What the person sees now: while the new text extends it, a task on screen is not
+        // withdrawn unless the new characters speak against it (the API's `after` and `shown`).
+        url.searchParams.set("after", onScreen.query);
+        url.searchParams.set("shown", onScreen.ids.join(","));
+      }
       url.searchParams.set("session", sessionId());
       var headers = { Accept: "application/json" };
       if (token) {
@@ -860,19 +879,27 @@
     listbox.hidden = listbox.children.length === 0;
   };
 
-  /** The empty state: "No confident match" (or "No tasks found") and the response's suggestions
-   *  as buttons that search for them. `body` null hides it. */
+  /** The empty state, as the response's `empty_state` says: "unsure" (the task chips are what
+   *  the product is unsure between: "Not sure which task you mean. Is it one of these?"),
+   *  "nothing" ("Nothing matches": it is sure; the chips are a spelling or topics to try), or,
+   *  from a server that does not say, "No confident match" / "No tasks found"; the response's
+   *  suggestions as buttons that search for them (a task's opens it). `body` null hides it.
+   *  Every string goes in with textContent (el). */
   Widget.prototype.showEmpty = function (body) {
     var empty = this.empty;
     while (empty.firstChild) empty.removeChild(empty.firstChild);
     empty.hidden = !body;
-    if (!body) { empty.removeAttribute("data-title"); return; }
-    var title = body.no_confident_match ? MESSAGES.noConfident : MESSAGES.noResults;
+    if (!body) { empty.removeAttribute("data-title"); empty.removeAttribute("data-state"); return; }
+    var state = body.empty_state === "unsure" || body.empty_state === "nothing" ? body.empty_state : "";
+    var title = state === "unsure" ? MESSAGES.unsure
+      : state === "nothing" && body.no_confident_match ? MESSAGES.nothing
+      : body.no_confident_match ? MESSAGES.noConfident : MESSAGES.noResults;
     empty.setAttribute("data-title", title);
+    empty.setAttribute("data-state", state || "unknown");
     empty.appendChild(el("p", "tf-empty-title", title));
     var suggestions = (body.suggestions || []).filter(function (s) { return s && s.text; });
     if (!suggestions.length) { empty.appendChild(el("p", "tf-empty-text", MESSAGES.tryWords)); return; }
-    empty.appendChild(el("p", "tf-empty-text", MESSAGES.tryInstead));
+    empty.appendChild(el("p", "tf-empty-text", state === "unsure" ? MESSAGES.unsureBetween : MESSAGES.tryInstead));
     var list = el("ul", "tf-suggestions");
     suggestions.forEach(function (s) {
       var item = el("li");
@@ -948,7 +975,9 @@
     for (var k in saved) {
       if (Object.prototype.hasOwnProperty.call(saved, k) && !(now - saved[k].at < SEARCH_MAX_AGE_MS)) delete saved[k];
     }
-    if (query) saved[key] = { query: String(query), at: now }; else delete saved[key];
+    var screen = this.onScreen();   // the list as it was, so that Back brings back the same list
+    if (query) saved[key] = { query: String(query), at: now, shown: screen && screen.query === query ? screen.ids : [] };
+    else delete saved[key];
     writeJson(SEARCHES_KEY, Object.keys(saved).length ? saved : null);
   };
 
@@ -963,7 +992,14 @@
     try { this.input.focus({ preventScroll: true }); } catch (e) { this.input.focus(); }
     if (this.input.value === entry.query && this.answersInput()) { this.open(); return; }
     this.input.value = entry.query;
-    this.submit();
+    // searched as it was on screen (the tasks it listed, held as typing holds them: the API's
+    // `after`/`shown`), not as a new submitted query, so that Back shows the list that was left
+    this.clearTimers();
+    this.dismissed = false;
+    this.opening = null;
+    this.settledQuery = entry.query;
+    this.request(entry.query, this.wantsRerank(), false,
+                 { query: entry.query, ids: Array.isArray(entry.shown) ? entry.shown.map(String) : [] });
   };
 
   Widget.prototype.setRoleToken = function (token) {

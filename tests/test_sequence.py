@@ -1,0 +1,146 @@
+"""A keystroke judged as part of its sequence (issue 43 item 1, search.sequence): a task on screen
+is not withdrawn unless the new characters speak against it. The pure rule on hand-made rankings,
+the request that carries it, and the API on the fitted demo."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from search.request import SearchRequest
+from search.sequence import HOLD_SLACK, MAX_HELD, displayed, extends, held
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+
+
+@dataclass(frozen=True)
+class Item:
+    task: Task
+    probability: float
+    pinned: bool = False
+
+
+def ranking(*probabilities: float) -> list[Item]:
+    return [Item(Task(f"t{i}"), p) for i, p in enumerate(probabilities)]
+
+
+# -- the text extends what is on screen ------------------------------------------------------------
+@pytest.mark.parametrize("text, before, expected", [
+    ("eligib", "elig", True), ("Eligib", "elig", True), ("staff  trai", "staff tr", True),
+    ("elig", "elig", True),                     # the same text (the re-ranked request of it)
+    ("eli", "elig", False),                     # backspaced
+    ("staff rec", "staff trai", False),         # retyped
+    ("elig", None, False), ("elig", "", False), ("elig", "   ", False)])
+def test_a_text_extends_what_is_on_screen_only_when_it_begins_with_it(text, before, expected):
+    assert extends(text, before) is expected
+
+
+def test_the_request_holds_what_is_on_screen_only_while_the_text_extends_it_and_is_typed():
+    assert SearchRequest.typed("eligib", after="elig", shown=["b", "a", "a"]).held == ("a", "b")
+    assert SearchRequest.typed("eli", after="elig", shown=["a"]).held == ()           # backspaced
+    assert SearchRequest.typed("eligib", after="elig", shown=["a"], typing=False).held == ()   # Enter: judged whole
+    assert SearchRequest.typed("eligib", shown=["a"]).held == ()                      # no text on screen
+    assert SearchRequest.of_case("eligib").held == ()
+    many = [f"t{i}" for i in range(MAX_HELD + 10)]
+    assert len(SearchRequest.typed("eligib", after="elig", shown=many).held) == MAX_HELD
+
+
+# -- the rule --------------------------------------------------------------------------------------
+def test_a_task_on_screen_stays_while_near_the_list_and_above_the_tail_cut():
+    items = ranking(0.40, 0.20, 0.15, 0.13, 0.12, 0.05, 0.04)
+    tail = 0.3                                   # the tail cut's bar: p >= 0.12
+    on_screen = {"t1", "t3", "t4", "t5"}
+    assert [item.task.id for item in held(items, 5, tail, on_screen)] == ["t1", "t3", "t4"]   # t5: under the bar
+    assert HOLD_SLACK == 2
+    assert [item.task.id for item in held(items, 2, tail, on_screen)] == ["t1", "t3"]   # 4th of a list of 2: within the slack
+    assert [item.task.id for item in held(items, 1, tail, on_screen)] == ["t1"]         # 4th of a list of 1: spoken against
+    assert held(items, 5, tail, set()) == []
+
+
+def test_an_answer_shows_the_tail_cut_and_the_held_tasks_a_refusal_only_the_held_ones():
+    items = ranking(0.40, 0.20, 0.15, 0.13, 0.06, 0.05)
+    tail = 0.3                                   # the bar: 0.12
+    assert [i.task.id for i in displayed(items, 2, tail, {"t3"}, confident=True)] == ["t0", "t3"]  # t3 keeps its place
+    assert [i.task.id for i in displayed(items, 2, tail, set(), confident=True)] == ["t0", "t1"]
+    # refused: what the person saw stays, nothing they have not seen comes in
+    assert [i.task.id for i in displayed(items, 5, tail, {"t1", "t3"}, confident=False)] == ["t1", "t3"]
+    assert displayed(items, 5, tail, {"t4"}, confident=False) == []          # t4: under the bar, spoken against
+    assert displayed(items, 5, tail, set(), confident=False) == []
+
+
+def test_the_list_stays_k_long_a_held_task_keeping_its_place_over_a_newcomer_just_above_it():
+    items = ranking(0.30, 0.25, 0.20, 0.15, 0.10)
+    # a list of 3 without the screen: the best three
+    assert [i.task.id for i in displayed(items, 3, 0.0, set(), confident=True)] == ["t0", "t1", "t2"]
+    # t3 was on screen and is 4th now: it keeps its place, the newcomer t2 waits
+    assert [i.task.id for i in displayed(items, 3, 0.0, {"t0", "t1", "t3"}, confident=True)] == ["t0", "t1", "t3"]
+    # every one of the k on screen, and one more held: still k, the lowest held one goes
+    assert len(displayed(items, 3, 0.0, {"t0", "t1", "t2", "t3"}, confident=True)) == 3
+
+
+# -- through the API, on the fitted demo -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+    app = build_app(make_settings(tmp_path_factory.mktemp("sequence"), shared_cache_dir), demo_tasks, demo_cases)
+    install_demo_fit(app)
+    yield app.test_client()
+    close_app(app)
+
+
+def search(client, q: str, **args) -> dict:
+    response = client.get("/api/search", query_string={"q": q, "k": 8, **args})
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def ids(body: dict) -> list[str]:
+    return [row["id"] for row in body["results"]]
+
+
+def test_a_keystroke_the_abstention_refuses_keeps_what_is_on_screen(fitted):
+    # The issue's browser walk: "staff trai" was "No confident match" between two answers.
+    before = search(fitted, "staff tr")
+    alone = search(fitted, "staff trai")
+    assert not before["no_confident_match"] and alone["no_confident_match"], "the example no longer blinks"
+    typed = search(fitted, "staff trai", after="staff tr", shown=",".join(ids(before)))
+    assert not typed["no_confident_match"]
+    assert "hr.training-calendar" in ids(typed)
+    assert set(ids(typed)) <= set(ids(before))          # nothing the person has not seen comes in
+    assert typed["held"] == ids(typed)                  # every one of them is there because it was on screen
+    assert typed["ranker"]["confidence"] == alone["ranker"]["confidence"]   # the abstention's own say is unchanged
+
+
+def test_what_is_on_screen_is_not_held_once_the_text_no_longer_extends_it(fitted):
+    before = ",".join(ids(search(fitted, "staff tr")))
+    assert search(fitted, "staff trai", after="staff rec", shown=before)["no_confident_match"]     # retyped
+    assert search(fitted, "staff trai", after="staff tr", shown=before, typing=0)["no_confident_match"]  # Enter
+
+
+def test_a_task_the_new_characters_speak_against_is_not_held(fitted):
+    # on screen, but nowhere near the top of "staff trai": not held, and the refusal stands
+    body = search(fitted, "staff trai", after="staff tr", shown="health.immunizations,nutrition.cacfp-claim")
+    assert body["no_confident_match"] and body["results"] == [] and body["held"] == []
+
+
+def test_a_task_hidden_from_the_caller_is_never_held(fitted):
+    # a restricted task the public may not see, claimed on screen: it is not ranked, so never shown
+    body = search(fitted, "governing body rost", after="governing body", shown="gov.governing-board-roster")
+    assert "gov.governing-board-roster" not in ids(body) and "gov.governing-board-roster" not in body["held"]
+
+
+def test_an_answer_that_needs_no_holding_is_the_same_with_or_without_the_screen(fitted):
+    alone = search(fitted, "immunization records")
+    typed = search(fitted, "immunization records", after="immunization record", shown=",".join(ids(alone)))
+    assert ids(typed) == ids(alone) and typed["held"] == [] and alone["held"] == []
+
+
+def test_bad_sequence_parameters_are_a_clear_400(fitted):
+    too_many = ",".join(f"t{i}" for i in range(MAX_HELD + 1))
+    response = fitted.get("/api/search", query_string={"q": "staff trai", "after": "staff tr", "shown": too_many})
+    assert response.status_code == 400 and "shown" in response.get_json()["error"]
+    response = fitted.get("/api/search", query_string={"q": "staff trai", "after": "s" * 5000, "shown": "a"})
+    assert response.status_code == 400 and "after" in response.get_json()["error"]
