@@ -58,25 +58,21 @@ def install_completions(state) -> None:
         read_exclusions=store.completion_exclusions)
 
 
-def completions_for(body: dict) -> list[dict]:
-    """The completions of an answer's query for the roles it was answered for (its `roles`:
-    the caller's verified roles as the search narrowed them, serving.service.visible_roles)."""
-    live = services().search.live()
-    return current_app.extensions[COMPLETIONS].complete(live, body["query"], frozenset(body["roles"]))
-
-
 def with_one_voice(answer: Answer) -> tuple[Answer, list[dict]]:
-    """The answer and its completions speaking with one voice (search.suggestions.with_completions,
+    """The answer and its completions (api.completions: those of its query for the roles it was
+    answered for, its `roles`: the caller's verified roles as the search narrowed them,
+    serving.service.visible_roles) speaking with one voice (search.suggestions.with_completions,
     issue 43 item 2): on a refused answer, the tasks the offered completions lead to become its
     first task chips, and a completion leading to a task a written out-of-scope case rules out is
     dropped. An answer with results, or without completions, is returned as it is (a cached
-    answer keeps its encoding); only a refused one is encoded anew."""
-    completions = completions_for(answer.body)
+    answer keeps its encoding); only a refused one is encoded anew. One cached offer of one build
+    gives both the completions listed and the tasks each leads to."""
+    live, query = services().search.live(), answer.body["query"]
+    offer = current_app.extensions[COMPLETIONS].offer(live, query, frozenset(answer.body["roles"]))
+    completions = list(offer.listed)
     if answer.body["results"] or not completions:
         return answer, completions
-    live, query = services().search.live(), answer.body["query"]
-    leads = {c.text: c.tasks for c in current_app.extensions[COMPLETIONS].completions(live).complete(
-        query, frozenset(answer.body["roles"]))}
+    leads = {c.text: c.tasks for c in offer.found}
     wanted = set().union(*leads.values())
     names = {task.id: task.name for task in live.index.tasks if task.id in wanted}
     suggestions, completions = with_completions(
