@@ -60,7 +60,7 @@ def test_the_rankings_top_tasks_come_first_and_a_spelling_chip_takes_no_tasks_pl
     typo = {"atendance": [("attendance", 0.95)]}
     nearest = [("Policy Council Elections", 1.2), ("Attendance Report", 1.1), ("Daily Attendance", 0.9),
                ("Attendance Entry", 0.5), ("Average Daily Attendance", 0.3)]
-    got = suggest("atendance repo", ["atendance", "repo"], typo, nearest, ["reporting"])
+    got = suggest("atendance repo", ["atendance", "repo"], typo, nearest, ["reporting"], limit=4)
     assert got == [Suggestion(name, "task") for name, _ in nearest[:4]] + [Suggestion("attendance repo", "spelling")]
     assert [s.text for s in suggest("q", ["q"], {}, nearest, [], limit=2)] == [n for n, _ in nearest[:2]]
     assert [s.text for s in suggest("q", ["q"], {}, nearest, [], min_score=1.0)] == ["Policy Council Elections",
