@@ -256,6 +256,15 @@ def demo_app(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
     return build_app(make_settings(tmp_path_factory.mktemp("demo"), shared_cache_dir), demo_tasks, demo_cases)
 
 
+@pytest.fixture(scope="module")
+def fitted_demo_client(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
+    """A test client of the demo with its shipped fit installed (as `make run` serves it), one per module."""
+    app = build_app(make_settings(tmp_path_factory.mktemp("fitted-demo"), shared_cache_dir), demo_tasks, demo_cases)
+    install_demo_fit(app)
+    yield app.test_client()
+    close_app(app)
+
+
 @pytest.fixture
 def client(demo_app):
     return demo_app.test_client()

@@ -12,7 +12,6 @@ import pytest
 
 from evaluation.dead_ends import Outcome, dead_end_score, outcome_of, suggested_task_ids
 from search.suggestions import NOTHING, UNSURE, Suggestion, empty_state, suggest, with_completions
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
 
 IDS = {"Attendance Report": ["r.att"], "Daily Attendance": ["a.daily"], "Bus Routes": ["t.bus"]}
 
@@ -111,11 +110,8 @@ def test_a_completion_to_a_task_an_out_of_scope_case_rules_out_is_dropped():
 
 # -- through the API, on the fitted demo ------------------------------------------------------------
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path_factory.mktemp("dead-ends"), shared_cache_dir), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app.test_client()
-    close_app(app)
+def demo(fitted_demo_client):
+    return fitted_demo_client
 
 
 def search(client, query: str, **params) -> dict:

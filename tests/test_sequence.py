@@ -83,12 +83,8 @@ def test_the_list_stays_k_long_a_held_task_keeping_its_place_over_a_newcomer_jus
 
 # -- through the API, on the fitted demo -----------------------------------------------------------
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    from tests.conftest import build_app, close_app, install_demo_fit, make_settings
-    app = build_app(make_settings(tmp_path_factory.mktemp("sequence"), shared_cache_dir), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app.test_client()
-    close_app(app)
+def fitted(fitted_demo_client):
+    return fitted_demo_client
 
 
 def search(client, q: str, **args) -> dict:
