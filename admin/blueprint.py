@@ -77,6 +77,9 @@ class AdminState:
 
 
 # -- setup ---------------------------------------------------------------------------------
+ADMIN = "admin"   # the /admin blueprint's name (its endpoints are `admin.*`)
+
+
 def admin_blueprints() -> tuple[Blueprint, Blueprint]:
     """(pages, api): a new /admin blueprint (endpoints `admin.*`, templates and static files
     beside this module) with its policy, and the /admin/api blueprint nested in it (JSON for
@@ -87,7 +90,7 @@ def admin_blueprints() -> tuple[Blueprint, Blueprint]:
 
     `enforce_policy` is the blueprint's first before-request hook, so every view module's own
     hooks (admin.editor's checks of the text written) run after the access policy."""
-    pages = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static")
+    pages = Blueprint(ADMIN, __name__, url_prefix="/admin", template_folder="templates", static_folder="static")
     pages.before_request(enforce_policy)
     pages.after_request(security_headers)
     pages.context_processor(template_helpers)
@@ -137,6 +140,13 @@ def init_admin(app: Flask, settings: Settings, accounts: AccountStore, throttle:
     login_manager.session_protection = "basic"
     login_manager.user_loader(accounts.session_user)
     login_manager.init_app(app)
+    # Flask-Login's after-request hook (it sets or clears the remember cookie that login_user or
+    # logout_user asked for, through the session) on the admin's requests only: only they have a
+    # session (AdminOnlySessionInterface) and only the admin's views log in and out. Elsewhere it
+    # read an empty null session on every request: a hook call per search (issue 43 item 6).
+    remember = login_manager._update_remember_cookie
+    app.after_request_funcs[None].remove(remember)
+    app.after_request_funcs.setdefault(ADMIN, []).append(remember)
     app.session_interface = AdminOnlySessionInterface()
     app.extensions["taskfinder_admin"] = AdminState(throttle=throttle)
 

@@ -22,10 +22,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
@@ -80,7 +79,12 @@ class AnalyticsRecorder:
         self.on_count = on_count
         self.clock = clock
         self.counts: Counter[tuple[str, str]] = Counter()
-        self._queue: queue.Queue[tuple[str, tuple]] = queue.Queue(maxsize=config.queue_size)
+        # A deque, not a queue.Queue: nothing ever waits on it (the thread drains it on its own
+        # clock), and Queue.put_nowait takes a lock and notifies a condition for each search
+        # (issue 43 item 6). Appends and pops of a deque are atomic; the bound is checked before
+        # the append, so threads racing at the very edge may pass it by one item each.
+        self._queue: deque[tuple[str, tuple]] = deque()
+        self._queue_size = config.queue_size if config.queue_size > 0 else float("inf")   # as Queue's maxsize
         self._retry: list[tuple[str, tuple, int]] = []   # (kind, records, attempts so far)
         self._write_lock = threading.Lock()               # one flush at a time (thread, flush(), exit)
         self._start_lock = threading.Lock()
@@ -106,11 +110,10 @@ class AnalyticsRecorder:
         if not self.enabled:
             return False
         self._ensure_thread()
-        try:
-            self._queue.put_nowait((kind, records))
-        except queue.Full:
+        if len(self._queue) >= self._queue_size:
             self._count(kind, DROPPED_FULL, len(records))
             return False
+        self._queue.append((kind, records))
         self._count(kind, QUEUED, len(records))
         return True
 
@@ -155,8 +158,8 @@ class AnalyticsRecorder:
             self._retry.clear()
             while True:
                 try:
-                    kind, records = self._queue.get_nowait()
-                except queue.Empty:
+                    kind, records = self._queue.popleft()
+                except IndexError:
                     break
                 batch.append((kind, records, 0))
             if not batch:
@@ -238,7 +241,7 @@ class AnalyticsRecorder:
 
     def pending(self) -> int:
         """Items waiting to be written (queued or kept for a retry)."""
-        return self._queue.qsize() + len(self._retry)
+        return len(self._queue) + len(self._retry)
 
     def close(self) -> None:
         """Stop the thread and write what is left (at exit; idempotent)."""

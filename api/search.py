@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import os
 from dataclasses import replace
+from urllib.parse import parse_qsl
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -25,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from analytics.records import SESSION_ID, search_record
 from analytics.store import AnalyticsStore
 from api.completions import LiveCompletions, read_popular
-from api.events import analytics_recorder, person_of
+from api.events import EXTENSION as ANALYTICS, person_of
 from catalog.models import utcnow
 from api.roles import NONE, REJECTED, VERIFIED, Access, bearer_token, resolve_access
 from search.suggestions import empty_state, with_completions
@@ -58,7 +59,7 @@ def install_completions(state) -> None:
         read_exclusions=store.completion_exclusions)
 
 
-def with_one_voice(answer: Answer) -> tuple[Answer, list[dict]]:
+def with_one_voice(answer: Answer, app=None) -> tuple[Answer, list[dict]]:
     """The answer and its completions (api.completions: those of its query for the roles it was
     answered for, its `roles`: the caller's verified roles as the search narrowed them,
     serving.service.visible_roles) speaking with one voice (search.suggestions.with_completions,
@@ -66,9 +67,11 @@ def with_one_voice(answer: Answer) -> tuple[Answer, list[dict]]:
     first task chips, and a completion leading to a task a written out-of-scope case rules out is
     dropped. An answer with results, or without completions, is returned as it is (a cached
     answer keeps its encoding); only a refused one is encoded anew. One cached offer of one build
-    gives both the completions listed and the tasks each leads to."""
-    live, query = services().search.live(), answer.body["query"]
-    offer = current_app.extensions[COMPLETIONS].offer(live, query, frozenset(answer.body["roles"]))
+    gives both the completions listed and the tasks each leads to. `app`: the current app,
+    where the caller has it at hand (a context lookup fewer)."""
+    extensions = (app or current_app).extensions
+    live, query = extensions["taskfinder"].search.live(), answer.body["query"]
+    offer = extensions[COMPLETIONS].offer(live, query, frozenset(answer.body["roles"]))
     completions = list(offer.listed)
     if answer.body["results"] or not completions:
         return answer, completions
@@ -89,8 +92,11 @@ def bad_request(message: str) -> tuple[Response, int]:
 def query_args() -> dict[str, str]:
     """The query string's parameters, first value of each, as a plain dict: werkzeug's
     MultiDict.get raises and catches an exception for every absent name, and most of the
-    optional parameters are absent from most searches."""
-    return request.args.to_dict()
+    optional parameters are absent from most searches. Parsed as werkzeug parses `request.args`
+    (the same `parse_qsl` call: blank values kept, invalid percent-encoded bytes left encoded),
+    straight into the dict: no MultiDict is built only to be copied (issue 43 item 6)."""
+    pairs = parse_qsl(request.query_string.decode(), keep_blank_values=True, errors="werkzeug.url_quote")
+    return dict(reversed(pairs))   # reversed: the first value of a repeated name wins, as in to_dict()
 
 
 class EnvironHeaders:
@@ -152,14 +158,16 @@ ROLE_IGNORED_NOTE = "'role' was ignored: it is not one of the caller's verified 
 DEMO_ROLE_SECRET = "demo_role_secret"   # app.extensions: set by the demo's role switcher only while it is on
 
 
-def caller_access(args: dict[str, str]) -> Access:
+def caller_access(args: dict[str, str], app=None) -> Access:
     """The caller's verified roles (api.roles): a signed token or a trusted proxy's header.
     While the demo's role switcher is on (widget.demo_roles), a token that ROLE_TOKEN_SECRET
-    does not verify may instead be one the switcher signed with its demo-only secret."""
+    does not verify may instead be one the switcher signed with its demo-only secret. `app`:
+    the current app, where the caller has it at hand (a context lookup fewer)."""
+    extensions = (app or current_app).extensions
     environ = request.environ
-    settings, headers = services().settings, EnvironHeaders(environ)
+    settings, headers = extensions["taskfinder"].settings, EnvironHeaders(environ)
     access = resolve_access(settings, headers, args, environ.get("REMOTE_ADDR"))
-    demo_secret = current_app.extensions.get(DEMO_ROLE_SECRET)
+    demo_secret = extensions.get(DEMO_ROLE_SECRET)
     if access.credential == REJECTED and demo_secret:
         demo = resolve_access(replace(settings, role_token_secret=demo_secret), headers, args, None)
         if demo.credential == VERIFIED:
@@ -180,9 +188,12 @@ def access_report(access: Access, requested_role: str | None, body: dict) -> dic
 
 @search_bp.get("/api/search")
 def api_search():
-    svc = services()
+    # the app once, not a context-local lookup in each helper (issue 43 item 6: about ten per search)
+    app = current_app._get_current_object()
+    extensions = app.extensions
+    svc = extensions["taskfinder"]
     args = query_args()
-    access = caller_access(args)
+    access = caller_access(args, app)
     requested_role = args.get("role") or None
     try:
         session_id = parse_session(args)
@@ -191,13 +202,14 @@ def api_search():
                                    after=args.get("after"), shown=parse_shown(args))
     except BadQuery as exc:
         return bad_request(str(exc))
-    record = search_record(answer.body, session_id, utcnow(), person_of(access.subject))
-    analytics_recorder().record_search(record)  # queued: written in the background (analytics.recorder)
+    # person_of(None) is None: no pseudonym key lookup for the anonymous majority
+    record = search_record(answer.body, session_id, utcnow(), person_of(access.subject) if access.subject else None)
+    extensions[ANALYTICS].record_search(record)  # queued: written in the background (analytics.recorder)
     # serving.answer: a cached answer's results are not encoded again, only these fields
-    answer, completions = with_one_voice(answer)
+    answer, completions = with_one_voice(answer, app)
     body = answer.to_json(search_id=record.id, access=access_report(access, requested_role, answer.body),
                           rerank_available=svc.search.reranker is not None, completions=completions)
-    response = current_app.response_class(body + b"\n", mimetype="application/json")
+    response = app.response_class(body + b"\n", mimetype="application/json")
     if access.credential != NONE:  # role-dependent: no shared cache may serve it to another caller
         response.headers["Cache-Control"] = "private, no-store"
     return response

@@ -40,12 +40,16 @@ from evaluation.replay import heldout_index, heldout_queries, replay_pipeline
 from search.confidence import shown
 from search.fitting import FitContext
 from search.pipeline import Pipeline
+from search.sequence import HOLD_SLACK
 from search.ranker import default_params
 
 CUTS = (3, 5, 8)
-DEPTH = 10
 #: The results a person sees per keystroke in the sequence measure: the widget's list (widget.js DEFAULTS.k).
 WIDGET_LISTED = 8
+CUT_DEPTH = 10
+#: How deep a keystroke is ranked: as the service ranks it (serving.service: at least the fit's
+#: shortlist), deep enough for the held tasks (search.sequence: k + HOLD_SLACK places)
+KEYSTROKE_DEPTH = WIDGET_LISTED + HOLD_SLACK
 
 
 def prefix_cases(test, cut: int | None):
@@ -61,7 +65,7 @@ def score(queries, pipeline: Pipeline, mode: str) -> dict:
     shown_counts = {"uncut": [0, 0], "cut": [0, 0]}   # [results shown, of which wrong], answered queries
     found_cut = []                              # found@5 with the tail cut: the gold among what is shown
     for query in queries:
-        ranked = pipeline.fuse(query.for_mode(mode), DEPTH)   # the fit's weights, abstention and tail cut
+        ranked = pipeline.fuse(query.for_mode(mode), CUT_DEPTH)   # the fit's weights, abstention and tail cut
         result, answered = ranked.result, ranked.answered
         ranking, gold = [item.task.id for item in result.ranked], set(query.case.gold)
         hit = hit_at(ranking, gold, 5)
@@ -108,7 +112,7 @@ def shown_gold(query, pipeline: Pipeline, mode: str, held: tuple[str, ...] = (),
                listed: int = 5) -> tuple[bool, bool, tuple[str, ...]]:
     """(answered, the gold among the results shown, the ids shown): the top `listed` after the
     score-tail cut, and the tasks on screen the sequence holds (`held`: search.sequence)."""
-    ranked = pipeline.fuse(query.for_mode(mode), DEPTH, held=held)
+    ranked = pipeline.fuse(query.for_mode(mode), max(KEYSTROKE_DEPTH, pipeline.params.shortlist_size), held=held)
     ids = tuple(item.task.id for item in ranked.shown(listed))
     return ranked.answers(listed), bool(set(ids) & set(query.case.gold)), ids
 
@@ -158,9 +162,10 @@ def every_keystroke(pipeline: Pipeline, test) -> dict:
     `off_topic_answered_typed`: of the out-of-scope held-out queries, the share whose last keystroke
     (the whole text, still typed: no Enter) is answered (a submitted query is judged on its own)."""
     tagged = keystroke_cases(test)
-    queries, _ = heldout_queries(pipeline, [case for _, case in tagged], typed=True)
+    queries, _ = heldout_queries(pipeline, [case for _, case in tagged], typed=True, typing=True)
     off_tagged = keystroke_cases(test, in_scope=False)
-    off_queries, _ = heldout_queries(pipeline, [case for _, case in off_tagged], typed=True) if off_tagged else ([], None)
+    off_queries, _ = (heldout_queries(pipeline, [case for _, case in off_tagged], typed=True, typing=True)
+                      if off_tagged else ([], None))
     modes = ("full", "sparse") if pipeline.embedder is not None and pipeline.index.has_vectors else ("sparse",)
     out = {}
     for mode in modes:
@@ -204,9 +209,10 @@ def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_quer
     out = {}
     for cut in (*cuts, None):
         cases = prefix_cases(test, cut)
-        # as the widget sends a keystroke (no `typing` parameter: the service reads it), a space typed
-        # after the last word finishing it (AnalysedQuery.finished); the whole row likewise
-        queries, _ = heldout_queries(pipeline, cases, typed=True)
+        # a cut as the widget sends a keystroke (typing=1), a space typed after the last word
+        # finishing it (AnalysedQuery.finished); the whole row as before the widget said it was
+        # typing (no `typing`: the prefilter's reading), so that it stays comparable
+        queries, _ = heldout_queries(pipeline, cases, typed=True, typing=True if cut else None)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {**{mode: score(queries, pipeline, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from search.signal import MODES, REGISTRY, Signal
+from search.typed import TYPED_WHOLE
 
 if TYPE_CHECKING:
     from search.prefilter import PrefilterResult
@@ -112,9 +113,13 @@ class AbstentionModel:
     typing_threshold: tuple[float, ...] | None = None
 
     def threshold_for(self, unfinished: int) -> float:
-        """The threshold of a whole query (0) or of a query of that typing class (1, 2, ...)."""
+        """The threshold of a whole query (0), of a query of that typing class (1, 2, ...) or of a
+        whole-reading text still being typed (search.typed.TYPED_WHOLE: the whole query's where
+        the fit set none, as before the widget said it was typing)."""
         if not unfinished or not self.typing_threshold:
             return self.threshold
+        if unfinished == TYPED_WHOLE:
+            return self.typing_threshold[TYPED_WHOLE - 1] if len(self.typing_threshold) >= TYPED_WHOLE else self.threshold
         return self.typing_threshold[min(unfinished, len(self.typing_threshold)) - 1]
 
     def logit(self, features: dict[str, float]) -> float:
@@ -152,9 +157,10 @@ class Confidence:
 
 
 def assess(result: "PrefilterResult", model: AbstentionModel | None, unfinished: int = 0) -> Confidence:
-    """Whether to answer at all (see the module docstring). `unfinished`: the query's typing
-    class (AnalysedQuery.unfinished; 0: a whole query): its threshold applies, and its prefix
-    evidence (TYPING_EVIDENCE, present only then) counts as a word pointing at a task."""
+    """Whether to answer at all (see the module docstring). `unfinished`: the query's abstention
+    class (AnalysedQuery.judged_as: its typing class, TYPED_WHOLE, or 0 for a whole query): its
+    threshold applies, and its prefix evidence (TYPING_EVIDENCE, present only for a typing class)
+    counts as a word pointing at a task."""
     if not result.ranked:
         return Confidence(False, None, 0.0)
     top = result.ranked[0]

@@ -67,7 +67,7 @@ class Ranked:
     def answers(self, k: int) -> bool:
         """Whether the top `k` show a task: a confident answer, or a task on screen that the
         new text has not spoken against (search.sequence)."""
-        return self.answered or bool(self.on_screen and sequence.held(self.result.ranked, k, self.tail, self.on_screen))
+        return self.answered or bool(self.on_screen and sequence.held(self.result.ranked, k, self.on_screen))
 
     def shown(self, k: int) -> list[ScoredTask]:
         """What a user is shown of the top `k` without re-ranking: the top k after the tail cut
@@ -132,7 +132,7 @@ class Pipeline:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, explain=explain)
         model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
-        return Ranked(analysed, result, assess(result, model, analysed.unfinished),
+        return Ranked(analysed, result, assess(result, model, analysed.judged_as),
                       self.params.tail_for(result.mode, analysed.unfinished), held)
 
     def rank(self, request: SearchRequest, analysed: AnalysedQuery | None = None,

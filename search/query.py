@@ -23,7 +23,7 @@ from lexicon.normalise import WORD, normalise
 from lexicon.text import printable, stem, words
 from search.index import SearchIndex
 from search.signals import fuzzy_corrections, unique
-from search.typed import typing_class_of, unfinished as typing_unfinished
+from search.typed import TYPED_WHOLE, unfinished as typing_unfinished
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,19 @@ class AnalysedQuery:
     # the typo tolerance its words were corrected with (TYPO_MIN_SIMILARITY): what reads the same
     # query against another index reads it with the same tolerance (search.prefilter.written_values)
     typo_min_similarity: float = 80.0
+    # read as whole (unfinished 0) but said by the caller to be still typed (search.typed.TYPED_WHOLE)
+    still_typed: bool = False
 
     @property
     def foreign(self) -> bool:
         return foreign(self.language)
+
+    @property
+    def judged_as(self) -> int:
+        """The class whose abstention threshold judges it (search.confidence.AbstentionModel.
+        threshold_for): its typing class, TYPED_WHOLE for a whole-reading text still being typed,
+        0 for a whole query."""
+        return self.unfinished or (TYPED_WHOLE if self.still_typed else 0)
 
 
 # A word unknown to the catalog and the lexicon is replaced by its correction in the text the
@@ -78,8 +87,9 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
 
     `typing`: whether the query is still being typed, where the caller knows (the widget says
     `typing=0` when the person submits, pressing Enter); None: the prefilter's reading
-    (search.typed.unfinished). A submitted query is always a whole one; a typed one always gets a
-    typing class.
+    (search.typed.unfinished). A submitted query is always a whole one; a typed one the prefilter
+    reads as whole (a long text: "what is the balance of my chec") is ranked as one and judged
+    by the threshold of such prefixes (`still_typed`: search.typed.TYPED_WHOLE).
     """
     if finished is None:
         finished = query[-1:].isspace()
@@ -89,11 +99,9 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     if foreign(language):
         # its words are not the catalog's: none is a typo of one (nor the start of one), and the
         # embedder reads it as typed
-        typing_class = 0
-        if prefix_search and index.typed is not None and typing is not False:
-            typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
+        typing_class = typing_class_read(index, query, prefix_search, typing)
         return AnalysedQuery(query, query_words, {}, printable(query), {}, typing_class, finished, language,
-                             typo_min_similarity)
+                             typo_min_similarity, still_typed=bool(typing) and not typing_class)
     corrections = typo_corrections(index, query_words, typo_min_similarity, finished)
     replace_with = {w: found[0][0] for w, found in corrections.items()
                     if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
@@ -102,11 +110,17 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
         embedding_text = WORD.sub(lambda m: replace_with.get(m.group(0), m.group(0)),
                                            " ".join(normalise(query).split()))
     prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search and not finished else {}
-    typing_class = 0
-    if prefix_search and index.typed is not None and typing is not False:
-        typing_class = typing_unfinished(index.typed, query) or (typing_class_of(query) if typing else 0)
+    typing_class = typing_class_read(index, query, prefix_search, typing)
     return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing_class, finished,
-                         CATALOG_LANGUAGE, typo_min_similarity)
+                         CATALOG_LANGUAGE, typo_min_similarity, still_typed=bool(typing) and not typing_class)
+
+
+def typing_class_read(index: SearchIndex, query: str, prefix_search: bool, typing: bool | None) -> int:
+    """The typing class of `query` (search.typed.unfinished), 0 where it reads as a whole query,
+    prefix search is off, or the caller says it is submitted (`typing` False)."""
+    if not prefix_search or index.typed is None or typing is False:
+        return 0
+    return typing_unfinished(index.typed, query)
 
 
 def query_language(index: SearchIndex, query: str, finished: bool = True) -> str:

@@ -69,6 +69,14 @@ TYPING_MAX_CHARS = 8
 # at the budget rather than the pooled one (the demo's held-out 3-character cuts: 7.5% -> 5%
 # refused; its 5-character ones without embeddings: 12.5% -> 10%).
 TYPING_CLASSES = (3, 5)
+# The abstention class of a text the prefilter reads as whole (longer than TYPING_MAX_CHARS, of
+# several words or a finished one) that the caller says is still being typed (the widget's
+# `typing=1` on every keystroke): a sentence cut mid-word, "what is the balance of my chec". It
+# is ranked as the whole query it is becoming (the whole-query weights, signals and tail cut) and
+# judged by its own threshold, calibrated on such prefixes of the cases (search.fitting.typed):
+# judged by the whole-query threshold, CLINC150 val's typed keystrokes were refused 34% of the
+# time (docs/prefix-search.md, "Every keystroke, judged as a sequence").
+TYPED_WHOLE = len(TYPING_CLASSES) + 2
 MEMO_SIZE = 50_000
 _TOKEN = re.compile(r"[0-9a-z]+")
 

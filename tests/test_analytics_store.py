@@ -1,14 +1,16 @@
 """analytics.store: the search log's batch insert (one statement per batch on SQLite and
 PostgreSQL) stores exactly what the generic insert stores, and search ids sort by time."""
 import dataclasses
+import os
 import re
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import text
 
 import analytics.store
-from analytics.records import SEARCH_ID, EventRecord, SearchRecord, new_search_id
+from analytics.records import SEARCH_ID, EventRecord, RandomBytes, SearchRecord, new_search_id
 from analytics.store import AnalyticsStore, _event_row, _search_row
 
 START = datetime(2026, 11, 24, 12, 0, 0, 123456, tzinfo=timezone.utc)
@@ -68,3 +70,31 @@ def test_search_ids_sort_by_time_and_stay_unguessable():
     assert len(same_ms) == 1000                                   # 80 random bits per millisecond
     assert len({i[:8] for i in same_ms}) == 1                     # the first 8 characters are the time
     assert all(re.fullmatch(r"[A-Za-z0-9_-]+", i) for i in same_ms)
+
+
+def test_search_id_random_bytes_go_to_one_caller_and_not_across_a_fork():
+    """RandomBytes hands out slices of os.urandom blocks: never the same bytes to two threads,
+    and a forked child (a gunicorn worker) fetches its own instead of repeating its parent's."""
+    source = RandomBytes()
+    taken: list[bytes] = []
+
+    def take_many():
+        taken.extend(source.take(10) for _ in range(2000))
+
+    threads = [threading.Thread(target=take_many) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(taken) == 8000 and len(set(taken)) == 8000 and {len(t) for t in taken} == {10}
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: its next bytes, to the parent
+        os.write(write, source.take(10))
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 10)
+    os.close(read)
+    assert len(child) == 10 and child != source.take(10)   # without the reset they would be equal

@@ -149,7 +149,7 @@ def test_cover_traffic_from_many_networks_buys_the_learned_signal_no_weight(demo
 CORRECTIONS = (("teacher-child interaction", "education.class-observation", 2),
                ("where do I record a child's", "health.immunizations", 2),
                ("classes attendance", "family.parenting-curriculum", 4),
-               ("a child", "ersea.withdrawal", 3))
+               ("a child", "ersea.withdrawal", 4))
 
 
 def honest(app, blocks: list[str], sessions_per_query: int = 3) -> None:

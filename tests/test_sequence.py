@@ -49,15 +49,15 @@ def test_the_request_holds_what_is_on_screen_only_while_the_text_extends_it_and_
 
 
 # -- the rule --------------------------------------------------------------------------------------
-def test_a_task_on_screen_stays_while_near_the_list_and_above_the_tail_cut():
-    items = ranking(0.40, 0.20, 0.15, 0.13, 0.12, 0.05, 0.04)
-    tail = 0.3                                   # the tail cut's bar: p >= 0.12
-    on_screen = {"t1", "t3", "t4", "t5"}
-    assert [item.task.id for item in held(items, 5, tail, on_screen)] == ["t1", "t3", "t4"]   # t5: under the bar
-    assert HOLD_SLACK == 2
-    assert [item.task.id for item in held(items, 2, tail, on_screen)] == ["t1", "t3"]   # 4th of a list of 2: within the slack
-    assert [item.task.id for item in held(items, 1, tail, on_screen)] == ["t1"]         # 4th of a list of 1: spoken against
-    assert held(items, 5, tail, set()) == []
+def test_a_task_on_screen_stays_while_near_the_list():
+    items = ranking(0.40, 0.20, 0.15, 0.13, 0.12, 0.05, 0.04, 0.01)
+    on_screen = {"t1", "t3", "t4", "t5", "t7"}
+    assert HOLD_SLACK == 3
+    # within k + 3 places, however far under the tail cut's bar (t5: 0.05 against a best of 0.40)
+    assert [item.task.id for item in held(items, 5, on_screen)] == ["t1", "t3", "t4", "t5", "t7"]
+    assert [item.task.id for item in held(items, 2, on_screen)] == ["t1", "t3", "t4"]   # 5th of a list of 2: within the slack
+    assert [item.task.id for item in held(items, 1, on_screen)] == ["t1", "t3"]         # 5th of a list of 1: spoken against
+    assert held(items, 5, set()) == []
 
 
 def test_an_answer_shows_the_tail_cut_and_the_held_tasks_a_refusal_only_the_held_ones():
@@ -67,7 +67,7 @@ def test_an_answer_shows_the_tail_cut_and_the_held_tasks_a_refusal_only_the_held
     assert [i.task.id for i in displayed(items, 2, tail, set(), confident=True)] == ["t0", "t1"]
     # refused: what the person saw stays, nothing they have not seen comes in
     assert [i.task.id for i in displayed(items, 5, tail, {"t1", "t3"}, confident=False)] == ["t1", "t3"]
-    assert displayed(items, 5, tail, {"t4"}, confident=False) == []          # t4: under the bar, spoken against
+    assert [i.task.id for i in displayed(items, 1, tail, {"t5"}, confident=False)] == []   # 6th of a list of 1: spoken against
     assert displayed(items, 5, tail, set(), confident=False) == []
 
 
@@ -79,6 +79,16 @@ def test_the_list_stays_k_long_a_held_task_keeping_its_place_over_a_newcomer_jus
     assert [i.task.id for i in displayed(items, 3, 0.0, {"t0", "t1", "t3"}, confident=True)] == ["t0", "t1", "t3"]
     # every one of the k on screen, and one more held: still k, the lowest held one goes
     assert len(displayed(items, 3, 0.0, {"t0", "t1", "t2", "t3"}, confident=True)) == 3
+
+
+def test_a_new_best_answer_always_comes_in():
+    """A newcomer gives way to a held task only near the list's end (within HOLD_SLACK places);
+    one ranked above that comes in, and the lowest-ranked held task goes."""
+    items = ranking(0.50, 0.10, 0.09, 0.08, 0.07, 0.06, 0.05)
+    on_screen = {"t1", "t2", "t3", "t4"}          # a list of 4 on screen, and a new best answer t0
+    assert [i.task.id for i in displayed(items, 4, 0.0, on_screen, confident=True)] == ["t0", "t1", "t2", "t3"]
+    assert HOLD_SLACK == 3 and [i.task.id for i in displayed(items, 4, 0.0, {"t2", "t3", "t4", "t5"}, confident=True)] \
+        == ["t0", "t2", "t3", "t4"]                # t1 (2nd, on the edge) waits; the new best t0 does not
 
 
 # -- through the API, on the fitted demo -----------------------------------------------------------

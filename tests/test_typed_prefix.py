@@ -4,6 +4,8 @@ type-ahead evaluation that counts "no confident match" as a miss beside a plain 
 (evaluation.prefixes, evaluation.prefix_engine). Figures: docs/prefix-search.md."""
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ from search.index import build_index
 from search.prefilter import TYPED, prefilter
 from search.query import analyse_query
 from search.ranker import FusionWeights, RankerParams, default_params
-from search.typed import build_typed_index, typed_signal, unfinished
+from search.typed import TYPED_WHOLE, build_typed_index, typed_signal, unfinished
 from settings import Settings
 
 SETTINGS = Settings.from_env({})
@@ -95,24 +97,54 @@ def test_one_long_word_is_being_typed_when_it_begins_an_indexed_word(demo_index)
 
 
 def test_typing_cuts_are_the_prefixes_typed_on_the_way():
-    assert typing_cuts("developmental screening") == ["dev", "devel", "developm", "developmental scre"]
-    assert typing_cuts("asq") == []
+    query = "developmental screening"   # 20 keystrokes from the third character: one cut in each 3
+    cuts = typing_cuts(query, stride=3)
+    assert len(cuts) == 7 and all(query.startswith(c) and 3 <= len(c) < len(query) for c in cuts)
+    lengths = [len(c) for c in cuts]
+    assert lengths == sorted(lengths) and all(3 + 3 * s - 1 <= n < 3 + 3 * (s + 1) + 1 for s, n in enumerate(lengths))
+    assert typing_cuts(query, stride=3) == cuts                     # a stable draw
+    assert typing_cuts("asq") == [] and typing_cuts("asqs") == ["asq"]
+
+
+def test_across_cases_every_keystroke_length_is_calibrated_on():
+    """Issue 43 item 1: the fit's prefixes cover every keystroke length, as often as the widget
+    asks it (not only 3, 5 and 8 characters and half the last word)."""
+    queries = [f"what is the balance of account number {n:03d}" for n in range(200)]
+    lengths = Counter(len(c) for q in queries for c in typing_cuts(q, stride=3))
+    assert set(lengths) == set(range(3, len(queries[0])))           # every length up to the whole
+    assert max(lengths.values()) < 3 * min(lengths.values())        # none drawn far more than another
+
+
+def test_a_long_text_still_being_typed_is_ranked_whole_and_judged_as_a_prefix(demo_index):
+    """`typing=1` on a text the prefilter reads as whole: the whole query's ranking and signals,
+    the threshold of such prefixes (search.typed.TYPED_WHOLE); without it, or submitted: whole."""
+    text = "developmental screening for tod"
+    said, read, submitted = (analyse_query(demo_index, text, typing=t) for t in (True, None, False))
+    assert said.unfinished == read.unfinished == submitted.unfinished == 0
+    assert said.judged_as == TYPED_WHOLE and read.judged_as == submitted.judged_as == 0
+    assert analyse_query(demo_index, "devel", typing=True).judged_as == analyse_query(demo_index, "devel").unfinished > 0
+    ranked = [[(i.task.id, i.score) for i in prefilter(demo_index, q, SETTINGS.degraded_weights, 5).ranked]
+              for q in (said, read)]
+    assert ranked[0] == ranked[1]
 
 
 def test_typing_weights_and_threshold_survive_the_store_round_trip():
     params = default_params(SETTINGS)
     typing = FusionWeights(SETTINGS.weights, SETTINGS.degraded_weights)
-    model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {}, typing_threshold=(-3.0, -2.0, -1.5))
+    model = AbstentionModel(("neighbour",), (1.0,), 0.0, 0.5, {}, typing_threshold=(-3.0, -2.0, -1.5, -1.0))
     again = RankerParams.from_dict(RankerParams(params.weights, 15, {"full": model, "sparse": None},
                                                 typing=typing, tail={"full": (0.02, 0.005)}).as_dict())
     assert again.tail_for("full", False) == 0.02 and again.tail_for("full", True) == 0.005
     assert again.tail_for("sparse", False) == 0.0
     assert again.typing.as_dict() == typing.as_dict() and again.weights_for(True) is again.typing
     assert again.weights_for(False).as_dict() == params.weights.as_dict()
-    assert [again.abstention["full"].threshold_for(c) for c in (0, 1, 2, 3)] == [0.5, -3.0, -2.0, -1.5]
-    # a fit stored before the typing classes held one typing threshold: it serves every class
+    assert [again.abstention["full"].threshold_for(c) for c in (0, 1, 2, 3, TYPED_WHOLE)] == [0.5, -3.0, -2.0, -1.5, -1.0]
+    # a fit stored before the typing classes held one typing threshold: it serves every class; a
+    # long text still being typed is judged as a whole query where the fit set no threshold for it
     old = AbstentionModel.from_dict({**model.as_dict(), "typing_threshold": -1.0})
-    assert old.threshold_for(1) == old.threshold_for(3) == -1.0
+    assert old.threshold_for(1) == old.threshold_for(3) == -1.0 and old.threshold_for(TYPED_WHOLE) == 0.5
+    three = AbstentionModel.from_dict({**model.as_dict(), "typing_threshold": [-3.0, -2.0, -1.5]})
+    assert three.threshold_for(3) == -1.5 and three.threshold_for(TYPED_WHOLE) == 0.5
 
 
 def test_the_prefix_engine_reads_a_trailing_space_as_a_finished_word():
@@ -182,13 +214,18 @@ def test_the_tail_cut_keeps_the_largest_ratio_that_loses_no_more_than_its_allowa
 
 
 def test_the_caller_may_say_whether_the_query_is_still_being_typed(client):
-    """`typing=0` (the widget's Enter): a whole query, without the typing signals; `typing=1`: a
-    fragment whatever its length; absent: the service reads it (at most 8 characters: typing)."""
+    """`typing=0` (the widget's Enter): a whole query, without the typing signals; `typing=1`: still
+    being typed, whatever its length (a long text ranked as the whole query it is becoming, judged
+    by its own threshold: search.typed.TYPED_WHOLE); absent: the service reads it (at most 8
+    characters: typing)."""
     def signals(**params):
         body = client.get("/api/search", query_string={"q": "immun", "k": 3, **params}).get_json()
         return [set(row["signals"]) for row in body["results"]]
     assert all("typed" in names and "begins" in names for names in signals())
     assert all("typed" not in names for names in signals(typing="0"))
-    long = client.get("/api/search", query_string={"q": "immunization records for", "k": 3, "typing": "1"}).get_json()
-    assert all("typed" in row["signals"] for row in long["results"])
+    def ranking(**params):
+        body = client.get("/api/search", query_string={"q": "immunization records for", "k": 3, **params}).get_json()
+        return [(row["id"], row["score"], sorted(row["signals"])) for row in body["results"]]
+    assert ranking(typing="1") == ranking() == ranking(typing="0")
+    assert all("typed" not in signals for _, _, signals in ranking(typing="1"))
     assert client.get("/api/search", query_string={"q": "immun", "typing": "maybe"}).status_code == 400

@@ -49,7 +49,7 @@ from search.fitting.metrics import (BASELINE_SIGNALS, K_VALUES, choose_shortlist
                                     net_first_wins, rank_summary, ranking_metrics, rankings)
 from search.fitting.ranker import NO_USE, FitOptions, fit_ranker
 from search.fitting.tail import TAIL_GRID, TAIL_MAX_LOSS, choose_tail_ratio, shown_metrics
-from search.fitting.typed import MAX_TYPING_CASES, TYPING_CUTS, fit_typing, typing_cuts, typing_queries
+from search.fitting.typed import KEYSTROKE_STRIDE, MAX_TYPING_CASES, fit_typing, typing_cuts, typing_queries
 from search.fitting.weights import (CANDIDATES, PRIOR_STRENGTH, conditional_logit, design_matrices, fit_standardised,
                                     fit_weights, typing_signals)
 
@@ -57,7 +57,7 @@ __all__ = [
     "BASELINE_SIGNALS", "CANDIDATES", "CVPass", "CVQuery", "DEFAULT_BUDGET", "DEPENDENCE_Z", "FOLDS", "FitContext",
     "FitOptions", "K_VALUES", "L2_GRID", "LEARNED_SIGNAL_NET_WINS", "MAX_CALIBRATION_QUERIES", "MAX_CV_QUERIES",
     "MAX_DEPENDENCE_LAG", "MAX_TASK_CASES", "MAX_TYPING_CASES", "MIN_IN_SCOPE", "MIN_NEGATIVES", "NO_USE", "PAIRED_Z",
-    "PRIOR_STRENGTH", "TAIL_GRID", "TAIL_MAX_LOSS", "TYPING_CUTS", "_cross_fitted", "_jaccard_matrix", "_logistic",
+    "PRIOR_STRENGTH", "TAIL_GRID", "TAIL_MAX_LOSS", "KEYSTROKE_STRIDE", "_cross_fitted", "_jaccard_matrix", "_logistic",
     "_task_runs", "abstention_negatives", "calibration_blocks", "calibration_folds",
     "calibration_queries", "cases_digest", "choose_learned_as_cases", "choose_learned_signal", "choose_shortlist",
     "choose_sparse_signals", "choose_tail_ratio", "class_balance", "conditional_logit", "conformal_threshold",

@@ -29,7 +29,7 @@ from search.fitting.weights import typing_signals
 from search.offtopic import load_offtopic
 from search.prefilter import TYPING_SIGNALS
 from search.ranker import FusionWeights
-from search.typed import TYPING_CLASSES
+from search.typed import TYPED_WHOLE
 from settings import Settings
 
 # Abstention (fit_abstention): the default in-scope budget (settings.abstain_budget), the fewest
@@ -209,17 +209,26 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
     typing_threshold = None
     if typing and typing_weights is not None:
         # the prefixes' scores under the model fitted above on whole queries (their rankings are
-        # cross-fitted; the model is not, but no prefix is among what it was fitted on)
-        typed = cross_fitted_rankings(typing, typing_weights, mode, signals=typing_signals(signals), extra=TYPING_SIGNALS)
+        # cross-fitted; the model is not, but no prefix is among what it was fitted on): those read
+        # as still typed ranked with the typing weights, the whole-reading ones (TYPED_WHOLE) as
+        # whole queries are
+        typing = [q for q in typing if q.unfinished] + [q for q in typing if not q.unfinished]
+        short = sum(1 for q in typing if q.unfinished)
+        typed = (cross_fitted_rankings(typing[:short], typing_weights, mode, signals=typing_signals(signals),
+                                       extra=TYPING_SIGNALS) if short else [])
+        typed += cross_fitted_rankings(typing[short:], weights, mode, signals=signals) if short < len(typing) else []
         features = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in typed], dtype=np.float64)
         typed_logits = features @ np.asarray(coef, dtype=np.float64) + intercept
-        pooled = conformal_threshold(typed_logits, budget)
-        classes = np.array([q.unfinished for q in typing])
+        classes = np.array([q.judged_as for q in typing])
+        pooled = conformal_threshold(typed_logits[classes != TYPED_WHOLE], budget) if short else threshold
         # one threshold per typing class (search.typed.TYPING_CLASSES), the pooled one where a
-        # class has too few prefixes to set its own (fewer than 1 / budget)
-        thresholds = tuple(conformal_threshold(typed_logits[classes == c], budget)
-                           if (classes == c).sum() >= np.ceil(1.0 / max(budget, 1e-9)) else pooled
-                           for c in range(1, len(TYPING_CLASSES) + 2))
+        # class has too few prefixes to set its own (fewer than 1 / budget); then TYPED_WHOLE's,
+        # the whole query's where it has too few
+        enough = np.ceil(1.0 / max(budget, 1e-9))
+        thresholds = tuple(conformal_threshold(typed_logits[classes == c], budget) if (classes == c).sum() >= enough
+                           else pooled for c in range(1, TYPED_WHOLE))
+        thresholds += (conformal_threshold(typed_logits[classes == TYPED_WHOLE], budget)
+                       if (classes == TYPED_WHOLE).sum() >= enough else threshold,)
         typed_hit5 = [bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(typing, typed)]
         refused = typed_logits < np.array([thresholds[c - 1] for c in classes])
         point["typing"] = {

@@ -102,7 +102,9 @@ class CVPass:
     abstention's calibration keeps cases written together in one fold (calibration_folds).
     `variants`: each held-out in-scope case is scored as these texts of its query instead (the
     prefixes a person types on the way to it: typing_cuts), gold unchanged; `keep`: which of the
-    analysed queries are kept (typing_queries: those read as still being typed). `folds`: how many."""
+    analysed queries are kept (typing_queries: those read as still being typed); `typing`: what the
+    variants' requests say of it (SearchRequest.typed: True, as the widget sends a keystroke; None,
+    the prefilter's reading). `folds`: how many."""
 
     negatives: Sequence[tuple[str, str]] = ()
     learned: Sequence[LearnedExemplar] = ()
@@ -110,6 +112,7 @@ class CVPass:
     assignment: Sequence[int] | None = None
     variants: Callable[[str], Sequence[str]] | None = None
     keep: Callable[[AnalysedQuery], bool] | None = None
+    typing: bool | None = None
     folds: int = FOLDS
 
 
@@ -125,6 +128,7 @@ class CVQuery:
     pinned: tuple[str, ...] = ()       # gold of a training case with this very query (held-out replay only)
     source: str = "case"               # "case" (a test case) or a kind of negative (fit_abstention)
     unfinished: int = 0                # the typing class (AnalysedQuery.unfinished), 0: a whole query
+    judged_as: int = 0                 # the abstention class (AnalysedQuery.judged_as)
 
     def gold_rows(self) -> list[int]:
         gold = set(self.case.gold)
@@ -220,7 +224,7 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
         sources = ["case"] * len(held) + [source for (source, _), f in zip(negatives, negative_fold) if f == fold]
         unseen = [CaseRecord(query=query, gold=()) for (_, query), f in zip(negatives, negative_fold) if f == fold]
         # every active task visible, no pins: the held-out query is unseen by construction
-        requests = [SearchRequest.typed(c.query, EVERYONE, pins=False) if typed else
+        requests = [SearchRequest.typed(c.query, EVERYONE, typing=cv.typing, pins=False) if typed else
                     SearchRequest.of_case(c.query, EVERYONE, pins=False) for c in held]
         requests += [SearchRequest.of_case(c.query, EVERYONE, pins=False) for c in unseen]
         held = held + unseen
@@ -241,7 +245,7 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
                 continue
             scored = pipeline.score(request, query, vector)   # every signal, every active task
             out.append(CVQuery(case, fold, scored.tasks, scored.values, scored.out_of_scope_similarity, source=source,
-                               unfinished=query.unfinished))
+                               unfinished=query.unfinished, judged_as=query.judged_as))
         if progress is not None:
             progress(fold + 1, folds)
     return out

@@ -121,12 +121,16 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
             queries = [q for q in queries if not (q.source == "case" and written_in_other_language(q))]
     shortlist = choose_shortlist(report["cv"][primary]["fitted"], defaults.shortlist_size)
     typed = typing_queries(context)
-    typing = fit_typing(typed, weights, defaults.weights, modes, signals) or FusionWeights(
+    # the prefixes read as still being typed are ranked with the typing weights (fitted on them);
+    # the longer ones that read as whole (search.typed.TYPED_WHOLE) as whole queries: they only
+    # set their own abstention threshold
+    prefixes = [q for q in typed if q.unfinished]
+    typing = fit_typing(prefixes, weights, defaults.weights, modes, signals) or FusionWeights(
         *(replace(weights.for_mode(m), **{name: getattr(defaults.weights.for_mode(m), name) for name in TYPING_SIGNALS})
           for m in MODES))
     if typing is not None:
-        report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(typed, rankings(typed, weights, mode)),
-                                         "typing_weights": ranking_metrics(typed, rankings(typed, typing, mode))}
+        report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(prefixes, rankings(prefixes, weights, mode)),
+                                         "typing_weights": ranking_metrics(prefixes, rankings(prefixes, typing, mode))}
                                   for mode in modes}
     # a query in another language than the catalog's (search.fitting.foreign): its weights, then its abstention
     foreign = foreign_signals = None
@@ -147,7 +151,7 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     tail = {}
     for mode in modes:
         whole_ratio, whole_report = choose_tail_ratio(in_scope_queries, rankings(in_scope_queries, weights, mode))
-        typing_ratio, typing_report = choose_tail_ratio(typed, rankings(typed, typing, mode))
+        typing_ratio, typing_report = choose_tail_ratio(prefixes, rankings(prefixes, typing, mode))
         tail[mode] = (whole_ratio, typing_ratio)
         report["cv"][mode]["tail"] = {"whole": whole_report, "typing": typing_report}
     stored_prototypes = None

@@ -85,7 +85,7 @@ def test_a_misspelling_is_explained_once(fitted_demo, live_server, page):
     assert_signals_named_by_source(body, lines)
 
 
-@pytest.mark.parametrize("query", ["ca", "cacfp"])
+@pytest.mark.parametrize("query", ["cacfp claims", "cacfp"])
 def test_nothing_is_learned_from_searches_on_a_fresh_database(fitted_demo, live_server, page, query):
     """The audit saw "learned from earlier searches" on filler results for "cacfp" before any
     search or click: it labelled the prototype, which the fit learns from the written test cases."""
@@ -94,7 +94,9 @@ def test_nothing_is_learned_from_searches_on_a_fresh_database(fitted_demo, live_
     body, lines = type_and_read(page, live_server(fitted_demo), query)
     assert all("learned" not in row["contributions"] for row in body["results"])
     assert_signals_named_by_source(body, lines)
-    if query == "ca":   # the prototype is the second strongest reason of some results (the audit's filler)
+    # the prototype is the second strongest reason of some results (the audit's filler); since the
+    # typing fit of issue 43 item 1 it weighs nothing on a fragment ("ca"), so a longer text shows it
+    if query == "cacfp claims":
         assert any(PROTOTYPE_PHRASE in line for line in lines.values()), lines
 
 

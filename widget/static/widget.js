@@ -661,7 +661,11 @@
       url.searchParams.set("q", query);
       url.searchParams.set("k", String(self.opts.k));
       url.searchParams.set("rerank", rerank ? "1" : "0");
-      if (submitted) url.searchParams.set("typing", "0");   // Enter: a whole query, judged as one
+      // Enter: a whole query, judged as one; a keystroke (or a pause in typing): still being typed,
+      // ranked and judged as a prefix (the fit's typing weights and thresholds, set on every
+      // keystroke length); a restored search: as its text reads (the prefilter's reading)
+      if (submitted) url.searchParams.set("typing", "0");
+      else if (!screen) url.searchParams.set("typing", "1");
       var onScreen = screen || self.onScreen();
       if (!submitted && onScreen && onScreen.ids.length) {
         // What the person sees now: while the new text extends it, a task on screen is not
