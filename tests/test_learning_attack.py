@@ -145,11 +145,20 @@ def test_cover_traffic_from_many_networks_buys_the_learned_signal_no_weight(demo
 
 # Queries near a written case that the written ranking answers wrongly, each with its right task
 # and that task's rank on the demo's fit (found by ranking 1,308 variants of the demo's case
-# queries: these 4 were the only ones whose right task was shown below rank 1).
+# queries: these 4 were the only ones whose right task was shown below rank 1). The tests read the
+# ranks at run time (`ranks_before`): a query's vector differs a little from one CPU to another
+# (tests/test_shipped_fit.py), enough to swap two tasks whose scores are 0.04 apart.
 CORRECTIONS = (("teacher-child interaction", "education.class-observation", 2),
                ("where do I record a child's", "health.immunizations", 2),
                ("classes attendance", "family.parenting-curriculum", 4),
                ("a child", "ersea.withdrawal", 4))
+
+
+def ranks_before(service) -> list[int]:
+    """The right tasks' ranks before any correction: the premise, each shown but not first."""
+    before = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
+    assert all(rank is not None and 2 <= rank <= 4 for rank in before), (before, [r for *_, r in CORRECTIONS])
+    return before
 
 
 def honest(app, blocks: list[str], sessions_per_query: int = 3) -> None:
@@ -174,7 +183,7 @@ def test_honest_corrections_from_many_networks_are_learned_beside_the_attackers_
     are informative, earn the `learned` signal its weight in the CV, and lift their right tasks;
     the wrong task stays where it was."""
     service = demo.extensions["taskfinder"].search
-    assert [rank_of(service, q, t) for q, t, _ in CORRECTIONS] == [r for *_, r in CORRECTIONS]
+    before = ranks_before(service)
     attack(demo, demo_cases, networks(2))
     honest(demo, [f"203.0.{i}" for i in range(12)])
     report = fit(demo)
@@ -183,12 +192,12 @@ def test_honest_corrections_from_many_networks_are_learned_beside_the_attackers_
     assert report["learned"]["pairs"] == report["learned"]["informative"] == len(CORRECTIONS)
     assert report["learned"]["used"] and report["learned"]["weight"] > 0
     lifted = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
-    print("control ranks:", [r for *_, r in CORRECTIONS], "->", lifted)
-    assert all(after is not None and after <= before for after, (*_, before) in zip(lifted, CORRECTIONS))
+    print("control ranks:", before, "->", lifted)
+    assert all(after is not None and after <= rank for after, rank in zip(lifted, before))
     # anonymous networks only: their evidence counts inside the trusted top 3 alone (issue 42,
     # search.learned.anonymous_bounded), so the right task at rank 4 stays there (verified people
     # lift it: tests/test_learning_people.py::test_verified_people_behind_one_office_address_still_teach)
-    assert sum(after < before for after, (*_, before) in zip(lifted, CORRECTIONS) if before <= 3) >= 2
+    assert sum(after < rank for after, rank in zip(lifted, before) if rank <= 3) >= 2
     assert rank_of(service, ATTACK_QUERY, WRONG_TASK) == 10
 
 

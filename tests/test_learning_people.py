@@ -26,7 +26,8 @@ from search.learned import (ANONYMOUS_WINDOW, CountingRule, LearnedExemplar, ano
 from search.ranker import RankerParams
 from search.signal.learned import people_values
 from tests.conftest import build_app, close_app, install_demo_fit, make_settings, postgres_schema
-from tests.test_learning_attack import ATTACK_QUERY, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of
+from tests.test_learning_attack import (ATTACK_QUERY, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of,
+                                        ranks_before)
 
 ROLE_SECRET = "r" * 40
 PADDED_COVER = 40            # 40 cover queries x 2 sessions + 4 attack sessions: the audit's 168 requests
@@ -126,7 +127,7 @@ def verified_office_teaches(demo):
     CORRECTIONS, 3 people each): the pairs are verified, earn the `learned` signal its weight in
     the CV and lift the right tasks."""
     service = demo.extensions["taskfinder"].search
-    assert [rank_of(service, q, t) for q, t, _ in CORRECTIONS] == [r for *_, r in CORRECTIONS]
+    before = ranks_before(service)
     widget, person = Widget(demo), 0
     for query, task, _ in CORRECTIONS:
         for _ in range(3):
@@ -148,9 +149,9 @@ def verified_office_teaches(demo):
     assert report["learned"]["verified"] == report["learned"]["pairs"] == len(CORRECTIONS)
     assert report["learned"]["used"]
     lifted = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
-    print("office ranks:", [r for *_, r in CORRECTIONS], "->", lifted)
-    assert all(after is not None and after <= before for after, (*_, before) in zip(lifted, CORRECTIONS))
-    assert sum(after < before for after, (*_, before) in zip(lifted, CORRECTIONS)) >= 3
+    print("office ranks:", before, "->", lifted)
+    assert all(after is not None and after <= rank for after, rank in zip(lifted, before))
+    assert sum(after < rank for after, rank in zip(lifted, before)) >= 3
 
 
 # -- the pure parts --------------------------------------------------------------------------------
