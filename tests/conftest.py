@@ -250,6 +250,18 @@ def install_demo_fit(app) -> None:
     services.search.live(wait=True)
 
 
+@contextmanager
+def fitted_demo_app(directory: Path, cache_dir: Path, tasks, cases, **env):
+    """The demo app with its shipped fit installed, as `make run` serves it (`env`: settings
+    beside the test defaults, make_settings), closed on exit."""
+    app = build_app(make_settings(directory, cache_dir, **env), tasks, cases)
+    install_demo_fit(app)
+    try:
+        yield app
+    finally:
+        close_app(app)
+
+
 @pytest.fixture(scope="session")
 def demo_app(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
     """A read-only app over the demo data (embedded SQLite, local embeddings, no LLM)."""
@@ -259,10 +271,8 @@ def demo_app(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
 @pytest.fixture(scope="module")
 def fitted_demo_client(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
     """A test client of the demo with its shipped fit installed (as `make run` serves it), one per module."""
-    app = build_app(make_settings(tmp_path_factory.mktemp("fitted-demo"), shared_cache_dir), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app.test_client()
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp("fitted-demo"), shared_cache_dir, demo_tasks, demo_cases) as app:
+        yield app.test_client()
 
 
 @pytest.fixture

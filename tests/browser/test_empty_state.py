@@ -11,15 +11,13 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_widget import COMBOBOX
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path_factory.mktemp("empty-state"), shared_cache_dir), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp("empty-state"), shared_cache_dir, demo_tasks, demo_cases) as app:
+        yield app
 
 
 def put(page, query: str) -> None:

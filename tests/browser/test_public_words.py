@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.browser.test_widget import COMBOBOX, wait_final
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 # Searches whose answers use the fitted prototypes, the exemplars, the rationale, a typo reading,
 # and results hidden from a visitor (the background checks are HR's and the director's).
@@ -22,11 +22,9 @@ DEVELOPER_WORDS = re.compile(r"test case|trained on|sign in as a role|\(s\)|\bfi
 @pytest.fixture(scope="module", params=["plain", "switcher"])
 def demo(request, tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
     extra = {"DEMO_ROLE_SWITCHER": "1"} if request.param == "switcher" else {}
-    app = build_app(make_settings(tmp_path_factory.mktemp(f"public-words-{request.param}"), shared_cache_dir,
-                                  **extra), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield request.param, app
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp(f"public-words-{request.param}"), shared_cache_dir, demo_tasks,
+                         demo_cases, **extra) as app:
+        yield request.param, app
 
 
 def popup_text(page, query: str) -> str:

@@ -10,17 +10,15 @@ import pytest
 
 from catalog.records import CaseRecord
 from tests.browser.test_widget_small_things import search_for
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 SLACK = "custom emoji in slack"
 
 
 @pytest.fixture
 def demo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path, shared_cache_dir), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app
-    close_app(app)
+    with fitted_demo_app(tmp_path, shared_cache_dir, demo_tasks, demo_cases) as app:
+        yield app
 
 
 def chips(page) -> list[tuple[str, str]]:

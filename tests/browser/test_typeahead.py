@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.browser.test_widget import COMBOBOX
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 # (query, the tasks that are right for it, the letter from which one of them must be shown)
 HEADLINES = [
@@ -25,11 +25,8 @@ HEADLINES = [
 
 @pytest.fixture(scope="module")
 def fitted_demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path_factory.mktemp("typeahead-browser"), shared_cache_dir),
-                    demo_tasks, demo_cases)
-    install_demo_fit(app)      # the demo's fit, as `make run` serves it
-    yield app
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp("typeahead-browser"), shared_cache_dir, demo_tasks, demo_cases) as app:
+        yield app
 
 
 def searched_for(text: str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_widget import COMBOBOX, wait_final
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 # Every render of the listbox, with the query of the last answer shown (the widget's results event
 # is dispatched in the same task as the render, before the observer's microtask runs; a render with
@@ -37,11 +37,9 @@ QUERIES = [("attendance report", "reporting.attendance-report", None),
 
 @pytest.fixture(scope="module")
 def demo_as_served(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path_factory.mktemp("typing-sequence"), shared_cache_dir,
-                                  DEMO_ROLE_SWITCHER="1"), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp("typing-sequence"), shared_cache_dir, demo_tasks, demo_cases,
+                         DEMO_ROLE_SWITCHER="1") as app:
+        yield app
 
 
 def lost_after_shown(lists: list[list[str]], gold: str) -> list[int]:

@@ -23,17 +23,15 @@ import pytest
 
 from search.signal import phrases
 from tests.browser.test_widget import COMBOBOX
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 PROTOTYPE_PHRASE = "a model of how people ask for each task ranks it here"
 
 
 @pytest.fixture(scope="module")
 def fitted_demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path_factory.mktemp("why-line"), shared_cache_dir), demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp("why-line"), shared_cache_dir, demo_tasks, demo_cases) as app:
+        yield app
 
 
 def searched_for(text: str):

@@ -11,16 +11,14 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.browser.test_widget import COMBOBOX, option_names, type_query, wait_final
-from tests.conftest import build_app, close_app, install_demo_fit, make_settings
+from tests.conftest import fitted_demo_app
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
-    app = build_app(make_settings(tmp_path_factory.mktemp("small-things"), shared_cache_dir, DEMO_ROLE_SWITCHER="1"),
-                    demo_tasks, demo_cases)
-    install_demo_fit(app)
-    yield app
-    close_app(app)
+    with fitted_demo_app(tmp_path_factory.mktemp("small-things"), shared_cache_dir, demo_tasks, demo_cases,
+                         DEMO_ROLE_SWITCHER="1") as app:
+        yield app
 
 
 def shown_examples(page) -> list[str]:
