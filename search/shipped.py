@@ -152,6 +152,13 @@ def install(shipped: ShippedFit, source: FitSource, settings: Settings, embedder
     return {"status": "installed", "fit_id": fit_id, "vectors": seeded}
 
 
+# SHIPPED_TEXTS: the vectors shipped are every text the demo's fit embeds (its tasks, its cases
+# and the cross-validation queries: each case's typed prefixes, search.fitting.typed), not only the
+# 668 the serving index needs. A refit of the demo's data after a first edit, and every fit the
+# suite makes of the demo or of its splits, then embeds only what is new: ~2,700 prefixes, 55-68 s
+# of a refit's 100-112 s on the AMD EPYC machine, 45 s left (issue 44 item 9; measured with
+# `python -m cProfile -m search.shipped check`, an empty cache against a warm one). The cost: the
+# artefact grows from 0.96 MB to ~5 MB, and load-demo seeds ~3,400 vectors instead of 668.
 class _Recorder:
     """An embedder in front of another that remembers every text it was asked for, by kind."""
 
@@ -169,17 +176,17 @@ class _Recorder:
 
 def make(settings: Settings, source: FitSource, embedder) -> ShippedFit:
     """Fit as `python app.py fit` does on a fresh store (no learned evidence yet) and record the
-    vectors the serving index of that store embeds. `source` is a store holding the catalog:
+    vectors the fit and the serving index of that store embed (SHIPPED_TEXTS). `source` is a store holding the catalog:
     the fit must see tasks and cases exactly as the store hands them to the service (its order)."""
     from search.assembly import attach_vectors, serving_index
     from search.fitting import fit_ranker
     from search.ranker import default_params
 
     tasks, cases = source.tasks(), source.cases()
-    params, report = fit_ranker(settings, tasks, cases, embedder, default_params(settings))
+    recorder = _Recorder(embedder)   # the texts the fit's cross-validation embeds (SHIPPED_TEXTS)
+    params, report = fit_ranker(settings, tasks, cases, recorder, default_params(settings))
     if report.get("status") != "fitted":
         raise RuntimeError(f"the fit did not fit: {report.get('status')}")
-    recorder = _Recorder(embedder)
     attach_vectors(serving_index(settings, tasks, cases, params), recorder)   # the texts search.assembly's index embeds
     vectors = {kind: (tuple(seen), np.stack(list(seen.values())).astype(np.float32))
                for kind, seen in sorted(recorder.seen.items())}

@@ -196,7 +196,7 @@ def test_honest_corrections_from_many_networks_are_learned_beside_the_attackers_
     assert all(after is not None and after <= rank for after, rank in zip(lifted, before))
     # anonymous networks only: their evidence counts inside the trusted top 3 alone (issue 42,
     # search.learned.anonymous_bounded), so the right task at rank 4 stays there (verified people
-    # lift it: tests/test_learning_people.py::test_verified_people_behind_one_office_address_still_teach)
+    # lift it: tests/test_learning_people.py::padded_cover_beside_a_verified_office)
     assert sum(after < rank for after, rank in zip(lifted, before) if rank <= 3) >= 2
     assert rank_of(service, ATTACK_QUERY, WRONG_TASK) == 10
 

@@ -81,53 +81,63 @@ def demo_postgresql(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
         close_app(app)
 
 
+# Each test below is one scenario with one refit (a refit of the demo is 25-50 s, the most of this
+# module's time): the padded cover and a verified office teach in the same traffic, on SQLite from
+# 40 networks, on PostgreSQL from 20 (issue 44 item 9: the four scenarios apart cost the suite ~70 s
+# more and asserted nothing these do not; the audit's attack alone, without honest traffic:
+# tests/test_learning_attack.py).
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
-# 40 networks on SQLite, 20 on PostgreSQL (below): 6 and 20 on SQLite as well cost the suite ~40 s
-# (issue 44 item 9) and tested nothing the two do not
-@pytest.mark.parametrize("n_networks", [40])
-def test_padded_cover_from_many_networks_cannot_lift_a_wrong_task(demo, demo_cases, demo_tasks, n_networks):
-    padded_cover_moves_nothing(demo, demo_cases, demo_tasks, n_networks)
+def test_padded_cover_from_40_networks_lifts_nothing_while_a_verified_office_teaches(demo, demo_cases, demo_tasks):
+    padded_cover_beside_a_verified_office(demo, demo_cases, demo_tasks, 40)
 
 
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
-def test_padded_cover_from_20_networks_cannot_lift_a_wrong_task_on_postgresql(demo_postgresql, demo_cases, demo_tasks):
-    padded_cover_moves_nothing(demo_postgresql, demo_cases, demo_tasks, 20)
+def test_padded_cover_from_20_networks_lifts_nothing_while_a_verified_office_teaches_on_postgresql(
+        demo_postgresql, demo_cases, demo_tasks):
+    padded_cover_beside_a_verified_office(demo_postgresql, demo_cases, demo_tasks, 20)
 
 
-def padded_cover_moves_nothing(demo, demo_cases, demo_tasks, n_networks):
-    """Issue 42 item 1. Failed before (this traffic, 20 networks): the pairs were taken as cases and
-    the wrong task rose 10 -> 2, its paraphrases 7 -> 2 (the audit saw 10 -> 1 from 6 networks)."""
+def padded_cover_beside_a_verified_office(demo, demo_cases, demo_tasks, n_networks):
+    """Issue 42 item 1, the attack and its control in one traffic, one refit.
+
+    The attack: the audit's padded cover from `n_networks` anonymous networks. Failed before
+    (this traffic, 20 networks, alone): the pairs were taken as cases and the wrong task rose
+    10 -> 2, its paraphrases 7 -> 2 (the audit saw 10 -> 1 from 6 networks). Now its pairs count
+    on anonymous networks only: none is verified, and the wrong task rises for no query.
+
+    The control: staff behind ONE office address (one network: anonymous, they would count for
+    nothing), each search carrying a role token that names its person, correct the 4 queries whose
+    right task the written evidence puts at rank 2-4 (tests/test_learning_attack.py's
+    CORRECTIONS, 3 people each): exactly their pairs are verified, earn the `learned` signal its
+    weight in the CV and lift the right tasks, the cover's anonymous pairs beside them."""
     service = demo.extensions["taskfinder"].search
-    before = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
-    assert before[ATTACK_QUERY] == 10
-    sent = padded_cover_attack(demo, demo_cases, demo_tasks, [f"198.{51 + i // 200}.{i % 200}" for i in range(n_networks)])
+    wrong_before = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    assert wrong_before[ATTACK_QUERY] == 10
+    right_before = ranks_before(service)
+    sent = padded_cover_attack(demo, demo_cases, demo_tasks,
+                               [f"198.{51 + i // 200}.{i % 200}" for i in range(n_networks)])
     assert sent["cover_votes"] >= 60
+    office_corrects(demo)
     report = fit(demo)
-    after = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
-    print(f"padded cover, {n_networks} networks:", sent, before, "->", after, report.get("learned"))
-    for query, rank in after.items():
-        assert rank is None or before[query] is None or rank >= before[query], (query, before[query], rank)
-    assert (report.get("learned") or {}).get("verified", 0) == 0   # anonymous: bounded by the trusted evidence
+    print(f"padded cover, {n_networks} networks, beside an office:", sent, report.get("learned"))
+    wrong_after = {q: rank_of(service, q, WRONG_TASK) for q in (ATTACK_QUERY, *PARAPHRASES)}
+    print("wrong task:", wrong_before, "->", wrong_after)
+    for query, rank in wrong_after.items():
+        before = wrong_before[query]
+        assert rank is None or before is None or rank >= before, (query, before, rank)
+    learned = report["learned"]
+    assert learned["pairs"] > len(CORRECTIONS)            # the cover's pairs were learned, anonymous
+    assert learned["verified"] == len(CORRECTIONS)        # the office's, and only those, verified
+    assert learned["used"]
+    right_after = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
+    print("office ranks:", right_before, "->", right_after)
+    assert all(after is not None and after <= rank for after, rank in zip(right_after, right_before))
+    assert sum(after < rank for after, rank in zip(right_after, right_before)) >= 3
 
 
-@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
-def test_verified_people_behind_one_office_address_still_teach(demo):
-    verified_office_teaches(demo)
-
-
-@pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS
-def test_verified_people_behind_one_office_address_still_teach_on_postgresql(demo_postgresql):
-    verified_office_teaches(demo_postgresql)
-
-
-def verified_office_teaches(demo):
-    """The control: staff behind ONE office address (one network: anonymous, they would count
-    for nothing), each search carrying a role token that names its person, correct the 4 queries
-    whose right task the written evidence puts at rank 2-4 (tests/test_learning_attack.py's
-    CORRECTIONS, 3 people each): the pairs are verified, earn the `learned` signal its weight in
-    the CV and lift the right tasks."""
-    service = demo.extensions["taskfinder"].search
-    before = ranks_before(service)
+def office_corrects(demo) -> None:
+    """The office's traffic (padded_cover_beside_a_verified_office): 3 verified people per
+    CORRECTIONS query, all behind 203.0.113.10, each clicking the right task."""
     widget, person = Widget(demo), 0
     for query, task, _ in CORRECTIONS:
         for _ in range(3):
@@ -144,14 +154,6 @@ def verified_office_teaches(demo):
                                       headers=headers, environ_base=env).status_code == 202
             person += 1
     demo.extensions["taskfinder_analytics"].flush()
-    report = fit(demo)
-    print("office with tokens:", report.get("learned"))
-    assert report["learned"]["verified"] == report["learned"]["pairs"] == len(CORRECTIONS)
-    assert report["learned"]["used"]
-    lifted = [rank_of(service, q, t) for q, t, _ in CORRECTIONS]
-    print("office ranks:", before, "->", lifted)
-    assert all(after is not None and after <= rank for after, rank in zip(lifted, before))
-    assert sum(after < rank for after, rank in zip(lifted, before)) >= 3
 
 
 # -- the pure parts --------------------------------------------------------------------------------
