@@ -30,9 +30,14 @@ def holdout_split(cases: Sequence[C], holdout: float, seed: int) -> tuple[list[C
     return train, held
 
 
+def hash_folds(cases: Sequence[C], folds: int, seed: int) -> list[int]:
+    """Each case's cross-validation fold: a hash of (seed, query), stable as cases are added."""
+    return [int(bucket(seed + 1, c.query) * folds) for c in cases]
+
+
 def k_folds(cases: Sequence[C], folds: int, seed: int) -> list[tuple[list[C], list[C]]]:
     """(fit, held) cross-validation folds inside a training split (search.fitting); a case's fold
-    is a hash of (seed, query), stable as cases are added."""
-    assignment = [int(bucket(seed + 1, c.query) * folds) for c in cases]
+    is a hash of (seed, query), stable as cases are added (hash_folds)."""
+    assignment = hash_folds(cases, folds, seed)
     return [([c for c, a in zip(cases, assignment) if a != f], [c for c, a in zip(cases, assignment) if a == f])
             for f in range(folds)]

@@ -72,7 +72,6 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
-from catalog.splits import k_folds
 from evaluation.metrics import gold_rank
 from lexicon.rationale import PROSE_MAX_DF, RationaleLexicon, pin_key, prose_terms
 from lexicon.text import stem, words
@@ -80,6 +79,7 @@ from search.assembly import IndexOptions, attach, serving_index
 from search.confidence import shown
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS
+from search.fitting.cv import cv_folds
 from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, embedding_text
 from search.learned import normalised_query
 from search.lru import LRU
@@ -481,7 +481,7 @@ def _cv_ranks(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str
 
 def _cv_ranks_now(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str, tuple[tuple[str, ...], int | None]]:
     out = {}
-    for fit, held in k_folds(list(cases), FOLDS, CV_SEED):
+    for fit, held in cv_folds(list(cases), FOLDS, CV_SEED, bench.embedder):   # translations held out together
         held = [c for c in held if c.gold]
         if not held:
             continue

@@ -19,7 +19,7 @@ import numpy as np
 from scipy import sparse
 
 from catalog.records import CaseRecord
-from catalog.splits import bucket
+from catalog.splits import bucket, hash_folds
 from lexicon.text import terms
 from search.fitting.cv import FOLDS, CVPass, CVQuery, FitContext, cv_queries
 
@@ -124,7 +124,7 @@ def written_together_folds(cases: Sequence[CaseRecord], folds: int, seed: int, l
     """Each case's fold with every task's cases cut, in the suite's order, into blocks of
     `length`: a block's fold is the hash of its first query (catalog.splits.bucket, as k_folds
     hashes a single query, so length 1 gives k_folds' folds). Out-of-scope cases keep theirs."""
-    assignment = [int(bucket(seed + 1, c.query) * folds) for c in cases]
+    assignment = hash_folds(cases, folds, seed)
     for indices in _task_runs(cases).values():
         for start in range(0, len(indices), max(length, 1)):
             block = indices[start:start + max(length, 1)]
