@@ -29,13 +29,8 @@ from catalog.db import at_newest_migration, make_engine, schema_problem
 from catalog.store import CatalogStore
 from catalog.validation import MAX_ID
 from cli.accounts import COMMANDS as ACCOUNT_COMMANDS
-from cli.analytics import analytics_group
+from cli import LAZY_COMMANDS, LazyAppGroup
 from cli.catalog import COMMANDS as CATALOG_COMMANDS
-from cli.corpus import corpus_group
-from cli.evaluate import evaluate_command, evaluate_prefixes_command
-from cli.fit import fit_command
-from cli.llm import llm_group
-from kb.enrich import catalog_enrichment
 from rerank import Reranker
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
@@ -97,16 +92,18 @@ def create_app(settings: Settings | None = None, *, http: bool = True) -> Flask:
         if settings.llm_base_url else None
     embedder = build_embedder(settings, cache, metered_breaker(settings, metrics, "embeddings"),
                               metrics.embedding_observer()) if settings.embeddings_enabled else None
-    search = SearchService(settings, store, embedder, reranker, metrics, enrichment=catalog_enrichment(settings),
+    enrichment = None
+    if settings.catalog_enrichment:   # kb/ (its index, its LLM client: ~0.25 s of imports) only then
+        from kb.enrich import catalog_enrichment
+        enrichment = catalog_enrichment(settings)
+    search = SearchService(settings, store, embedder, reranker, metrics, enrichment=enrichment,
                            learned_evidence=lambda: learned_evidence(engine, settings))  # read at fit time only
     accounts = AccountStore(engine)
     app.extensions["taskfinder"] = Services(settings, store, accounts, search, metrics, cache)
     if http:
         install_http(app, settings, engine, metrics, accounts)
-    for command in (*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command, fit_command,
-                    analytics_group,
-                    search_command,
-                    serve_command):
+    app.cli = LazyAppGroup(app.name, lazy=LAZY_COMMANDS)   # the heavier commands imported when run
+    for command in (*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, search_command, serve_command):
         app.cli.add_command(command)
     return app
 
@@ -268,9 +265,8 @@ class TaskfinderGroup(FlaskGroup):
       search` starts without ~0.3 s of imports it never uses (issue 44 item 9). A command it
       does not know (`routes`, `shell`, a plugin's) gets the whole app."""
 
-    OFFLINE_COMMANDS = frozenset(command.name for command in (
-        *CATALOG_COMMANDS, *ACCOUNT_COMMANDS, corpus_group, llm_group, evaluate_command, evaluate_prefixes_command,
-        fit_command, search_command))
+    OFFLINE_COMMANDS = frozenset({*(command.name for command in (*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, search_command)),
+                                  "corpus", "llm", "evaluate", "evaluate-prefixes", "fit"})
     command_name: str | None = None
 
     def get_command(self, ctx: click.Context, name: str):
