@@ -40,6 +40,7 @@ from evaluation.replay import heldout_index, heldout_queries, replay_pipeline
 from search.confidence import shown
 from search.fitting import FitContext
 from search.pipeline import Pipeline
+from search.request import EVERYONE, SearchRequest
 from search.sequence import HOLD_SLACK
 from search.ranker import default_params
 
@@ -48,7 +49,8 @@ CUTS = (3, 5, 8)
 WIDGET_LISTED = 8
 CUT_DEPTH = 10
 #: How deep a keystroke is ranked: as the service ranks it (serving.service: at least the fit's
-#: shortlist), deep enough for the held tasks (search.sequence: k + HOLD_SLACK places)
+#: shortlist), deep enough for the held tasks (search.sequence: k + HOLD_SLACK places; the tasks
+#: on screen are ranked wherever they fall besides: search.pipeline.Pipeline.fuse)
 KEYSTROKE_DEPTH = WIDGET_LISTED + HOLD_SLACK
 
 
@@ -108,11 +110,14 @@ def keystroke_cases(test, in_scope: bool = True) -> list[tuple[int, object]]:
     return out
 
 
-def shown_gold(query, pipeline: Pipeline, mode: str, held: tuple[str, ...] = (),
+def shown_gold(query, pipeline: Pipeline, mode: str, screen: SearchRequest | None = None,
                listed: int = 5) -> tuple[bool, bool, tuple[str, ...]]:
     """(answered, the gold among the results shown, the ids shown): the top `listed` after the
-    score-tail cut, and the tasks on screen the sequence holds (`held`: search.sequence)."""
-    ranked = pipeline.fuse(query.for_mode(mode), max(KEYSTROKE_DEPTH, pipeline.params.shortlist_size), held=held)
+    score-tail cut, and the tasks on screen the sequence holds (`screen`: the widget's request for
+    the keystroke, SearchRequest.typed with what is on screen: its `held` and `quiet`)."""
+    held, quiet = (screen.held, screen.quiet) if screen is not None else ((), False)
+    ranked = pipeline.fuse(query.for_mode(mode), max(KEYSTROKE_DEPTH, pipeline.params.shortlist_size),
+                           held=held, quiet=quiet)
     ids = tuple(item.task.id for item in ranked.shown(listed))
     return ranked.answers(listed), bool(set(ids) & set(query.case.gold)), ids
 
@@ -146,10 +151,13 @@ def typed_sequences(pipeline: Pipeline, tagged, queries, mode: str, sequenced: b
     (`keystroke_cases`, scored as `queries`) ranked as the widget's request for it is, with the
     tasks shown for the keystroke before it on screen (`sequenced`: search.sequence) or alone."""
     sequences: dict[int, list[tuple]] = {}
-    for (number, _), query in zip(tagged, queries):
+    texts: dict[int, str] = {}
+    for (number, case), query in zip(tagged, queries):
         before = sequences.get(number)
-        held = before[-1][2] if sequenced and before else ()
-        sequences.setdefault(number, []).append(shown_gold(query, pipeline, mode, held, WIDGET_LISTED))
+        screen = (SearchRequest.typed(case.query, EVERYONE, typing=True, after=texts[number], shown=before[-1][2])
+                  if sequenced and before else None)
+        sequences.setdefault(number, []).append(shown_gold(query, pipeline, mode, screen, WIDGET_LISTED))
+        texts[number] = case.query
     return sequences
 
 

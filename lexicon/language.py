@@ -122,8 +122,18 @@ def stop_words(language: str) -> frozenset[str]:
 
 
 _STOP_SETS = {lang: frozenset(text.split()) for lang, text in _STOP.items()}
+# every beginning of a stop word of any language detected ("wha", "th", "qu"): a word still being
+# typed that is one of these may yet become a stop word (begins_stop_word)
+_STOP_BEGINNINGS = frozenset(word[:n] for words in (STOPWORDS, *_STOP_SETS.values()) for word in words
+                             for n in range(1, len(word) + 1))
 # the stop words that say "this language" (not shared with English, not common English words)
 _CUES = {lang: words - _SHARED_WITH_ENGLISH for lang, words in _STOP_SETS.items()}
+
+
+def begins_stop_word(fragment: str) -> bool:
+    """Whether a stop word of some language detected begins with `fragment` (normalised: lower
+    case, accents folded): a word still being typed that may yet be one ("wha", "th", "qu")."""
+    return fragment in _STOP_BEGINNINGS or fragment.replace("'", "") in _STOP_BEGINNINGS   # "what'" -> "whats"
 
 
 @lru_cache(maxsize=None)

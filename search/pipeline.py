@@ -58,6 +58,7 @@ class Ranked:
     confidence: Confidence       # whether to answer at all (search.confidence.assess)
     tail: float                  # the score-tail ratio of what is shown (search.confidence.shown)
     on_screen: tuple[str, ...] = ()   # the request's held task ids (search.sequence)
+    quiet: bool = False               # the typing since the screen adds no word that can speak
 
     @property
     def answered(self) -> bool:
@@ -67,7 +68,7 @@ class Ranked:
     def answers(self, k: int) -> bool:
         """Whether the top `k` show a task: a confident answer, or a task on screen that the
         new text has not spoken against (search.sequence)."""
-        return self.answered or bool(self.on_screen and sequence.held(self.result.ranked, k, self.on_screen))
+        return self.answered or bool(self.on_screen and self.shown(k))
 
     def shown(self, k: int) -> list[ScoredTask]:
         """What a user is shown of the top `k` without re-ranking: the top k after the tail cut
@@ -79,7 +80,8 @@ class Ranked:
         """What a list of `k` shows of `items` (this ranking, or its re-ranked order): the tail
         cut's and the held ones, or the held ones alone where the abstention refuses
         (search.sequence.displayed)."""
-        return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer)
+        mid_word = not self.analysed.finished and self.analysed.text[-1:].isalnum()   # no space, no mark after it
+        return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer, self.quiet, mid_word)
 
 
 class Pipeline:
@@ -122,18 +124,20 @@ class Pipeline:
         roles, restrict = request.viewer.visible()
         return score_query(self.index, analysed, query_vector, roles, restrict, request.pins, skip)
 
-    def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False, held: tuple[str, ...] = ()) -> Ranked:
+    def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False, held: tuple[str, ...] = (),
+             quiet: bool = False) -> Ranked:
         """The top `k` of `scored` fused with the fit's weights for the query (its typing weights
         while it is being typed), or `weights` (an evaluation's configuration), then the fit's
         abstention and tail cut. `explain`: with the word-level matches and what use added.
-        `held`: the task ids on screen (SearchRequest.held; search.sequence)."""
+        `held`, `quiet`: the task ids on screen, ranked wherever they fall (after the top k), and
+        whether the typing since adds no word that can speak (SearchRequest; search.sequence)."""
         analysed = scored.analysed
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
-        result = rank_scored(self.index, scored, weights, k, explain=explain)
+        result = rank_scored(self.index, scored, weights, k, explain=explain, also=held)
         model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
         return Ranked(analysed, result, assess(result, model, analysed.judged_as),
-                      self.params.tail_for(result.mode, analysed.unfinished), held)
+                      self.params.tail_for(result.mode, analysed.unfinished), held, quiet)
 
     def rank(self, request: SearchRequest, analysed: AnalysedQuery | None = None,
              query_vector: np.ndarray | None = None, k: int | None = None) -> Ranked:
@@ -144,7 +148,8 @@ class Pipeline:
             analysed = self.analyse(request)
             query_vector = self.embed([analysed])[0]
         scored = self.score(request, analysed, query_vector, defer=True)
-        return self.fuse(scored, request.k if k is None else k, explain=request.explain, held=request.held)
+        return self.fuse(scored, request.k if k is None else k, explain=request.explain, held=request.held,
+                         quiet=request.quiet)
 
 
 def make_pipeline(index: SearchIndex, params: RankerParams, settings: Settings, embedder=None,

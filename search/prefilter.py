@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -471,10 +471,21 @@ def fuse(values: dict[str, np.ndarray], weights: Weights) -> tuple[np.ndarray, d
         name: used[name] for name in (*TYPING_SIGNALS, LEARNED) if name in used}
 
 
-def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
+def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int,
+               also: Collection[str] = ()) -> list[int]:
     """Positions of the top `k`: pinned tasks first (in the test case's gold order), then by
     score, then by name, so equal scores never flap between requests. Only the candidates that
-    can reach the top `k` (scores at or above the k-th best) are sorted."""
+    can reach the top `k` (scores at or above the k-th best) are sorted. `also`: task ids ranked
+    wherever they fall, after the top k by score (the tasks on screen: search.sequence)."""
+    order = _top_order(tasks, fused, pinned, k)
+    if also:
+        taken = set(order)
+        extra = [i for i, task in enumerate(tasks) if task.id in also and i not in taken]
+        order += sorted(extra, key=lambda i: (-fused[i], tasks[i].name))
+    return order
+
+
+def _top_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str, ...], k: int) -> list[int]:
     if len(tasks) > k:
         kth = np.partition(fused, len(fused) - k)[len(fused) - k]
         candidates = np.flatnonzero(fused >= kth)
@@ -513,7 +524,8 @@ class Extras:
     attribute: Callable | None = None
 
 
-def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extras()) -> PrefilterResult:
+def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extras(),
+                 also: Collection[str] = ()) -> PrefilterResult:
     """rank_values, with its `extras` (Extras). `about`: (pinned, out-of-scope similarity,
     corrections) of the query. The returned tasks' signal values and contributions are computed
     as one (signals x k) array, rounded at once (round_like_python)."""
@@ -526,7 +538,7 @@ def _rank_values(tasks, values, weights, k, about: tuple, extras: Extras = Extra
     for name in deferred:
         fused_weights[name] = 0.0
     probabilities = softmax(fused)
-    order = rank_order(tasks, fused, pinned, k)
+    order = rank_order(tasks, fused, pinned, k, also)
     names = [name for name in FUSED if name in values or name in deferred]
     width = len(names)
     shown = SIGNALS + tuple(name for name in (*TYPING_SIGNALS, LEARNED) if name in names)
@@ -682,11 +694,13 @@ def score_query(index: SearchIndex, analysed: AnalysedQuery, query_vector: np.nd
     return Scored(analysed, query_vector, rows, visible, values, pinned, oos, defer)
 
 
-def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, *, explain: bool = True) -> PrefilterResult:
+def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, *, explain: bool = True,
+                also: Collection[str] = ()) -> PrefilterResult:
     """The top `k` of `scored` fused with `weights` (a `Weights`, or anything with
     `for_mode(mode) -> Weights`), its deferred signals computed at the returned tasks; with
     `explain`, which query words matched where and (where cases learned from use joined the
-    index) what use added to each score (learned_attribution)."""
+    index) what use added to each score (learned_attribution). `also`: task ids returned after
+    the top k wherever they rank (rank_order)."""
     analysed, rows = scored.analysed, scored.rows
     if rows.size == 0:
         return PrefilterResult([], analysed.corrections, {})
@@ -707,7 +721,7 @@ def rank_scored(index: SearchIndex, scored: Scored, weights, k: int, *, explain:
                                       None if reached is None else reached[order])
     return _rank_values(scored.tasks, scored.values, weights, k,
                         (scored.pinned, scored.out_of_scope_similarity, analysed.corrections),
-                        Extras(deferred, explain_words, attribute))
+                        Extras(deferred, explain_words, attribute), also)
 
 
 def prefilter(index: SearchIndex, query: str | AnalysedQuery, weights, k: int, role: str | None = None,

@@ -11,9 +11,10 @@ A `SearchRequest` is the query text and everything besides it that changes its r
   the text, search.typed.unfinished);
 - the **options**: how many tasks to rank (`k`), whether a test case's exact query pins its
   gold first (`pins`), and whether the ranking says which words matched where (`explain`);
-- the **sequence** (`held`): the task ids the person sees now, when the text extends the text
-  they answer and is still being typed (search.sequence: a task on screen is not withdrawn unless
-  the new characters speak against it). Empty for a submitted text and for every test case.
+- the **sequence** (`held`, `quiet`): the task ids the person sees now, when the text extends the
+  text they answer and is still being typed, and whether what was typed since adds no word that
+  can speak (search.sequence: a task on screen is not withdrawn unless the new characters speak
+  against it). Empty for a submitted text and for every test case.
 
 Two constructors say what a text is, so that the same text means the same thing wherever it is
 ranked (issue 45: a test case of 8 characters or fewer was "still being typed" in the admin's
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 from typing import Collection, NamedTuple
 
-from search.sequence import MAX_HELD, extends
+from search.sequence import MAX_HELD, extends, is_quiet
 
 #: The admin's names for a viewer (the preview's "view the rankings as" choice, its form value):
 #: the public (no role token), or every role; any other name is one role.
@@ -100,6 +101,7 @@ class SearchRequest(NamedTuple):
     pins: bool = True               # a test case's exact query pins its gold first
     explain: bool = True            # with the word-level matches and what use added
     held: tuple[str, ...] = ()      # task ids on screen that typing this text extends (search.sequence)
+    quiet: bool = False             # with `held`: the typing since adds no word that can speak (sequence.is_quiet)
 
     @classmethod
     def typed(cls, text: str, viewer: Viewer = PUBLIC, k: int = 10, typing: bool | None = None,
@@ -108,10 +110,12 @@ class SearchRequest(NamedTuple):
         """`text` as the widget or the API sends it: a trailing space finishes its last word;
         `typing` as the asker says (None: read from the text). `after` and `shown`: the text
         whose answer is on screen and the task ids it shows; they are held (`held`) only when
-        `text` extends `after` and is not submitted (`typing` False: judged on its own, whole)."""
+        `text` extends `after` and is not submitted (`typing` False: judged on its own, whole),
+        and `quiet` where what was typed since adds no word that can speak (search.sequence)."""
         held = (tuple(sorted(set(shown)))[:MAX_HELD]
                 if shown and typing is not False and extends(text, after) else ())
-        return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing), k, pins, explain, held)
+        return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing), k, pins, explain, held,
+                   bool(held) and is_quiet(text, after))
 
     @classmethod
     def of_case(cls, query: str, viewer: Viewer = EVERYONE, k: int = 10, pins: bool = True,

@@ -461,13 +461,14 @@ class SearchService:
         params = live.params
         # TaskRecord.visible_to takes a set of roles as well as one role; a frozenset is hashable,
         # so the index's visibility cache keys on it unchanged.
-        ranked_query = pipeline.rank(search, analysed, query_vector, k=max(k, params.shortlist_size))
+        depth = max(k, params.shortlist_size)
+        ranked_query = pipeline.rank(search, analysed, query_vector, k=depth)
         result, confidence = ranked_query.result, ranked_query.confidence
         timings["prefilter"] = _ms(stage)
 
         confident = ranked_query.answers(k)   # a confident answer, or tasks on screen the sequence holds
         hidden = self._hidden_by_role(pipeline, search, analysed, query_vector, live) if restrict_roles else 0
-        nearest = result.ranked
+        nearest = result.ranked[:depth]   # the ranking's own top, not the tasks on screen ranked besides
         if not confident:
             result = replace(result, ranked=[])
         stage = time.perf_counter()
@@ -528,7 +529,9 @@ class SearchService:
         visible, k = search.viewer.roles, search.k
         if not (live.roles - visible):
             return 0
-        everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False), analysed, query_vector)
+        # the ranking's count, not the screen's: what is on screen is the caller's (held, quiet)
+        everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False, held=(), quiet=False),
+                                 analysed, query_vector)
         return sum(1 for item in everyone.shown(k) if not item.task.visible_to(visible or None))
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from search.request import SearchRequest
-from search.sequence import HOLD_SLACK, MAX_HELD, displayed, extends, held
+from search.sequence import HOLD_SLACK, MAX_HELD, displayed, extends, held, is_quiet, spoken
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,34 @@ def test_the_request_holds_what_is_on_screen_only_while_the_text_extends_it_and_
     assert SearchRequest.of_case("eligib").held == ()
     many = [f"t{i}" for i in range(MAX_HELD + 10)]
     assert len(SearchRequest.typed("eligib", after="elig", shown=many).held) == MAX_HELD
+
+
+# -- what the new characters say ------------------------------------------------------------------
+@pytest.mark.parametrize("text, words", [
+    ("wha", ()), ("what is the", ()), ("what is the b", ()),   # stop words, or the start of one ("b": "be")
+    ("help m", ("help",)), ("balance of my ", ("balance",)), ("balance of my a", ("balance",)),
+    ("bal", ("bal",)), ("bal ", ("bal",)), ("b ", ("b",)),      # no stop word begins "bal"; "b " is finished
+    ("what's", ()), ("i'm going t", ()), ("Balance?", ("balance",)),
+    ("necesito ver las vacu", ("ver", "vacu")), ("¿dónde está el", ())])   # Spanish stop words too
+def test_the_words_that_can_speak_leave_out_stop_words_and_the_start_of_one(text, words):
+    assert spoken(text) == words
+
+
+@pytest.mark.parametrize("text, before, expected", [
+    ("what is the", "wha", True), ("what is the b", "what is the", True),
+    ("balance of my ", "balance", True), ("balance?", "balance", True), ("elig", "elig", True),
+    ("what is the ba", "what is the b", False),     # "ba" begins no stop word: it may be "balance"
+    ("help me", "help", True), ("help me find", "help me", True),   # "find" is one of the stop words
+    ("eligib", "elig", False), ("elig", None, False)])
+def test_a_keystroke_is_quiet_when_it_adds_no_word_that_can_speak(text, before, expected):
+    assert is_quiet(text, before) is expected
+
+
+def test_the_request_says_quiet_only_with_a_screen_to_keep():
+    assert SearchRequest.typed("what is the", after="wha", shown=["a"]).quiet
+    assert not SearchRequest.typed("what is the ba", after="what is the", shown=["a"]).quiet
+    assert not SearchRequest.typed("what is the", after="wha").quiet                 # nothing on screen
+    assert not SearchRequest.typed("what is the", after="wha", shown=["a"], typing=False).quiet   # Enter
 
 
 # -- the rule --------------------------------------------------------------------------------------
@@ -91,6 +119,29 @@ def test_a_new_best_answer_always_comes_in():
         == ["t0", "t2", "t3", "t4"]                # t1 (2nd, on the edge) waits; the new best t0 does not
 
 
+def test_a_quiet_keystroke_keeps_every_task_on_screen_wherever_it_now_ranks():
+    items = ranking(0.30, 0.25, 0.20, 0.10, 0.08, 0.04, 0.02, 0.01)
+    # t7 is 8th, far past a list of 2 and its slack: a quiet keystroke keeps it all the same
+    assert [i.task.id for i in displayed(items, 2, 0.5, {"t1", "t7"}, confident=True, quiet=True)] == ["t0", "t1"]
+    assert [i.task.id for i in displayed(items, 3, 0.5, {"t1", "t7"}, confident=True, quiet=True)] == ["t0", "t1", "t7"]
+    # the only newcomer is a confident new best answer; refused, only what is on screen
+    assert [i.task.id for i in displayed(items, 3, 0.0, {"t6", "t7"}, confident=True, quiet=True)] == ["t0", "t6", "t7"]
+    assert [i.task.id for i in displayed(items, 3, 0.0, {"t6", "t7"}, confident=False, quiet=True)] == ["t6", "t7"]
+    # the best answer on screen already: nothing comes in
+    assert [i.task.id for i in displayed(items, 8, 0.0, {"t0", "t5"}, confident=True, quiet=True)] == ["t0", "t5"]
+    # nothing on screen is ranked (hidden since, or gone): the rule as for any keystroke
+    assert [i.task.id for i in displayed(items, 2, 0.0, {"x"}, confident=True, quiet=True)] == ["t0", "t1"]
+
+
+def test_a_refusal_in_the_middle_of_a_word_keeps_what_is_on_screen_until_the_word_ends():
+    items = ranking(*[0.2 - 0.01 * i for i in range(20)])
+    k = 4                                                   # the slack holds to the 7th place
+    assert [i.task.id for i in displayed(items, k, 0.0, {"t15"}, confident=False)] == []   # a word's end: judged
+    assert [i.task.id for i in displayed(items, k, 0.0, {"t15", "t9"}, confident=False, mid_word=True)] == ["t9", "t15"]
+    # an answer mid-word is listed as any answer is: t15 is spoken against
+    assert [i.task.id for i in displayed(items, k, 0.0, {"t15"}, confident=True, mid_word=True)] == ["t0", "t1", "t2", "t3"]
+
+
 # -- through the API, on the fitted demo -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def fitted(fitted_demo_client):
@@ -120,6 +171,19 @@ def test_a_keystroke_the_abstention_refuses_keeps_what_is_on_screen(fitted):
     assert typed["ranker"]["confidence"] == alone["ranker"]["confidence"]   # the abstention's own say is unchanged
 
 
+@pytest.mark.parametrize("before, text", [("bus driver", "bus driver for"), ("enroll", "enroll a")])
+def test_stop_words_typed_after_the_screen_take_nothing_off_it_and_bring_nothing_new(fitted, before, text):
+    # "for", "a": they speak neither for nor against a task; alone they reshuffle the list's end
+    shown = ids(search(fitted, before, typing=1))
+    alone = ids(search(fitted, text, typing=1))
+    assert set(alone) != set(shown), "the example no longer reshuffles: pick another"
+    typed = search(fitted, text, typing=1, after=before, shown=",".join(shown))
+    assert set(ids(typed)) == set(shown)
+    assert set(typed["held"]) == set(shown) - set(alone[:len(shown)])   # said: there because it was on screen
+    assert search(fitted, text, typing=0, after=before, shown=",".join(shown))["results"] == \
+        search(fitted, text, typing=0)["results"]                     # Enter: judged whole, on its own
+
+
 def test_what_is_on_screen_is_not_held_once_the_text_no_longer_extends_it(fitted):
     before = ",".join(ids(search(fitted, "staff tr")))
     assert search(fitted, "staff trai", after="staff rec", shown=before)["no_confident_match"]     # retyped
@@ -127,9 +191,17 @@ def test_what_is_on_screen_is_not_held_once_the_text_no_longer_extends_it(fitted
 
 
 def test_a_task_the_new_characters_speak_against_is_not_held(fitted):
-    # on screen, but nowhere near the top of "staff trai": not held, and the refusal stands
-    body = search(fitted, "staff trai", after="staff tr", shown="health.immunizations,nutrition.cacfp-claim")
-    assert body["no_confident_match"] and body["results"] == [] and body["held"] == []
+    # on screen, but nowhere near the top of "staff training": the new word speaks against them
+    alone = ids(search(fitted, "staff training", typing=1))
+    body = search(fitted, "staff training", typing=1, after="staff tr", shown="health.immunizations,nutrition.cacfp-claim")
+    assert "health.immunizations" not in alone and "nutrition.cacfp-claim" not in alone
+    assert ids(body) == alone and body["held"] == []
+    # a refusal in the middle of a word waits for its end: "staff trai" keeps what is on screen
+    refused = search(fitted, "staff trai", typing=1)
+    assert refused["no_confident_match"], "the example no longer refuses: pick another"
+    waits = search(fitted, "staff trai", typing=1, after="staff tr", shown="health.immunizations,nutrition.cacfp-claim")
+    # (nutrition.cacfp-claim is fiscal staff's: the public's answer never ranks it, so never holds it)
+    assert ids(waits) == ["health.immunizations"] == waits["held"]
 
 
 def test_a_task_hidden_from_the_caller_is_never_held(fitted):

@@ -118,13 +118,17 @@ def test_load_demo_installs_it_and_answers_as_a_store_that_embedded_everything_i
     for query in QUERIES:
         mine = services.search.search(query, k=5)
         theirs = other.extensions["taskfinder"].search.search(query, k=5)
-        assert [r["id"] for r in mine["results"]] == [r["id"] for r in theirs["results"]]
         scores = [(r["score"], s["score"]) for r, s in zip(mine["results"], theirs["results"])]
         if same_cpu:
+            assert [r["id"] for r in mine["results"]] == [r["id"] for r in theirs["results"]]
             assert [a for a, _ in scores] == [b for _, b in scores]
-        else:   # the shipped vectors against this CPU's own: the same order and decision, scores within
-            # 3% (measured on the Xeon: at most 1.4%; the prototypes' logits amplify a 2e-3 cosine)
-            assert all(abs(a - b) <= 0.03 * max(1.0, abs(b)) for a, b in scores), scores
+        else:   # the shipped vectors against this CPU's own: the same decision, and place by place
+            # scores within 3% (measured on the Xeon: at most 1.4%; the prototypes' logits amplify a
+            # 2e-3 cosine), so two tasks may trade places only where their scores are that close
+            # (an artefact written on the AMD EPYC, read on the Xeon: "how do i enroll a child" 5th)
+            assert len(mine["results"]) == len(theirs["results"])
+            assert all(abs(a - b) <= 0.03 * max(1.0, abs(b)) for a, b in scores), \
+                [(r["id"], r["score"], s["id"], s["score"]) for r, s in zip(mine["results"], theirs["results"])]
         assert mine["no_confident_match"] == theirs["no_confident_match"]
     # a second load-demo neither installs nor fits again
     again = app.test_cli_runner().invoke(args=["load-demo"])
