@@ -30,7 +30,7 @@ Two questions, one set of evidence (the features of the prefilter's top answer):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -172,6 +172,28 @@ def assess(result: "PrefilterResult", model: AbstentionModel | None, unfinished:
         return Confidence(True, None, top.probability)
     logit = model.logit(answer_features(result))
     return Confidence(logit >= model.threshold_for(unfinished), round(logit, 4), top.probability)
+
+
+def in_hidden_shadow(everyone: Sequence, caller_best: str | None, visible: Callable[[object], bool],
+                     ratio: float) -> bool:
+    """Whether the caller's answer stands in the shadow of a task they may not see (issue 43 item
+    4): `everyone`, every role's ranking of the query (best first: .task, .probability; empty
+    where that ranking is refused); `caller_best`, the id of the caller's own best
+    task; `visible(task)`, whether the caller may see it. With p_E the probability in everyone's
+    ranking,
+
+        shadow  <=>  not visible(best_E)  and  p_E(caller's best) < r * p_E(best_E)
+
+    (p_E = 0 where the caller's best is not in everyone's list). The abstention judges the caller's
+    own ranking, over the tasks they may see: take the best task away and what is left can look
+    confident ("backg" -> Hemoglobin / Hematocrit for a visitor, Background Checks being the HR's).
+    In the shadow the answer is refused: the caller is told that some tasks are hidden and offered
+    their own best tasks as "not sure" chips, a way forward that does not claim to be the answer
+    ("cacfp claim" -> CACFP Eligibility). r: Settings.hidden_shadow_ratio (0: never)."""
+    if ratio <= 0 or caller_best is None or not everyone or visible(everyone[0].task):
+        return False
+    mine = next((item.probability for item in everyone if item.task.id == caller_best), 0.0)
+    return mine < ratio * everyone[0].probability
 
 
 def skip_rerank(result: "PrefilterResult", min_probability: float) -> bool:

@@ -65,6 +65,12 @@ class Ranked:
         """Whether the abstention answers: a confident match (search.confidence.assess)."""
         return self.confidence.answer
 
+    def refused(self) -> "Ranked":
+        """This ranking with the abstention's answer turned to a refusal (the service's rule for an
+        answer in a hidden task's shadow: search.confidence.in_hidden_shadow); the screen's rules
+        apply as to any refusal."""
+        return replace(self, confidence=replace(self.confidence, answer=False))
+
     def answers(self, k: int) -> bool:
         """Whether the top `k` show a task: a confident answer, or a task on screen that the
         new text has not spoken against (search.sequence)."""

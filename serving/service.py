@@ -26,13 +26,13 @@ from infra.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
 from serving.answer import Answer
 from serving.answer_cache import AnswerCache
-from search.confidence import shown, skip_rerank
+from search.confidence import in_hidden_shadow, shown, skip_rerank
 from search.embeddings import CachedEmbedder, EmbeddingUnavailable
 from search.fitting import cases_digest, fit_ranker, usable_learned
 from search.learned import LearnedInputs, learned_digest, unclicked_digest
 from search.index import Enrichment, SearchIndex
 from search.assembly import IndexOptions, attach, serving_index
-from search.pipeline import Pipeline, make_pipeline, params_for
+from search.pipeline import Pipeline, Ranked, make_pipeline, params_for
 from search.prefilter import PrefilterResult
 from search.signal import phrases
 from search.ranker import RankerParams, default_params
@@ -463,11 +463,14 @@ class SearchService:
         # so the index's visibility cache keys on it unchanged.
         depth = max(k, params.shortlist_size)
         ranked_query = pipeline.rank(search, analysed, query_vector, k=depth)
+        hidden, shadow = self._hidden_by_role(pipeline, search, analysed, query_vector, live, ranked_query) \
+            if restrict_roles else (0, False)
+        if shadow:   # the best evidence is a task the caller may not see: not sure (search.confidence.in_hidden_shadow)
+            ranked_query = ranked_query.refused()
         result, confidence = ranked_query.result, ranked_query.confidence
         timings["prefilter"] = _ms(stage)
 
         confident = ranked_query.answers(k)   # a confident answer, or tasks on screen the sequence holds
-        hidden = self._hidden_by_role(pipeline, search, analysed, query_vector, live) if restrict_roles else 0
         nearest = result.ranked[:depth]   # the ranking's own top, not the tasks on screen ranked besides
         if not confident:
             result = replace(result, ranked=[])
@@ -521,18 +524,24 @@ class SearchService:
             "held": [item.task.id for item in listed if id(item) not in on_its_own],
         }, timings)
 
-    @staticmethod
-    def _hidden_by_role(pipeline: Pipeline, search: SearchRequest, analysed, query_vector, live: LiveIndex) -> int:
-        """How many of the top k tasks for every role (a confident answer only) the caller may
-        not see: a count, never which. Costs a second ranking only when some task is hidden
-        from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
+    def _hidden_by_role(self, pipeline: Pipeline, search: SearchRequest, analysed, query_vector, live: LiveIndex,
+                        mine: Ranked) -> tuple[int, bool]:
+        """(how many of the top k tasks for every role, a confident answer only, the caller may not
+        see: a count, never which; whether the caller's answer `mine` stands in the shadow of such
+        a task: search.confidence.in_hidden_shadow). Costs a second ranking only when some task is
+        hidden from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
         visible, k = search.viewer.roles, search.k
         if not (live.roles - visible):
-            return 0
+            return 0, False
         # the ranking's count, not the screen's: what is on screen is the caller's (held, quiet)
         everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False, held=(), quiet=False),
-                                 analysed, query_vector)
-        return sum(1 for item in everyone.shown(k) if not item.task.visible_to(visible or None))
+                                 analysed, query_vector, k=max(k, live.params.shortlist_size))
+        can_see = lambda task: task.visible_to(visible or None)   # noqa: E731
+        count = sum(1 for item in everyone.shown(k) if not can_see(item.task))
+        best = mine.result.ranked[0].task.id if mine.answered and mine.result.ranked else None
+        shadow = in_hidden_shadow(everyone.result.ranked if everyone.answered else [], best, can_see,
+                                  self.settings.hidden_shadow_ratio)
+        return count, shadow
 
     def _rerank(self, query: str, result: PrefilterResult, live: LiveIndex, requested: bool,
                 degraded: list[str]) -> tuple[list, dict]:
