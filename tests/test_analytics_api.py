@@ -204,10 +204,10 @@ def test_with_analytics_off_nothing_is_recorded(app, client):
 
 # -- POST /api/events ------------------------------------------------------------------------------
 def test_events_are_accepted_and_stored(app, client):
-    body = search(client, "CACFP monthly claim", k=5, session=SESSION)
+    body = search(client, "CACFP meal count", k=5, session=SESSION)   # public tasks: docs/abstention.md, hidden tasks
     sid, shown = body["search_id"], [r["id"] for r in body["results"]]
     response = post_events(client, [
-        {"type": "impression", "search_id": sid, "query": "CACFP  Monthly claim", "task_ids": shown},
+        {"type": "impression", "search_id": sid, "query": "CACFP  Meal count", "task_ids": shown},
         {"type": "click", "search_id": sid, "task_id": shown[1], "position": 2},
         {"type": "dwell", "search_id": sid, "task_id": shown[1], "dwell_ms": 12000},
         {"type": "return", "search_id": sid, "task_id": shown[1]},
@@ -218,7 +218,7 @@ def test_events_are_accepted_and_stored(app, client):
     stored = sorted(rows(app, "search_events"), key=lambda r: r["id"])
     assert [(r["type"], r["search_id"], r["session_id"]) for r in stored] == \
         [(kind, sid, SESSION) for kind in ("impression", "click", "dwell", "return")]
-    assert stored[0]["query"] == "cacfp monthly claim" and stored[0]["task_ids"] == shown
+    assert stored[0]["query"] == "cacfp meal count" and stored[0]["task_ids"] == shown
     assert (stored[1]["task_id"], stored[1]["position"]) == (shown[1], 2)
     assert stored[2]["dwell_ms"] == 12000
     assert set(stored[0]) == {"id", "at", "session_id", "search_id", "type", "task_id", "position", "dwell_ms",

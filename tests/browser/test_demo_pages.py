@@ -93,7 +93,7 @@ def test_a_result_opens_a_task_page_and_an_unknown_page_is_html(switcher, live_s
 def test_an_acronym_category_keeps_its_capitals(switcher, live_server, page):
     base = live_server(switcher)
     page.goto(base + "/")
-    type_query(page, "selection criteria points")
+    type_query(page, "eligibility determination")
     wait_final(page)
     categories = page.locator("[role=option] .tf-category").all_text_contents()
     assert "ERSEA" in categories and "Ersea" not in categories

@@ -90,7 +90,7 @@ def test_a_misspelling_is_explained_once(fitted_demo, live_server, page):
     assert_signals_named_by_source(body, lines)
 
 
-@pytest.mark.parametrize("query", ["cacfp claims", "cacfp"])
+@pytest.mark.parametrize("query", ["cacfp paperwork", "cacfp"])
 def test_nothing_is_learned_from_searches_on_a_fresh_database(fitted_demo, live_server, page, query):
     """The audit saw "learned from earlier searches" on filler results for "cacfp" before any
     search or click: it labelled the prototype, which the fit learns from the written test cases."""
@@ -101,7 +101,7 @@ def test_nothing_is_learned_from_searches_on_a_fresh_database(fitted_demo, live_
     assert_signals_named_by_source(body, lines)
     # the prototype is the second strongest reason of some results (the audit's filler); since the
     # typing fit of issue 43 item 1 it weighs nothing on a fragment ("ca"), so a longer text shows it
-    if query == "cacfp claims":
+    if query == "cacfp paperwork":
         assert any(PROTOTYPE_PHRASE in line for line in lines.values()), lines
 
 
