@@ -86,7 +86,7 @@ class Ranked:
         """What a list of `k` shows of `items` (this ranking, or its re-ranked order): the tail
         cut's and the held ones, or the held ones alone where the abstention refuses
         (search.sequence.displayed)."""
-        mid_word = not self.analysed.finished and self.analysed.text[-1:].isalnum()   # no space, no mark after it
+        mid_word = not self.analysed.finished and sequence.in_a_word(self.analysed.text)
         return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer, self.quiet, mid_word)
 
 

@@ -478,9 +478,9 @@ def rank_order(tasks: Sequence[TaskRecord], fused: np.ndarray, pinned: tuple[str
     can reach the top `k` (scores at or above the k-th best) are sorted. `also`: task ids ranked
     wherever they fall, after the top k by score (the tasks on screen: search.sequence)."""
     order = _top_order(tasks, fused, pinned, k)
-    if also:
-        taken = set(order)
-        extra = [i for i, task in enumerate(tasks) if task.id in also and i not in taken]
+    missing = set(also).difference(tasks[i].id for i in order)   # usually none: the screen is near the top
+    if missing:
+        extra = [i for i, task in enumerate(tasks) if task.id in missing]
         order += sorted(extra, key=lambda i: (-fused[i], tasks[i].name))
     return order
 

@@ -80,6 +80,11 @@ def extends(text: str, before: str | None) -> bool:
     return bool(old) and folded(text).startswith(old)
 
 
+def in_a_word(text: str) -> bool:
+    """Whether the last word of `text` is still being typed: no space and no mark after it."""
+    return text[-1:].isalnum()
+
+
 @lru_cache(maxsize=4096)   # a type-ahead repeats its texts: each keystroke's is the next one's `after`
 def spoken(text: str, language: str | None = None) -> tuple[str, ...]:
     """The words of `text` that can speak for or against a task: its words, stop words left out
@@ -87,7 +92,7 @@ def spoken(text: str, language: str | None = None) -> tuple[str, ...]:
     follows it, only once no stop word begins with it ("wha" may yet be "what"; "bal" may not)."""
     text = normalise(text)
     tokens = WORD.findall(text)
-    if not tokens or not text[-1:].isalnum() or not text.endswith(tokens[-1]):
+    if not tokens or not in_a_word(text) or not text.endswith(tokens[-1]):
         return tuple(words(text, language))        # the last word is finished (a space, a mark after it)
     partial = tokens[-1]
     head = tuple(words(text[:len(text) - len(partial)], language))

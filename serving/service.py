@@ -463,7 +463,7 @@ class SearchService:
         # so the index's visibility cache keys on it unchanged.
         depth = max(k, params.shortlist_size)
         ranked_query = pipeline.rank(search, analysed, query_vector, k=depth)
-        hidden, shadow = self._hidden_by_role(pipeline, search, analysed, query_vector, live, ranked_query) \
+        hidden, shadow = self._hidden_from_caller(pipeline, search, analysed, query_vector, live, ranked_query, depth) \
             if restrict_roles else (0, False)
         if shadow:   # the best evidence is a task the caller may not see: not sure (search.confidence.in_hidden_shadow)
             ranked_query = ranked_query.refused()
@@ -524,18 +524,19 @@ class SearchService:
             "held": [item.task.id for item in listed if id(item) not in on_its_own],
         }, timings)
 
-    def _hidden_by_role(self, pipeline: Pipeline, search: SearchRequest, analysed, query_vector, live: LiveIndex,
-                        mine: Ranked) -> tuple[int, bool]:
+    def _hidden_from_caller(self, pipeline: Pipeline, search: SearchRequest, analysed, query_vector,
+                            live: LiveIndex, mine: Ranked, depth: int) -> tuple[int, bool]:
         """(how many of the top k tasks for every role, a confident answer only, the caller may not
         see: a count, never which; whether the caller's answer `mine` stands in the shadow of such
-        a task: search.confidence.in_hidden_shadow). Costs a second ranking only when some task is
-        hidden from the caller (the answer cache keeps it for repeated type-ahead prefixes)."""
+        a task: search.confidence.in_hidden_shadow), every role's ranking `depth` deep as the
+        caller's. Costs a second ranking only when some task is hidden from the caller (the
+        answer cache keeps it for repeated type-ahead prefixes)."""
         visible, k = search.viewer.roles, search.k
         if not (live.roles - visible):
             return 0, False
         # the ranking's count, not the screen's: what is on screen is the caller's (held, quiet)
         everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False, held=(), quiet=False),
-                                 analysed, query_vector, k=max(k, live.params.shortlist_size))
+                                 analysed, query_vector, k=depth)
         can_see = lambda task: task.visible_to(visible or None)   # noqa: E731
         count = sum(1 for item in everyone.shown(k) if not can_see(item.task))
         best = mine.result.ranked[0].task.id if mine.answered and mine.result.ranked else None
