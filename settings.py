@@ -164,9 +164,8 @@ class Settings:
     abstain_offtopic: bool = True
     # Refuse an answer whose best evidence is a task hidden from the caller (search.confidence.
     # in_hidden_shadow): the caller's best is less than this many times as likely as everyone's.
-    # 0 (off) by default until the suites that encode anonymous answers to restricted tasks'
-    # words are re-based (docs/abstention.md); 0.3 is the measured choice.
-    hidden_shadow_ratio: float = 0.0
+    # 0.3 measured on the demo's hidden-gold keystrokes (docs/abstention.md); 0: off.
+    hidden_shadow_ratio: float = 0.3
     catalog_enrichment: bool = False
     # How often each serving process reads the store revision (serving.watcher) to notice edits
     # made by any process sharing the database; requests never read it themselves.
@@ -507,7 +506,7 @@ WEIGHT_GROUPS = (("weights", Weights, "WEIGHT_"), ("degraded_weights", DegradedW
 # variable has no line here or the file is stale).
 DESCRIPTIONS = {
     "ABSTAIN_BUDGET": "share of answerable queries \"no confident match\" may refuse, calibrated (conformally) on the catalog's cross-validated in-scope cases; see docs/abstention.md",
-    "HIDDEN_SHADOW_RATIO": "refuse a caller's answer (\"not sure\", its tasks as chips, the hidden count) when everyone's best task is one the caller may not see and the caller's best is less than this many times as likely in everyone's ranking (absent from it: 0); `0` = off (the default for now; 0.3 measured: docs/abstention.md)",
+    "HIDDEN_SHADOW_RATIO": "refuse a caller's answer (\"not sure\", its tasks as chips, the hidden count) when everyone's best task is one the caller may not see and the caller's best is less than this many times as likely in everyone's ranking (absent from it: 0); `0` = off (0.3 measured: docs/abstention.md)",
     "ABSTAIN_OFFTOPIC": "score the shipped generic off-topic memory (search/data/offtopic_en.jsonl, ChatterBot corpus) as negatives in every fit",
     "DEMO_ROLE_SWITCHER": "the demo homepage's \"Search as\" role switcher, minting 5-minute demo-only role tokens (needs DEMO_HOMEPAGE; `make run` turns it on; never accepted outside demo mode)",
     "METRICS_TOKEN": "bearer token `/metrics` requires (at least 32 characters; Prometheus `authorization.credentials_file`); empty = only clients on this host may read it",

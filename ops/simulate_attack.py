@@ -306,11 +306,14 @@ def rose(before: dict, after: dict) -> bool:
 
 class DemoLab(Lab):
     """A Lab over the demo catalog as `app.py load-demo` installs it (tasks, test cases, the
-    shipped fit)."""
+    shipped fit). The attack query's gold is HR's: with the hidden-task rule an anonymous caller
+    is told "not sure" and shown nothing to click, which stops the attack before learning sees a
+    vote; the scenarios measure the learning's own defence, so the rule is off here
+    (HIDDEN_SHADOW_RATIO=0: the attacker is shown every answer the ranking has)."""
 
     def __init__(self, data_dir: Path, cache_dir: Path, extra_env: dict[str, str] | None = None):
         data_dir.mkdir(parents=True, exist_ok=True)
-        super().__init__(data_dir, cache_dir, extra_env or {})
+        super().__init__(data_dir, cache_dir, {"HIDDEN_SHADOW_RATIO": "0", **(extra_env or {})})
         done = subprocess.run([sys.executable, "app.py", "load-demo"], cwd=ROOT, env=self.env,
                               capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:

@@ -30,6 +30,11 @@ PARAPHRASES = ("background checks for bus drivers", "bus driver background check
 WRONG_TASK = "health.daily-health-check"     # at rank 10 for the attack query on the demo's fit
 COVER_QUERIES = 126                          # ~252 cover votes, as in the audit
 VOTES_PER_SESSION = 18                       # under LEARNING_MAX_VOTES_PER_SESSION (20): full weight
+# The attack query's gold (Background Checks) is HR's. With the hidden-task rule (HIDDEN_SHADOW_RATIO,
+# search.confidence.in_hidden_shadow) an anonymous caller typing it is told "not sure" and shown no
+# task to click, which stops this attack before learning sees a vote. These scenarios test the
+# learning's own defence, so the attacker is shown every answer the ranking has: the rule is off.
+ATTACKER_SEES_ALL = {"HIDDEN_SHADOW_RATIO": 0}
 
 
 def rank_of(service, query: str, task: str) -> int | None:
@@ -83,9 +88,10 @@ def attack(app, cases, blocks: list[str]) -> None:
 
 @pytest.fixture
 def demo(tmp_path, shared_cache_dir, demo_tasks, demo_cases):
-    """The demo app with its shipped fit, aggregating every event at once (LEARNING_SETTLE_S=0)."""
-    app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40),
-                    demo_tasks, demo_cases)
+    """The demo app with its shipped fit, aggregating every event at once (LEARNING_SETTLE_S=0),
+    with the hidden-task rule off (ATTACKER_SEES_ALL)."""
+    app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40,
+                                  **ATTACKER_SEES_ALL), demo_tasks, demo_cases)
     install_demo_fit(app)
     yield app
     close_app(app)

@@ -26,7 +26,7 @@ from search.learned import (ANONYMOUS_WINDOW, CountingRule, LearnedExemplar, ano
 from search.ranker import RankerParams
 from search.signal.learned import people_values
 from tests.conftest import build_app, close_app, install_demo_fit, make_settings, postgres_schema
-from tests.test_learning_attack import (ATTACK_QUERY, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of,
+from tests.test_learning_attack import (ATTACK_QUERY, ATTACKER_SEES_ALL, CORRECTIONS, PARAPHRASES, WRONG_TASK, Widget, fit, rank_of,
                                         ranks_before)
 
 ROLE_SECRET = "r" * 40
@@ -60,7 +60,7 @@ def padded_cover_attack(app, cases, tasks, blocks: list[str], attack_sessions: i
 
 def demo_app_on(tmp_path, shared_cache_dir, demo_tasks, demo_cases, **env):
     app = build_app(make_settings(tmp_path, shared_cache_dir, LEARNING_SETTLE_S=0, SECRET_KEY="s" * 40,
-                                  ROLE_TOKEN_SECRET=ROLE_SECRET, **env), demo_tasks, demo_cases)
+                                  ROLE_TOKEN_SECRET=ROLE_SECRET, **{**ATTACKER_SEES_ALL, **env}), demo_tasks, demo_cases)
     install_demo_fit(app)
     return app
 
