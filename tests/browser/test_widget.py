@@ -202,7 +202,7 @@ def test_typo_query_finds_screening_keyboard_opens_it_and_the_click_is_recorded(
     summary = {dt: dd for dt, dd in zip(page.locator("dl dt").all_text_contents(),
                                         page.locator("dl dd").all_text_contents())}
     assert summary["Searches"] == "1"
-    assert summary["Click-through rate"].startswith("100")
+    assert summary["Click-through rate"].startswith("100"), summary
     assert float(summary["Average click position"]) == screening + 1
 
 
