@@ -59,6 +59,7 @@ class Ranked:
     tail: float                  # the score-tail ratio of what is shown (search.confidence.shown)
     on_screen: tuple[str, ...] = ()   # the request's held task ids (search.sequence)
     quiet: bool = False               # the typing since the screen adds no word that can speak
+    same_word: bool = False           # all typed since the screen is the word still being typed
 
     @property
     def answered(self) -> bool:
@@ -86,8 +87,8 @@ class Ranked:
         """What a list of `k` shows of `items` (this ranking, or its re-ranked order): the tail
         cut's and the held ones, or the held ones alone where the abstention refuses
         (search.sequence.displayed)."""
-        mid_word = not self.analysed.finished and sequence.in_a_word(self.analysed.text)
-        return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer, self.quiet, mid_word)
+        return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer, self.quiet,
+                                  self.same_word)
 
 
 class Pipeline:
@@ -131,19 +132,20 @@ class Pipeline:
         return score_query(self.index, analysed, query_vector, roles, restrict, request.pins, skip)
 
     def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False, held: tuple[str, ...] = (),
-             quiet: bool = False) -> Ranked:
+             quiet: bool = False, same_word: bool = False) -> Ranked:
         """The top `k` of `scored` fused with the fit's weights for the query (its typing weights
         while it is being typed), or `weights` (an evaluation's configuration), then the fit's
         abstention and tail cut. `explain`: with the word-level matches and what use added.
-        `held`, `quiet`: the task ids on screen, ranked wherever they fall (after the top k), and
-        whether the typing since adds no word that can speak (SearchRequest; search.sequence)."""
+        `held`, `quiet`, `same_word`: the task ids on screen, ranked wherever they fall (after the
+        top k), whether the typing since adds no word that can speak, and whether all of it is the
+        word still being typed (SearchRequest; search.sequence)."""
         analysed = scored.analysed
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, explain=explain, also=held)
         model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
         return Ranked(analysed, result, assess(result, model, analysed.judged_as),
-                      self.params.tail_for(result.mode, analysed.unfinished), held, quiet)
+                      self.params.tail_for(result.mode, analysed.unfinished), held, quiet, same_word)
 
     def rank(self, request: SearchRequest, analysed: AnalysedQuery | None = None,
              query_vector: np.ndarray | None = None, k: int | None = None) -> Ranked:
@@ -155,7 +157,7 @@ class Pipeline:
             query_vector = self.embed([analysed])[0]
         scored = self.score(request, analysed, query_vector, defer=True)
         return self.fuse(scored, request.k if k is None else k, explain=request.explain, held=request.held,
-                         quiet=request.quiet)
+                         quiet=request.quiet, same_word=request.same_word)
 
 
 def make_pipeline(index: SearchIndex, params: RankerParams, settings: Settings, embedder=None,

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Collection, NamedTuple
 
-from search.sequence import MAX_HELD, extends, is_quiet
+from search.sequence import MAX_HELD, extends, is_quiet, same_word
 
 #: The admin's names for a viewer (the preview's "view the rankings as" choice, its form value):
 #: the public (no role token), or every role; any other name is one role.
@@ -102,6 +102,7 @@ class SearchRequest(NamedTuple):
     explain: bool = True            # with the word-level matches and what use added
     held: tuple[str, ...] = ()      # task ids on screen that typing this text extends (search.sequence)
     quiet: bool = False             # with `held`: the typing since adds no word that can speak (sequence.is_quiet)
+    same_word: bool = False         # with `held`: all typed since is the word still being typed (sequence.same_word)
 
     @classmethod
     def typed(cls, text: str, viewer: Viewer = PUBLIC, k: int = 10, typing: bool | None = None,
@@ -111,11 +112,12 @@ class SearchRequest(NamedTuple):
         `typing` as the asker says (None: read from the text). `after` and `shown`: the text
         whose answer is on screen and the task ids it shows; they are held (`held`) only when
         `text` extends `after` and is not submitted (`typing` False: judged on its own, whole),
-        and `quiet` where what was typed since adds no word that can speak (search.sequence)."""
+        `quiet` where what was typed since adds no word that can speak, and `same_word` where all of
+        it belongs to the word still being typed (search.sequence)."""
         held = (tuple(sorted(set(shown)))[:MAX_HELD]
                 if shown and typing is not False and extends(text, after) else ())
         return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing), k, pins, explain, held,
-                   bool(held) and is_quiet(text, after))
+                   bool(held) and is_quiet(text, after), bool(held) and same_word(text, after))
 
     @classmethod
     def of_case(cls, query: str, viewer: Viewer = EVERYONE, k: int = 10, pins: bool = True,

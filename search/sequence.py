@@ -85,6 +85,20 @@ def in_a_word(text: str) -> bool:
     return text[-1:].isalnum()
 
 
+def finished_words(text: str) -> int:
+    """How many words of `text` are finished: followed by a space or a mark."""
+    return len(WORD.findall(normalise(text))) - in_a_word(text)
+
+
+def same_word(text: str, before: str | None) -> bool:
+    """Whether everything typed since `before` (the text on screen) belongs to the word still being
+    typed: the last word is unfinished and no word was finished since ("staff trai" after "staff
+    tr", "pizza p" after "pizza "; not "pizza party" after "pi", where "pizza" was finished on the
+    way: an answer that lagged behind the typing). Only then does a refusal wait for the word's
+    end (`displayed`)."""
+    return before is not None and in_a_word(text) and finished_words(text) == finished_words(before)
+
+
 @lru_cache(maxsize=4096)   # a type-ahead repeats its texts: each keystroke's is the next one's `after`
 def spoken(text: str, language: str | None = None) -> tuple[str, ...]:
     """The words of `text` that can speak for or against a task: its words, stop words left out
@@ -126,8 +140,8 @@ def displayed(items: Sequence, k: int, tail_ratio: float, on_screen: Collection[
     Where the typing since the screen adds no word that can speak (`quiet`: `is_quiet`), every task
     on screen stays, wherever it now ranks (`items` must hold them: search.pipeline ranks them),
     and the only newcomer is a confident new best answer, first. Where the abstention refuses
-    while the last word is still being typed (`mid_word`: no space after it), every task on
-    screen stays too: a half-typed word ("interna") is read as the start of many words, and the
+    while the last word is still being typed and no word was finished since the screen (`mid_word`:
+    `same_word`), every task on screen stays too: a half-typed word ("interna") is read as the start of many words, and the
     refusal waits for the word's end (a space, a mark), where it is judged as any other keystroke.
 
     Otherwise, where the abstention answers (`confident`), those of the first k the tail cut shows

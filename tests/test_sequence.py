@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from search.request import SearchRequest
-from search.sequence import HOLD_SLACK, MAX_HELD, displayed, extends, held, is_quiet, spoken
+from search.sequence import HOLD_SLACK, MAX_HELD, displayed, extends, held, is_quiet, same_word, spoken
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,18 @@ def test_a_refusal_in_the_middle_of_a_word_keeps_what_is_on_screen_until_the_wor
     assert [i.task.id for i in displayed(items, k, 0.0, {"t15"}, confident=True, mid_word=True)] == ["t0", "t1", "t2", "t3"]
 
 
+@pytest.mark.parametrize("text, before, expected", [
+    ("staff trai", "staff tr", True),       # the same word, still being typed
+    ("pizza p", "pizza ", True),            # "pizza" was finished (and judged) on screen already
+    ("pizza party", "pi", False),           # "pizza" was finished on the way: the answer lagged
+    ("pizza p", "pizza", False),            # the space since finished "pizza"
+    ("pizza ", "pizza", False),             # no word is being typed
+    ("staff trai", None, False),            # nothing on screen
+])
+def test_a_refusal_waits_only_while_everything_typed_since_is_the_word_being_typed(text, before, expected):
+    assert same_word(text, before) is expected
+
+
 # -- through the API, on the fitted demo -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def fitted(fitted_demo_client):
@@ -202,6 +214,22 @@ def test_a_task_the_new_characters_speak_against_is_not_held(fitted):
     waits = search(fitted, "staff trai", typing=1, after="staff tr", shown="health.immunizations,nutrition.cacfp-claim")
     # (nutrition.cacfp-claim is fiscal staff's: the public's answer never ranks it, so never holds it)
     assert ids(waits) == ["health.immunizations"] == waits["held"]
+
+
+def test_a_refusal_is_judged_once_a_word_was_finished_since_the_screen(fitted):
+    # The widget on a loaded machine: the answer to "pi" was on screen when "pizza party" was sent
+    # (the keystrokes between went unanswered). "pizza" was finished on the way and spoke against
+    # that list, so the refusal is judged as at a word's end: only what the sequence holds near
+    # the top stays. Before, the mid-word rule kept all eight tasks of "pi" under "pizza party".
+    shown = ids(search(fitted, "pi", typing=1))
+    assert len(shown) >= 4, "the example no longer answers its first letters: pick another"
+    assert search(fitted, "pizza party", typing=1)["no_confident_match"]
+    waits = search(fitted, "pizza party", typing=1, after="pizza part", shown=",".join(shown))
+    assert set(ids(waits)) == set(shown) == set(waits["held"])     # one letter since: the word is still being typed
+    lagged = search(fitted, "pizza party", typing=1, after="pi", shown=",".join(shown))
+    assert set(ids(lagged)) < set(shown) and ids(lagged) == lagged["held"]
+    judged = search(fitted, "pizza party ", typing=1, after="pizza part", shown=",".join(shown))   # the word's end
+    assert ids(lagged) == ids(judged)
 
 
 def test_a_task_hidden_from_the_caller_is_never_held(fitted):
