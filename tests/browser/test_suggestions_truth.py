@@ -30,13 +30,13 @@ def chips(page) -> list[tuple[str, str]]:
 def test_the_chips_never_offer_a_task_an_out_of_scope_case_rules_out(demo, live_server, page):
     base = live_server(demo)
     page.goto(base + "/")
-    search_for(page, "weather forecast for tomorrow")
+    search_for(page, "weather forecast for tomorrow", submit=True)   # judged whole (search_for)
     assert page.locator(".tf-empty-title").text_content() == "Nothing matches"   # sure: a case rules it out
     shown = chips(page)
     assert shown and all(kind == "topic" for kind, _text in shown), shown
     assert page.locator("button.tf-suggestion-task").count() == 0
 
-    search_for(page, SLACK)
+    search_for(page, SLACK, submit=True)
     assert page.locator(".tf-empty-title").text_content() == "Not sure which task you mean"
     assert chips(page)[0] == ["task", "Custom Fields"], "the premise: the chips offer Custom Fields first"
 
@@ -45,7 +45,7 @@ def test_the_chips_never_offer_a_task_an_out_of_scope_case_rules_out(demo, live_
                                                  "to the program's own forms.", "natural_language"))
     services.search.live(wait=True)
     page.goto(base + "/")
-    search_for(page, SLACK)
+    search_for(page, SLACK, submit=True)
     assert page.locator(".tf-empty-title").text_content() == "Nothing matches"
     shown = chips(page)
     assert shown and "Custom Fields" not in [text for _kind, text in shown], shown
