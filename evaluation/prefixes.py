@@ -115,9 +115,7 @@ def shown_gold(query, pipeline: Pipeline, mode: str, screen: SearchRequest | Non
     """(answered, the gold among the results shown, the ids shown): the top `listed` after the
     score-tail cut, and the tasks on screen the sequence holds (`screen`: the widget's request for
     the keystroke, SearchRequest.typed with what is on screen: its `held`, `quiet` and `same_word`)."""
-    held, quiet, word = (screen.held, screen.quiet, screen.same_word) if screen is not None else ((), False, False)
-    ranked = pipeline.fuse(query.for_mode(mode), max(KEYSTROKE_DEPTH, pipeline.params.shortlist_size),
-                           held=held, quiet=quiet, same_word=word)
+    ranked = pipeline.fuse(query.for_mode(mode), max(KEYSTROKE_DEPTH, pipeline.params.shortlist_size), screen=screen)
     ids = tuple(item.task.id for item in ranked.shown(listed))
     return ranked.answers(listed), bool(set(ids) & set(query.case.gold)), ids
 

@@ -131,15 +131,15 @@ class Pipeline:
         roles, restrict = request.viewer.visible()
         return score_query(self.index, analysed, query_vector, roles, restrict, request.pins, skip)
 
-    def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False, held: tuple[str, ...] = (),
-             quiet: bool = False, same_word: bool = False) -> Ranked:
+    def fuse(self, scored: Scored, k: int, weights=None, explain: bool = False,
+             screen: SearchRequest | None = None) -> Ranked:
         """The top `k` of `scored` fused with the fit's weights for the query (its typing weights
         while it is being typed), or `weights` (an evaluation's configuration), then the fit's
         abstention and tail cut. `explain`: with the word-level matches and what use added.
-        `held`, `quiet`, `same_word`: the task ids on screen, ranked wherever they fall (after the
-        top k), whether the typing since adds no word that can speak, and whether all of it is the
-        word still being typed (SearchRequest; search.sequence)."""
+        `screen`: the request that says what is on screen (SearchRequest.typed: its `held` task ids,
+        ranked wherever they fall after the top k, `quiet` and `same_word`; search.sequence)."""
         analysed = scored.analysed
+        held, quiet, same_word = (screen.held, screen.quiet, screen.same_word) if screen is not None else ((), False, False)
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, explain=explain, also=held)
@@ -156,8 +156,7 @@ class Pipeline:
             analysed = self.analyse(request)
             query_vector = self.embed([analysed])[0]
         scored = self.score(request, analysed, query_vector, defer=True)
-        return self.fuse(scored, request.k if k is None else k, explain=request.explain, held=request.held,
-                         quiet=request.quiet, same_word=request.same_word)
+        return self.fuse(scored, request.k if k is None else k, explain=request.explain, screen=request)
 
 
 def make_pipeline(index: SearchIndex, params: RankerParams, settings: Settings, embedder=None,

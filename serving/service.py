@@ -534,8 +534,9 @@ class SearchService:
         visible, k = search.viewer.roles, search.k
         if not (live.roles - visible):
             return 0, False
-        # the ranking's count, not the screen's: what is on screen is the caller's (held, quiet)
-        everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False, held=(), quiet=False, same_word=False),
+        # the ranking's count, not the screen's: what is on screen is the caller's (without `held`,
+        # the request's `quiet` and `same_word` say nothing: search.sequence.displayed)
+        everyone = pipeline.rank(search._replace(viewer=EVERYONE, explain=False, held=()),
                                  analysed, query_vector, k=depth)
         can_see = lambda task: task.visible_to(visible or None)   # noqa: E731
         count = sum(1 for item in everyone.shown(k) if not can_see(item.task))
