@@ -85,11 +85,13 @@ def post_worker_init(worker):
 
 
 def worker_exit(server, worker):
-    """In the worker, as it exits: stop its revision watcher thread cleanly."""
+    """In the worker, as it exits: stop its revision watcher thread cleanly and write the metrics
+    it has tallied (infra.metrics.Tally) to the multiprocess files."""
     app = getattr(worker, "wsgi", None)
     services = app.extensions.get("taskfinder") if app is not None else None
     if services is not None:
         services.search.close()
+        services.metrics.flush()
 
 
 def child_exit(server, worker):

@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infra.cache import copy_cache  # noqa: E402
+from infra.metrics import TALLY_FLUSH_S  # noqa: E402
 from ops.servers import (ServerProcess, free_port, gunicorn_command, http_get, prepare_demo_database,  # noqa: E402
                          server_env, warm_embedding_cache)
 
@@ -464,6 +465,7 @@ def phase(label: str, server: ServerProcess, clients: dict[str, int], args, pool
         rows.append(row)
         summary["kinds"][kind] = row
     if metrics_url:
+        time.sleep(2 * TALLY_FLUSH_S)   # every worker has written its tallied counts (infra.metrics.Tally)
         summary["server"] = server_figures(before, scrape(metrics_url))
     print(f"  {label}: load {load[0]:.2f}; " + "; ".join(
         f"{k} {r['req_s']} req/s p50 {r['p50_ms']} ms p95 {r['p95_ms']} ms errors {r['errors']}"

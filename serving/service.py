@@ -425,9 +425,9 @@ class SearchService:
         self.metrics.bound(self.metrics.stage_seconds, "total").observe(total / 1000.0)
         self.metrics.bound(self.metrics.search_seconds, "typeahead").observe(total / 1000.0)   # replays: rerank=0
         if not cached.body["results"]:
-            self.metrics.zero_results.inc()
+            self.metrics.bound(self.metrics.zero_results).inc()
         if cached.body["no_confident_match"]:
-            self.metrics.no_confident_match.inc()
+            self.metrics.bound(self.metrics.no_confident_match).inc()
         timings = dict.fromkeys(cached.timings_ms, 0.0)
         timings.update(answer_cache=total, total=total)
         return Answer(cached.body, timings, cached.encoded)
@@ -493,9 +493,9 @@ class SearchService:
         results = [self._result_row(item, rerank_info["reasons"].get(position), live.index.category_labels)
                    for position, item in ranked if id(item) in kept]
         if not results:
-            self.metrics.zero_results.inc()
+            self.metrics.bound(self.metrics.zero_results).inc()
         if not confident:
-            self.metrics.no_confident_match.inc()
+            self.metrics.bound(self.metrics.no_confident_match).inc()
         rerank_info.pop("reasons")
         said = said_corrections(live.index, result.corrections, visible or None, restrict_roles)
         offered = [] if results else [s.as_dict() for s in suggest(

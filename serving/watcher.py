@@ -9,7 +9,7 @@ index rebuild when it moved; requests only read the value the callback stored in
 Lifecycle:
 - `ensure_running()` starts the thread, lazily, in the process that calls it. It is fork-safe:
   a thread started in a parent does not exist in a forked child (gunicorn forks its workers),
-  so a child that calls `ensure_running()` starts its own (the pid is remembered).
+  so a child that calls `ensure_running()` starts its own (an at-fork hook forgets the parent's thread there).
 - `stop()` ends it cleanly (gunicorn's worker_exit hook calls it).
 - The callback is held weakly when it is a bound method: once its owner is garbage (tests
   build many short-lived services), the thread ends at its next poll instead of living on.
@@ -41,11 +41,14 @@ class RevisionWatcher:
         self._pid: int | None = None
         self._stop = threading.Event()
         self._start_lock = threading.Lock()
+        self._running = False
+        os.register_at_fork(after_in_child=_forgotten_in_child(weakref.ref(self)))
 
     def running(self) -> bool:
-        """Whether this process has a live watcher thread (a parent's thread does not count)."""
-        thread = self._thread
-        return thread is not None and self._pid == os.getpid() and thread.is_alive()
+        """Whether this process has a live watcher thread (a parent's thread does not count). A
+        flag the thread clears as it ends and a forked child clears at once (os.register_at_fork),
+        not `os.getpid()` and `thread.is_alive()`: every search asks, twice (serving.service.live)."""
+        return self._running
 
     def ensure_running(self) -> None:
         """Start the polling thread in this process unless it already runs here."""
@@ -57,6 +60,7 @@ class RevisionWatcher:
             self._stop = threading.Event()
             self._pid = os.getpid()
             self._thread = threading.Thread(target=self._run, args=(self._stop,), name=self.name, daemon=True)
+            self._running = True
             self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -90,6 +94,21 @@ class RevisionWatcher:
         return True
 
     def _run(self, stop: threading.Event) -> None:
-        while not stop.wait(self.interval_s):
-            if not self.poll_once():
-                return
+        try:
+            while not stop.wait(self.interval_s):
+                if not self.poll_once():
+                    return
+        finally:
+            if self._stop is stop:   # not a newer thread's flag (stop() then ensure_running())
+                self._running = False
+
+
+def _forgotten_in_child(ref: "weakref.ReferenceType[RevisionWatcher]") -> Callable[[], None]:
+    """The at-fork hook of one watcher, held weakly: in a forked child the parent's thread does
+    not exist, so the child's watcher is not running until the child starts its own."""
+    def forget() -> None:
+        watcher = ref()
+        if watcher is not None:
+            watcher._running = False
+            watcher._start_lock = threading.Lock()
+    return forget

@@ -97,3 +97,34 @@ def test_embedding_observer_counts_hits_misses_and_calls_without_changing_result
                       ("taskfinder_embedding_calls_total", "ok"): 2,
                       ("taskfinder_embedding_calls_total", "error"): 1,
                       ("taskfinder_embedding_calls_total", "circuit_open"): 1}
+
+
+def test_tallied_observations_reach_the_registry_as_if_written_one_by_one():
+    """In multiprocess mode the request path's counters and histograms are tallied in memory and
+    written summed (infra.metrics.Tally): after a flush, the registry holds exactly what writing
+    each observation at once would have written, every bucket and sum; before it, nothing."""
+    direct, tallied = Metrics(tally=False), Metrics(tally=True)
+    latencies = [0.0004, 0.001, 0.0011, 0.003, 0.003, 0.049, 0.05, 0.7, 12.0, 45.0, 0.0]
+    for metrics in (direct, tallied):
+        for seconds in latencies:
+            metrics.observe_request("/api/search", 200, seconds)
+            metrics.bound(metrics.stage_seconds, "total").observe(seconds)
+        metrics.bound(metrics.zero_results).inc()
+        metrics.bound(metrics.answer_cache, "hit").inc(3)
+
+    def samples(metrics):
+        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
+                      for family in metrics.registry.collect() for s in family.samples
+                      if not s.name.endswith("_created"))
+
+    assert value(tallied, "taskfinder_http_requests_total", endpoint="/api/search", status="200") == 0
+    assert tallied.flush() == 3 * len(latencies) + 2   # a count and two histograms per latency, two counters
+    assert samples(tallied) == samples(direct)
+    assert value(tallied, "taskfinder_stage_seconds_bucket", stage="total", le="0.001") == 3   # 0.0, 0.0004 and 0.001 (cumulative)
+    assert tallied.flush() == 0   # nothing is written twice
+
+
+def test_a_scrape_writes_its_own_tallies_first(demo_app):
+    metrics = Metrics(tally=True)
+    metrics.observe_request("/healthz", 200, 0.002)
+    assert 'taskfinder_http_requests_total{endpoint="/healthz",status="200"} 1.0' in metrics.exposition().decode()

@@ -22,6 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra import multiprocess
+from infra.metrics import TALLY_FLUSH_S
 from ops.servers import free_port, prepare_demo_database
 from tests.conftest import migrated_sqlite
 
@@ -128,10 +129,16 @@ def test_two_workers_answer_and_metrics_sum_over_both(gunicorn_server):
     status, body = get(f"{base_url}/api/search?q=hearing%20and%20vision%20screening")
     assert status == 200 and json.loads(body)["results"]
 
-    all_samples = samples(get(f"{base_url}/metrics")[1].decode())
-    healthz = [s for s in all_samples if s.name == "taskfinder_http_requests_total"
-               and s.labels == {"endpoint": "/healthz", "status": "200"}]
-    # one summed series: both workers' counts (plus the start-up probes of wait_until_up)
+    # one summed series: both workers' counts (plus the start-up probes of wait_until_up); the
+    # worker that does not serve the scrape writes its tallied counts every TALLY_FLUSH_S
+    deadline = time.monotonic() + 10 * TALLY_FLUSH_S
+    while True:
+        all_samples = samples(get(f"{base_url}/metrics")[1].decode())
+        healthz = [s for s in all_samples if s.name == "taskfinder_http_requests_total"
+                   and s.labels == {"endpoint": "/healthz", "status": "200"}]
+        if (healthz and healthz[0].value >= sent) or time.monotonic() > deadline:
+            break
+        time.sleep(TALLY_FLUSH_S / 5)
     assert len(healthz) == 1 and healthz[0].value >= sent
     searches = [s for s in all_samples if s.name == "taskfinder_stage_seconds_count" and s.labels["stage"] == "total"]
     assert searches and searches[0].value >= 1
