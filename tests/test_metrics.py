@@ -124,7 +124,7 @@ def test_tallied_observations_reach_the_registry_as_if_written_one_by_one():
     assert tallied.flush() == 0   # nothing is written twice
 
 
-def test_a_scrape_writes_its_own_tallies_first(demo_app):
+def test_a_scrape_writes_its_own_tallies_first():
     metrics = Metrics(tally=True)
     metrics.observe_request("/healthz", 200, 0.002)
     assert 'taskfinder_http_requests_total{endpoint="/healthz",status="200"} 1.0' in metrics.exposition().decode()
