@@ -142,14 +142,17 @@ def stemmer(language: str) -> Stemmer.Stemmer:
     return Stemmer.Stemmer(_SNOWBALL.get(language, "english"))
 
 
-def language_scores(text: str, known=None, written=None) -> dict[str, float]:
+def language_scores(text: str, known=None, written=None, unfinished: bool = False) -> dict[str, float]:
     """score_L of the module docstring for each of LANGUAGES. `known(word)`: whether the
     catalog knows a (normalised) word: each such word counts for the catalog's language, and a
     word it knows is never a suffix cue. `written(word)`: the language of the catalog's own
     texts (cases, aliases) in other languages that use the word (None: none), a vote for it:
-    a Spanish case teaches the catalog that "vacunas" is Spanish."""
+    a Spanish case teaches the catalog that "vacunas" is Spanish. `unfinished`: leave out the
+    last word's votes (it is still being typed); its letters' marks still count."""
     folded = normalise(text)
     tokens = WORD.findall(folded)
+    if unfinished:
+        tokens = tokens[:-1]
     scores = {lang: 0.0 for lang in LANGUAGES}
     lowered = text.lower()
     for lang, marks in _MARKS.items():
@@ -174,17 +177,24 @@ def language_scores(text: str, known=None, written=None) -> dict[str, float]:
     return scores
 
 
-def detect(text: str, known=None, written=None) -> str:
+def detect(text: str, known=None, written=None, unfinished: bool = False) -> str:
     """The language of `text` (module docstring): the catalog's unless another one scores
     strictly more. Memoised per text when it is read alone (words, terms call it per text);
-    `known`, `written`: what the catalog knows (language_scores)."""
-    if known is None and written is None:
+    `known`, `written`, `unfinished`: what the catalog knows and whether the last word is still
+    being typed (language_scores)."""
+    if known is None and written is None and not unfinished:
         return _detect_memo(text) if len(text) <= 1000 else _detect(text)
-    return _detect(text, known, written)
+    return _detect(text, known, written, unfinished)
 
 
-def _detect(text: str, known=None, written=None) -> str:
-    scores = language_scores(text, known, written)
+def _detect(text: str, known=None, written=None, unfinished: bool = False) -> str:
+    """`unfinished`: the last word is still being typed and may yet become any word ("te" the
+    start of "temprana" or of "teacher", "de" of "dental"): the words before it decide where
+    they say anything (a score above zero), so that a language once shown by finished words
+    stays while the next word is typed; a text of one word still being typed is read whole."""
+    scores = language_scores(text, known, written, unfinished) if unfinished else None
+    if scores is None or not any(scores.values()):
+        scores = language_scores(text, known, written)
     best = max(LANGUAGES, key=lambda lang: (scores[lang], lang == CATALOG_LANGUAGE))
     return best if scores[best] > scores[CATALOG_LANGUAGE] else CATALOG_LANGUAGE
 

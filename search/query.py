@@ -94,7 +94,7 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     if finished is None:
         finished = query[-1:].isspace()
     query = query.rstrip()   # the trailing space said all it says: the same text as the API's stripped one
-    language = query_language(index, query, finished)
+    language = query_language(index, query, finished, typing)
     query_words = unique(words(query, language))
     if foreign(language):
         # its words are not the catalog's: none is a typo of one (nor the start of one), and the
@@ -123,26 +123,31 @@ def typing_class_read(index: SearchIndex, query: str, prefix_search: bool, typin
     return typing_unfinished(index.typed, query)
 
 
-def query_language(index: SearchIndex, query: str, finished: bool = True) -> str:
+def query_language(index: SearchIndex, query: str, finished: bool = True, typing: bool | None = None) -> str:
     """The language of `query` (lexicon.language.detect), each word whose term weighs in the
     catalog's own text counting for the catalog's language ("informe PIR" keeps its acronym's
     vote, "plan de cuidado" is Spanish all the same), and each word the catalog's cases in
     another language use counting for that language ("vacunas", once a Spanish case says it).
     A last word still being typed (not `finished`) that begins a word of the catalog counts for
-    the catalog's language too: "de" is Spanish's "of", and the start of "dental"."""
+    the catalog's language too ("de" is Spanish's "of", and the start of "dental"). While the
+    text is being typed (`typing` not False: a submitted query is read whole), the last word
+    decides only where the words before it say nothing (lexicon.language.detect, `unfinished`):
+    read as the start of a catalog word, "te" turned "referido a intervencion te" back to
+    English between two Spanish keystrokes, and the ranking with it (docs/results.md, type-ahead
+    in other languages)."""
     foreign_terms = index.lexicon.foreign_terms
     tokens = WORD.findall(normalise(query))
-    typing = tokens[-1] if tokens and not finished else None
+    last = tokens[-1] if tokens and not finished else None
 
     def known(word: str) -> bool:
         return in_catalog_text(index, index.vocabulary.get(stem(word))) or \
-            (word == typing and bool(index.prefix_expansion(word)))
+            (word == last and bool(index.prefix_expansion(word)))
 
     def written(word: str) -> str | None:
         return next((lang for lang in LANGUAGES[1:] if foreign_terms.get(stem(word, lang)) == lang), None) \
             if foreign_terms else None
 
-    return detect(query, known, written)
+    return detect(query, known, written, unfinished=not finished and typing is not False)
 
 
 def in_catalog_text(index: SearchIndex, column: int | None) -> bool:

@@ -104,6 +104,19 @@ def _index(cases=CASES, tasks=TASKS):
     return build_index(tasks, build_lexicon(cases), FieldWeights(), cases=cases)
 
 
+def test_a_word_still_being_typed_does_not_turn_a_spanish_text_back_to_english():
+    """Typed one letter at a time, "vacunacion" says Spanish; the next word's first letters "hea"
+    begin the catalog's "hearing", which would tie the text back to English for one keystroke
+    (and its ranking with it). While typing, the finished words decide where they say anything;
+    a text of one word still being typed is read whole, and a submitted one as before."""
+    index = _index()
+    assert analyse_query(index, "vacunacion ", typing=True).language == "es"
+    assert analyse_query(index, "vacunacion hea", typing=True).language == "es"
+    assert analyse_query(index, "vacunacion hearing", typing=True).language == "es"
+    assert analyse_query(index, "hea", typing=True).language == "en"
+    assert analyse_query(index, "vacunacion hea", typing=False).language == "en"   # a tie, read whole
+
+
 def test_no_word_is_corrected_into_another_language():
     """A Spanish query's words are not typos of English ones, and an English query's words are
     not corrected into a Spanish case's words (they stay out of the typo vocabulary)."""
