@@ -28,9 +28,7 @@ from admin.accounts import AccountStore
 from catalog.db import at_newest_migration, make_engine, schema_problem
 from catalog.store import CatalogStore
 from catalog.validation import MAX_ID
-from cli.accounts import COMMANDS as ACCOUNT_COMMANDS
-from cli import LAZY_COMMANDS, LazyAppGroup
-from cli.catalog import COMMANDS as CATALOG_COMMANDS
+from cli import ACCOUNT_COMMANDS, CATALOG_COMMANDS, LAZY_COMMANDS, LazyAppGroup
 from rerank import Reranker
 from infra.breaker import CircuitBreaker
 from infra.cache import HealingCache
@@ -103,7 +101,7 @@ def create_app(settings: Settings | None = None, *, http: bool = True) -> Flask:
     if http:
         install_http(app, settings, engine, metrics, accounts)
     app.cli = LazyAppGroup(app.name, lazy=LAZY_COMMANDS)   # the heavier commands imported when run
-    for command in (*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, search_command, serve_command):
+    for command in (search_command, serve_command):
         app.cli.add_command(command)
     return app
 
@@ -265,7 +263,7 @@ class TaskfinderGroup(FlaskGroup):
       search` starts without ~0.3 s of imports it never uses (issue 44 item 9). A command it
       does not know (`routes`, `shell`, a plugin's) gets the whole app."""
 
-    OFFLINE_COMMANDS = frozenset({*(command.name for command in (*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, search_command)),
+    OFFLINE_COMMANDS = frozenset({*CATALOG_COMMANDS, *ACCOUNT_COMMANDS, search_command.name,
                                   "corpus", "llm", "evaluate", "evaluate-prefixes", "fit"})
     command_name: str | None = None
 

@@ -21,10 +21,14 @@ from flask.cli import AppGroup
 
 #: Commands imported only when run (or listed by --help): their modules pull in what no other
 #: command needs (cli.corpus: the kb/ corpora and their LLM client; cli.evaluate: the evaluation
-#: package), which app.py imported for every command, `app.py search` included (issue 44 item 9).
+#: package; cli.catalog: the import formats and their JSON schema validation), which app.py
+#: imported for every command, `app.py search` included (issue 44 item 9).
 #: tests/test_first_steps.py checks each loads the command of its name and that `app.py search`
 #: imports none of their modules.
-LAZY_COMMANDS = frozenset({"corpus", "evaluate", "evaluate-prefixes", "fit", "analytics", "llm"})
+CATALOG_COMMANDS = frozenset({"import-catalog", "import-cases", "export-catalog", "export-cases", "db", "load-demo"})
+ACCOUNT_COMMANDS = frozenset({"users", "tokens"})
+LAZY_COMMANDS = frozenset({"corpus", "evaluate", "evaluate-prefixes", "fit", "analytics", "llm",
+                           *CATALOG_COMMANDS, *ACCOUNT_COMMANDS})
 
 
 def load_command(name: str) -> click.Command:
@@ -42,6 +46,12 @@ def load_command(name: str) -> click.Command:
         from cli.analytics import analytics_group as command
     elif name == "llm":
         from cli.llm import llm_group as command
+    elif name in CATALOG_COMMANDS:
+        from cli.catalog import COMMANDS
+        command = next(c for c in COMMANDS if c.name == name)
+    elif name in ACCOUNT_COMMANDS:
+        from cli.accounts import COMMANDS
+        command = next(c for c in COMMANDS if c.name == name)
     else:
         raise KeyError(name)
     return command

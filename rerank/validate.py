@@ -29,9 +29,8 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Sequence
-
-from jsonschema import Draft202012Validator
 
 from .records import Candidate
 from .schema import ANSWER_SHAPE, ENTRY_SHAPE
@@ -43,8 +42,15 @@ NAME_MISMATCH = "name_mismatch"
 UNKNOWN_NAME = "unknown_name"
 DUPLICATE = "duplicate"
 
-_ANSWER = Draft202012Validator(ANSWER_SHAPE)
-_ENTRY = Draft202012Validator(ENTRY_SHAPE)
+
+@cache
+def validators():
+    """(the answer's validator, an entry's), made on the first LLM answer: jsonschema is ~0.04 s
+    of imports that a command or a worker never re-ranking (`app.py search`) does not need."""
+    from jsonschema import Draft202012Validator
+    return Draft202012Validator(ANSWER_SHAPE), Draft202012Validator(ENTRY_SHAPE)
+
+
 #: The longest `reason` passed on. The prompt asks for ~12 words and grammar servers get
 #: maxLength 80 (schema.REASON_MAX_CHARS), but strict-schema servers and unconstrained models
 #: are bounded only by the completion budget: a reason could otherwise be kilobytes long.
@@ -71,7 +77,7 @@ def check_answer(content: str | None, candidates: Sequence[Candidate]) -> Verdic
         answer = json.loads(text)
     except ValueError:
         return Verdict(dropped=Counter({MALFORMED_JSON: 1}), usable=False)
-    if not _ANSWER.is_valid(answer):
+    if not validators()[0].is_valid(answer):
         return Verdict(dropped=Counter({WRONG_SHAPE: 1}), usable=False)
     entries = answer if isinstance(answer, list) else answer["results"]
 
@@ -100,7 +106,7 @@ def clean_reason(reason: str) -> str:
 
 def _entry_problem(entry: Any, by_idx: dict[int, str], names: set[str], seen: set[int]) -> str | None:
     # jsonschema's "integer" also admits 1.0, which cannot index a list: demand a real int.
-    if not _ENTRY.is_valid(entry) or type(entry["idx"]) is not int:
+    if not validators()[1].is_valid(entry) or type(entry["idx"]) is not int:
         return WRONG_SHAPE
     idx, name = entry["idx"], entry["task_name"].strip()
     if idx not in by_idx:
