@@ -140,6 +140,9 @@ class Pipeline:
         ranked wherever they fall after the top k, `quiet` and `same_word`; search.sequence)."""
         analysed = scored.analysed
         held, quiet, same_word = (screen.held, screen.quiet, screen.same_word) if screen is not None else ((), False, False)
+        # a word still being typed that the catalog has no word for speaks for or against no task
+        # either (search.sequence, "A word the catalog cannot read"): the keystroke is quiet
+        quiet = quiet or (same_word and analysed.typing_unknown)
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, explain=explain, also=held)

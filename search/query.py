@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from lexicon.language import CATALOG_LANGUAGE, LANGUAGES, detect, foreign
 from lexicon.normalise import WORD, normalise
 from lexicon.text import printable, stem, words
-from search.index import SearchIndex
+from search.index import PREFIX_MIN_CHARS, SearchIndex
 from search.signals import fuzzy_corrections, unique
 from search.typed import TYPED_WHOLE, unfinished as typing_unfinished
 
@@ -49,6 +49,9 @@ class AnalysedQuery:
     typo_min_similarity: float = 80.0
     # read as whole (unfinished 0) but said by the caller to be still typed (search.typed.TYPED_WHOLE)
     still_typed: bool = False
+    # its last word is still being typed and reads as no catalog word (reads_no_catalog_word):
+    # its letters speak for or against no task's words (search.sequence)
+    typing_unknown: bool = False
 
     @property
     def foreign(self) -> bool:
@@ -101,7 +104,8 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
         # embedder reads it as typed
         typing_class = typing_class_read(index, query, prefix_search, typing)
         return AnalysedQuery(query, query_words, {}, printable(query), {}, typing_class, finished, language,
-                             typo_min_similarity, still_typed=bool(typing) and not typing_class)
+                             typo_min_similarity, still_typed=bool(typing) and not typing_class,
+                             typing_unknown=reads_no_catalog_word(index, query, query_words, finished, foreign=True))
     corrections = typo_corrections(index, query_words, typo_min_similarity, finished)
     replace_with = {w: found[0][0] for w, found in corrections.items()
                     if stem(w) not in index.vocabulary and found[0][1] >= EMBED_CORRECTION_MIN}
@@ -112,7 +116,25 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     prefix = index.prefix_expansion(query_words[-1]) if query_words and prefix_search and not finished else {}
     typing_class = typing_class_read(index, query, prefix_search, typing)
     return AnalysedQuery(query, query_words, corrections, embedding_text, prefix, typing_class, finished,
-                         CATALOG_LANGUAGE, typo_min_similarity, still_typed=bool(typing) and not typing_class)
+                         CATALOG_LANGUAGE, typo_min_similarity, still_typed=bool(typing) and not typing_class,
+                         typing_unknown=reads_no_catalog_word(index, query, query_words, finished, corrections, prefix))
+
+
+def reads_no_catalog_word(index: SearchIndex, query: str, query_words: list[str], finished: bool,
+                          corrections: dict | None = None, prefix: dict | None = None, foreign: bool = False) -> bool:
+    """Whether the last word of `query` is still being typed (not `finished`) and reads as no
+    catalog word: long enough to say something (PREFIX_MIN_CHARS, not a number), and either the
+    text is in another language (`foreign`: its words are never the catalog's) or the catalog has
+    no term it is, none it begins (`prefix`, the index's prefix expansion) and none it misspells
+    (`corrections`): "resulta" past "result", "xylo". A stop word being typed is not one (it is
+    not among `query_words`: the stop-word rule judges it, search.sequence.is_quiet)."""
+    tokens = WORD.findall(normalise(query))
+    if finished or not tokens or not query_words or tokens[-1] != query_words[-1]:
+        return False
+    last = tokens[-1]
+    if len(last) < PREFIX_MIN_CHARS or last.isdigit():
+        return False
+    return foreign or not (prefix or last in (corrections or {}) or stem(last) in index.vocabulary)
 
 
 def typing_class_read(index: SearchIndex, query: str, prefix_search: bool, typing: bool | None) -> int:

@@ -117,6 +117,18 @@ def test_a_word_still_being_typed_does_not_turn_a_spanish_text_back_to_english()
     assert analyse_query(index, "vacunacion hea", typing=False).language == "en"   # a tie, read whole
 
 
+def test_a_word_being_typed_that_the_catalog_has_no_word_for_is_told_apart():
+    """AnalysedQuery.typing_unknown (search.sequence: such a keystroke takes nothing off the
+    screen): the last word is still being typed, and no catalog word begins with it or is what it
+    misspells; a word of another language never has one."""
+    index = _index()
+    assert not analyse_query(index, "hearing scr", typing=True).typing_unknown      # begins "screening"
+    assert not analyse_query(index, "immunizaton", typing=True).typing_unknown      # misspells "immunization"
+    assert analyse_query(index, "hearing xylo", typing=True).typing_unknown
+    assert not analyse_query(index, "hearing xylo ", typing=True).typing_unknown    # finished: judged as a word
+    assert analyse_query(index, "vacunacion", typing=True).typing_unknown
+
+
 def test_no_word_is_corrected_into_another_language():
     """A Spanish query's words are not typos of English ones, and an English query's words are
     not corrected into a Spanish case's words (they stay out of the typo vocabulary)."""

@@ -232,6 +232,22 @@ def test_a_refusal_is_judged_once_a_word_was_finished_since_the_screen(fitted):
     assert ids(lagged) == ids(judged)
 
 
+def test_a_word_the_catalog_has_no_word_for_takes_nothing_off_the_screen(fitted):
+    """Issue 46: while a word is typed that no catalog word begins and none it misspells (here a
+    Spanish one: "sangre"), the letters typed since speak neither for nor against the catalog's
+    words; only the dense signals of a half-typed word move, and alone they reshuffle the list.
+    What is on screen stays, and nothing comes in but a confident new best answer."""
+    before, text = "resultados de análisis de sa", "resultados de análisis de san"
+    shown = ids(search(fitted, before, typing=1))
+    alone = ids(search(fitted, text, typing=1))
+    assert set(alone) != set(shown), "the example no longer reshuffles: pick another"
+    typed = search(fitted, text, typing=1, after=before, shown=",".join(shown))
+    assert set(ids(typed)) <= set(shown) | set(alone[:1])
+    assert len(set(shown) - set(ids(typed))) <= 1            # at most one makes room for a new best
+    # (a word the catalog has, "staff trai" the start of "training", is judged as ever: a task it
+    # speaks against leaves: test_a_task_the_new_characters_speak_against_is_not_held)
+
+
 def test_a_task_hidden_from_the_caller_is_never_held(fitted):
     # a restricted task the public may not see, claimed on screen: it is not ranked, so never shown
     body = search(fitted, "governing body rost", after="governing body", shown="gov.governing-board-roster")
