@@ -87,8 +87,11 @@ class Ranked:
         """What a list of `k` shows of `items` (this ranking, or its re-ranked order): the tail
         cut's and the held ones, or the held ones alone where the abstention refuses
         (search.sequence.displayed)."""
+        # a word still being typed that the catalog cannot read speaks against no task on screen:
+        # held wherever it now ranks (search.sequence, "A word the catalog cannot read")
+        unread = self.same_word and self.analysed.typing_unknown
         return sequence.displayed(items, k, self.tail, self.on_screen, self.confidence.answer, self.quiet,
-                                  self.same_word)
+                                  self.same_word, slack=len(items) if unread else sequence.HOLD_SLACK)
 
 
 class Pipeline:
@@ -140,9 +143,6 @@ class Pipeline:
         ranked wherever they fall after the top k, `quiet` and `same_word`; search.sequence)."""
         analysed = scored.analysed
         held, quiet, same_word = (screen.held, screen.quiet, screen.same_word) if screen is not None else ((), False, False)
-        # a word still being typed that the catalog has no word for speaks for or against no task
-        # either (search.sequence, "A word the catalog cannot read"): the keystroke is quiet
-        quiet = quiet or (same_word and analysed.typing_unknown)
         if weights is None:
             weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
         result = rank_scored(self.index, scored, weights, k, explain=explain, also=held)
