@@ -80,7 +80,7 @@ from search.confidence import shown
 from search.embeddings import EmbeddingUnavailable, MemoEmbedder
 from search.fitting import FOLDS
 from search.fitting.cv import cv_folds
-from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, embedding_text
+from search.index import Enrichment, SearchIndex, TaskText, analyse_tasks, embedding_text, symmetric_text
 from search.learned import normalised_query
 from search.lru import LRU
 from search.pipeline import Pipeline, make_pipeline
@@ -295,6 +295,9 @@ class _Workbench:
             # the live index holds the vectors of the current tasks and case queries already
             memory = live_index.exemplars
             self.embedder.remember("passage", [embedding_text(t) for t in live_index.tasks], live_index.task_vectors)
+            if live_index.task_query_vectors is not None:
+                self.embedder.remember("query", [symmetric_text(t) for t in live_index.tasks],
+                                       live_index.task_query_vectors)
             self.embedder.remember("query", memory.texts, memory.vectors)
             self.embedder.remember("query", memory.oos_texts, memory.oos_vectors)
             if live_index.learned is not None and live_index.learned.vectors is not None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import build_lexicon
-from search.index import Enrichment, SearchIndex, TaskText, build_index, embedding_text, with_use
+from search.index import Enrichment, SearchIndex, TaskText, build_index, embedding_text, symmetric_text, with_use
 from search.learned import LearnedExemplar, unrelated_cosine
 from search.prototypes import INIT_SCALE, fit_prototypes
 from search.ranker import RankerParams
@@ -108,24 +108,29 @@ def weighs_learned(params: RankerParams) -> bool:
     return any(float(getattr(w.for_mode(mode), "learned", 0.0)) > 0 for w in sets for mode in ("full", "sparse"))
 
 
-def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None) -> SearchIndex:
-    """Embed what the index needs (task texts as passages, exemplars and out-of-scope cases as
-    queries; each text once, ever, thanks to the embedder's cache) and attach the vectors.
+def attach_vectors(index: SearchIndex, embedder, task_vectors: np.ndarray | None = None,
+                   task_query_vectors: np.ndarray | None = None) -> SearchIndex:
+    """Embed what the index needs (task texts as passages and, for queries in another language,
+    as queries (search.index.symmetric_text); exemplars and out-of-scope cases as queries; each
+    text once, ever, thanks to the embedder's cache) and attach the vectors. `task_vectors`,
+    `task_query_vectors`: the tasks' vectors where the caller has them already (a fit's folds).
     EmbeddingUnavailable propagates."""
     if task_vectors is None:
         task_vectors = embedder.embed([embedding_text(t) for t in index.tasks], "passage")
+    if task_query_vectors is None:
+        task_query_vectors = embedder.embed([symmetric_text(t) for t in index.tasks], "query")
     memory = index.exemplars
     exemplar_vectors = embedder.embed(list(memory.texts), "query") if memory.texts else np.zeros(
         (0, task_vectors.shape[1]), dtype=np.float32)
     oos_vectors = embedder.embed(list(memory.oos_texts), "query") if memory.oos_texts else None
-    index = index.with_vectors(task_vectors, exemplar_vectors, oos_vectors)
+    index = index.with_vectors(task_vectors, exemplar_vectors, oos_vectors, task_query_vectors)
     if index.learned is not None and index.exemplars.vectors is not None:
         floor = unrelated_cosine(index.exemplars.vectors, index.exemplars.task_rows)
         index = index.with_learned(index.learned.with_vectors(embedder.embed(list(index.learned.texts), "query"), floor))
     if index.written is not None:
-        index = index.with_written(attach_vectors(index.written, embedder, task_vectors))
+        index = index.with_written(attach_vectors(index.written, embedder, task_vectors, task_query_vectors))
     if index.trusted is not None:
-        index = index.with_trusted(attach_vectors(index.trusted, embedder, task_vectors))
+        index = index.with_trusted(attach_vectors(index.trusted, embedder, task_vectors, task_query_vectors))
     return index
 
 
@@ -138,14 +143,14 @@ def prototypes_of(index: SearchIndex) -> np.ndarray | None:
 
 
 def attach(index: SearchIndex, params: RankerParams | None, embedder, task_vectors: np.ndarray | None = None,
-           prototypes: str = "fitted") -> SearchIndex:
+           prototypes: str = "fitted", task_query_vectors: np.ndarray | None = None) -> SearchIndex:
     """`index` with its vectors (`attach_vectors`; EmbeddingUnavailable propagates) and
     prototypes: "fitted", the fit's (`params`), as served; "centroids", each task's scaled
     exemplar centroid, the prototypes' starting point, where the fit has prototypes (the
     preview's cross-validation: the fitted ones would leak its held-out cases, and fitting them
     per fold takes seconds); "own", a softmax regression on the index's own exemplars (the fit's
     folds, `params` unread)."""
-    index = attach_vectors(index, embedder, task_vectors)
+    index = attach_vectors(index, embedder, task_vectors, task_query_vectors)
     if prototypes == "centroids":
         if params.prototypes is not None and index.exemplars.centroids is not None:
             return index.with_prototypes(INIT_SCALE * index.exemplars.centroids)
@@ -167,7 +172,7 @@ def attach(index: SearchIndex, params: RankerParams | None, embedder, task_vecto
 
 def fold_index(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], use: Use,
                held_out: frozenset[str], left_out: frozenset[str], embedder=None,
-               task_vectors: np.ndarray | None = None) -> SearchIndex:
+               task_vectors: np.ndarray | None = None, task_query_vectors: np.ndarray | None = None) -> SearchIndex:
     """The index of one fold of the fit's cross-validation (search.fitting.cv_queries): its
     training `cases` and what `use` taught, minus the learned exemplars of its `held_out`
     queries (and, of the cases, those `left_out`: the held-out queries and their near copies);
@@ -177,4 +182,4 @@ def fold_index(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
                                                             cases_held_out=left_out))
     if embedder is None:
         return index
-    return attach(index, None, embedder, task_vectors, prototypes="own")
+    return attach(index, None, embedder, task_vectors, prototypes="own", task_query_vectors=task_query_vectors)

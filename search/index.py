@@ -54,6 +54,13 @@ def embedding_text(task: TaskRecord) -> str:
     return ". ".join(p for p in parts if p)
 
 
+def symmetric_text(task: TaskRecord) -> str:
+    """What a task's query-side embedding represents: its name and help, embedded as a *query*
+    (e5's symmetric use), the view of the task a query in another language than the catalog's is
+    compared with (search.signal.embedding, which says why and what it was measured against)."""
+    return ". ".join(p for p in (task.name, task.help) if p)
+
+
 @dataclass(frozen=True)
 class IdealWeights:
     """Per term, the best weight any task has for it; `default` stands in for unknown words.
@@ -89,6 +96,9 @@ class SearchIndex:
     surface_to_term: Mapping[str, str]
     lexicon: RationaleLexicon
     task_vectors: np.ndarray | None = None  # (tasks, dim) L2-normalised passage embeddings, or None
+    # (tasks, dim) the tasks' symmetric_text embedded as queries (L2-normalised), or None: what a
+    # query in another language is compared with (search.signal.embedding)
+    task_query_vectors: np.ndarray | None = None
     prototypes: np.ndarray | None = None    # (tasks, dim) fitted softmax-regression weights, or None
     learned: LearnedMemory | None = None    # implicit exemplars learned from use (search.learned), or None
     category_labels: Mapping[str, str] = field(default_factory=dict)   # category -> label people read
@@ -152,12 +162,15 @@ class SearchIndex:
         return column is not None and column in self._visibility[key]
 
     def with_vectors(self, vectors: np.ndarray | None, exemplar_vectors: np.ndarray | None = None,
-                     oos_vectors: np.ndarray | None = None) -> "SearchIndex":
+                     oos_vectors: np.ndarray | None = None, query_vectors: np.ndarray | None = None) -> "SearchIndex":
         """The index with its dense parts: task passage vectors and exemplar query vectors
-        (both or neither; None: the embedding signals are unavailable)."""
+        (both or neither; None: the embedding signals are unavailable), and the tasks' query-side
+        vectors (`task_query_vectors`; None: a query in another language is compared with the
+        passage vectors)."""
         if vectors is None or exemplar_vectors is None:
-            vectors = exemplar_vectors = None
-        return replace(self, task_vectors=vectors, prototypes=None, exemplars=self.exemplars.with_vectors(exemplar_vectors, oos_vectors),
+            vectors = exemplar_vectors = query_vectors = None
+        return replace(self, task_vectors=vectors, task_query_vectors=query_vectors, prototypes=None,
+                       exemplars=self.exemplars.with_vectors(exemplar_vectors, oos_vectors),
                        learned=self.learned.with_vectors(None) if self.learned is not None else None,
                        _visibility={}, _corrections={})
 

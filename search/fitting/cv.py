@@ -31,7 +31,7 @@ from catalog.splits import bucket, hash_folds
 from lexicon.language import detect, foreign
 from lexicon.text import terms
 from search.assembly import Use, fold_index
-from search.index import SearchIndex, embedding_text
+from search.index import SearchIndex, embedding_text, symmetric_text
 from search.learned import LearnedExemplar, normalised_query
 from search.pipeline import make_pipeline
 from search.prefilter import sparse_values
@@ -130,6 +130,10 @@ class CVQuery:
     source: str = "case"               # "case" (a test case) or a kind of negative (fit_abstention)
     unfinished: int = 0                # the typing class (AnalysedQuery.unfinished), 0: a whole query
     judged_as: int = 0                 # the abstention class (AnalysedQuery.judged_as)
+    # the `embedding` signal as the same query would have it written in another language than the
+    # catalog's (the cosine to the tasks' query-side vectors, search.signal.embedding), or None
+    # (no vectors); what search.fitting.foreign fits the foreign weights on
+    foreign_embedding: np.ndarray | None = None
 
     def gold_rows(self) -> list[int]:
         gold = set(self.case.gold)
@@ -178,13 +182,21 @@ def near_copies(learned_queries: Iterable[str], held_queries: Iterable[str],
 
 
 def _fold_index(context: FitContext, tasks: Sequence[TaskRecord], fit: Sequence[CaseRecord], task_vectors,
-                cv: CVPass, held_queries: frozenset[str]) -> SearchIndex:
+                task_query_vectors, cv: CVPass, held_queries: frozenset[str]) -> SearchIndex:
     """The index of one CV fold (search.assembly.fold_index): its training cases (plus the
     learned exemplars of queries it does not hold out), with vectors and its own prototypes
     where there is an embedder. No held-out query is among its cases, nor a near copy of one."""
     left_out = held_queries | near_copies({e.query for e in cv.learned_as_cases}, held_queries)
     return fold_index(context.settings, tasks, fit, Use(cv.learned_as_cases, cv.learned), held_queries, left_out,
-                      context.embedder, task_vectors)
+                      context.embedder, task_vectors, task_query_vectors)
+
+
+def foreign_embedding(index: SearchIndex, rows: np.ndarray, vector: np.ndarray | None) -> np.ndarray | None:
+    """The `embedding` signal at the index's `rows` as a query with this `vector` would have it
+    were it read as written in another language than the catalog's (search.signal.embedding), or None."""
+    if vector is None or index.task_query_vectors is None:
+        return None
+    return index.task_query_vectors[rows] @ vector
 
 
 def with_translations(cases: Sequence[CaseRecord], assignment: list[int], embedder) -> list[int]:
@@ -252,9 +264,10 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
         oos = [c for c in cases if not c.gold]
         in_scope = sorted((c for c in cases if c.gold), key=lambda c: bucket(seed + 2, c.query))
         sampled = {c.query for c in [*oos, *in_scope[:max(max_queries - len(oos), 0)]]}
-    task_vectors = None
+    task_vectors = task_query_vectors = None
     if embedder is not None:
         task_vectors = embedder.embed([embedding_text(t) for t in tasks], "passage")
+        task_query_vectors = embedder.embed([symmetric_text(t) for t in tasks], "query")
     out: list[CVQuery] = []
     split = cv_folds(list(cases), folds, seed, embedder, cv.assignment)
     for fold, (fit, held) in enumerate(split):
@@ -276,7 +289,7 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
         key = (embedder is not None, tuple((c.query, c.gold) for c in fit)) if not (cv.learned or cv.learned_as_cases) else None
         index = memo.get(key) if memo is not None and key is not None else None
         if index is None:
-            index = _fold_index(context, tasks, fit, task_vectors, cv, held_queries)
+            index = _fold_index(context, tasks, fit, task_vectors, task_query_vectors, cv, held_queries)
             if memo is not None and key is not None:
                 memo[key] = index
         pipeline = make_pipeline(index, defaults, settings, embedder)
@@ -287,7 +300,8 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
                 continue
             scored = pipeline.score(request, query, vector)   # every signal, every active task
             out.append(CVQuery(case, fold, scored.tasks, scored.values, scored.out_of_scope_similarity, source=source,
-                               unfinished=query.unfinished, judged_as=query.judged_as))
+                               unfinished=query.unfinished, judged_as=query.judged_as,
+                               foreign_embedding=foreign_embedding(index, scored.rows, vector)))
         if progress is not None:
             progress(fold + 1, folds)
     return out
