@@ -36,14 +36,15 @@ def design_matrices(queries: Sequence[CVQuery], names: Sequence[str], prior: Wei
         if not gold:
             continue
         X = np.stack([q.values[n] for n in names], axis=1).astype(np.float64)
+        is_gold = np.zeros(X.shape[0], dtype=bool)
+        is_gold[gold] = True
         if X.shape[0] > CANDIDATES + len(gold):
             best = np.argpartition(-(X @ prior_w), CANDIDATES)[:CANDIDATES]
             keep = np.union1d(best, gold)
-            mask = np.isin(keep, gold)
+            mask = is_gold[keep]
             X = X[keep]
         else:
-            mask = np.zeros(X.shape[0], dtype=bool)
-            mask[gold] = True
+            mask = is_gold
         matrices.append(X)
         golds.append(mask)
     return matrices, golds
