@@ -149,10 +149,14 @@ def language_scores(text: str, known=None, written=None, unfinished: bool = Fals
     texts (cases, aliases) in other languages that use the word (None: none), a vote for it:
     a Spanish case teaches the catalog that "vacunas" is Spanish. `unfinished`: leave out the
     last word's votes (it is still being typed); its letters' marks still count."""
-    folded = normalise(text)
-    tokens = WORD.findall(folded)
-    if unfinished:
-        tokens = tokens[:-1]
+    head, last = _scores(text, known, written)
+    return head if unfinished or last is None else _plus(head, last)
+
+
+def _scores(text: str, known=None, written=None) -> tuple[dict[str, float], dict[str, float] | None]:
+    """(the text's marks and the votes of every word but the last, the last word's votes or None
+    for a text without words): language_scores in two parts, each word scored once."""
+    tokens = WORD.findall(normalise(text))
     scores = {lang: 0.0 for lang in LANGUAGES}
     lowered = text.lower()
     for lang, marks in _MARKS.items():
@@ -160,21 +164,34 @@ def language_scores(text: str, known=None, written=None, unfinished: bool = Fals
     if any(ch in _ACCENTED for ch in lowered):
         for lang in ("es", "pt", "fr"):
             scores[lang] += 1.0
-    for token in tokens:
-        is_known = bool(known is not None and known(token))
-        if token in STOPWORDS and token not in _SHARED_WITH_ENGLISH:
-            scores["en"] += 1.0
-        elif is_known:
-            scores["en"] += 1.0
-        other = written(token) if written is not None and not is_known else None
-        if other is not None:
-            scores[other] += 1.0
-        for lang, cues in _CUES.items():
-            if token in cues:
-                scores[lang] += 1.0
-            elif not is_known and len(token) > 4 and token.endswith(_SUFFIXES[lang]):
-                scores[lang] += 1.0
-    return scores
+    for token in tokens[:-1]:
+        _vote(scores, token, known, written)
+    if not tokens:
+        return scores, None
+    last = {lang: 0.0 for lang in LANGUAGES}
+    _vote(last, tokens[-1], known, written)
+    return scores, last
+
+
+def _vote(scores: dict[str, float], token: str, known, written) -> None:
+    """Add one word's votes to `scores` (language_scores)."""
+    is_known = bool(known is not None and known(token))
+    if token in STOPWORDS and token not in _SHARED_WITH_ENGLISH:
+        scores["en"] += 1.0
+    elif is_known:
+        scores["en"] += 1.0
+    other = written(token) if written is not None and not is_known else None
+    if other is not None:
+        scores[other] += 1.0
+    for lang, cues in _CUES.items():
+        if token in cues:
+            scores[lang] += 1.0
+        elif not is_known and len(token) > 4 and token.endswith(_SUFFIXES[lang]):
+            scores[lang] += 1.0
+
+
+def _plus(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {lang: a[lang] + b[lang] for lang in a}
 
 
 def detect(text: str, known=None, written=None, unfinished: bool = False) -> str:
@@ -192,9 +209,8 @@ def _detect(text: str, known=None, written=None, unfinished: bool = False) -> st
     start of "temprana" or of "teacher", "de" of "dental"): the words before it decide where
     they say anything (a score above zero), so that a language once shown by finished words
     stays while the next word is typed; a text of one word still being typed is read whole."""
-    scores = language_scores(text, known, written, unfinished) if unfinished else None
-    if scores is None or not any(scores.values()):
-        scores = language_scores(text, known, written)
+    head, last = _scores(text, known, written)
+    scores = head if last is None or (unfinished and any(head.values())) else _plus(head, last)
     best = max(LANGUAGES, key=lambda lang: (scores[lang], lang == CATALOG_LANGUAGE))
     return best if scores[best] > scores[CATALOG_LANGUAGE] else CATALOG_LANGUAGE
 

@@ -301,6 +301,13 @@ def term_support(*matrices: sparse.csc_matrix) -> np.ndarray:
     return sum(np.diff(m.indptr).astype(np.float32) for m in matrices)
 
 
+def says_what_it_begins(word: str) -> bool:
+    """Whether a word still being typed is long enough to say which words it may begin
+    (PREFIX_MIN_CHARS) and is not a number: the guard of `prefix_expansion` and of
+    search.query.reads_no_catalog_word."""
+    return len(word) >= PREFIX_MIN_CHARS and not word.isdigit()
+
+
 def prefix_expansion(index: "SearchIndex", word: str) -> dict[int, float]:
     """Type-ahead prefix evidence: the term columns whose surface words start with `word` (an
     unfinished last word: "dev", "devel", "immun"), weighted, {column: weight} summing to 1.
@@ -317,7 +324,7 @@ def prefix_expansion(index: "SearchIndex", word: str) -> dict[int, float]:
 
     The vocabulary is `index.surface_words`, sorted at index time: the completions are one
     contiguous slice found by binary search, so the cost is the number of completions."""
-    if len(word) < PREFIX_MIN_CHARS or word.isdigit() or stem(word) in index.vocabulary:
+    if not says_what_it_begins(word) or stem(word) in index.vocabulary:
         return {}
     surface = index.surface_words
     lo = bisect.bisect_left(surface, word)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from lexicon.language import CATALOG_LANGUAGE, LANGUAGES, detect, foreign
 from lexicon.normalise import WORD, normalise
 from lexicon.text import printable, stem, words
-from search.index import PREFIX_MIN_CHARS, SearchIndex
+from search.index import SearchIndex, says_what_it_begins
 from search.signals import fuzzy_corrections, unique
 from search.typed import TYPED_WHOLE, unfinished as typing_unfinished
 
@@ -123,7 +123,7 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
 def reads_no_catalog_word(index: SearchIndex, query: str, query_words: list[str], finished: bool,
                           corrections: dict | None = None, prefix: dict | None = None, foreign: bool = False) -> bool:
     """Whether the last word of `query` is still being typed (not `finished`) and reads as no
-    catalog word: long enough to say something (PREFIX_MIN_CHARS, not a number), and either the
+    catalog word: long enough to say something (search.index.says_what_it_begins), and either the
     text is in another language (`foreign`: its words are never the catalog's) or the catalog has
     no term it is, none it begins (`prefix`, the index's prefix expansion) and none it misspells
     (`corrections`): "resulta" past "result", "xylo". A stop word being typed is not one (it is
@@ -132,7 +132,7 @@ def reads_no_catalog_word(index: SearchIndex, query: str, query_words: list[str]
     if finished or not tokens or not query_words or tokens[-1] != query_words[-1]:
         return False
     last = tokens[-1]
-    if len(last) < PREFIX_MIN_CHARS or last.isdigit():
+    if not says_what_it_begins(last):
         return False
     return foreign or not (prefix or last in (corrections or {}) or stem(last) in index.vocabulary)
 
