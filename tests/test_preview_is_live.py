@@ -20,8 +20,11 @@ from admin.preview import preview_change
 from catalog.records import CaseRecord
 from tests.conftest import build_app, close_app, install_demo_fit, make_settings
 
+# the last two are Spanish: ranked with the foreign weights against the tasks' query-side vectors,
+# which the preview must attach as serving does (evaluation.impact, search.assembly.attach_vectors)
 QUERIES = ["Waitlist", "eligibility", "developmental screening", "bus", "parent involvement",
-           "meal count", "immunization records", "hearing and vision screening", "staff training"]
+           "meal count", "immunization records", "hearing and vision screening", "staff training",
+           "registro de vacunas de los niños", "prueba de audición"]
 RANDOM_STEPS = 6
 
 
