@@ -15,10 +15,10 @@ written in another language (lexicon.language.detect), which have those signals 
 query does. The conditional logit (search.fitting.weights) is fitted on them over the signals
 that still speak: the dense ones (`embedding` as such a query has it: FOREIGN_DENSE) and the
 learned one, and the rationale lexicon and exemplar BM25 only where at least MIN_FOREIGN_CASES
-in-scope cases are in another language (else nothing could say what they weigh, and they stay 0). Its abstention model (search.fitting.abstention) is
-fitted and calibrated the same way, on the same masked calibration queries: the coverage and
-sparse-evidence features, which such a query cannot have, are masked too, so "no confident
-match" reads only what still speaks.
+in-scope cases are in another language (else nothing could say what they weigh, and they stay
+0). Its abstention model (search.fitting.abstention) is fitted and calibrated the same way, on
+the same masked calibration queries: the coverage and sparse-evidence features, which such a
+query cannot have, are masked too, so "no confident match" reads only what still speaks.
 """
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ MASKED = ("lexical", "typo", "rationale", "exemplar", "typed", "begins", "covera
 #: The dense signals of the foreign weights: all of them, `embedding` as a foreign query has it: the
 #: cosine to the tasks' name and help embedded as a query (search.signal.embedding;
 #: CVQuery.foreign_embedding), not to their passage vectors, which e5-small does not carry across
-#: languages. Chosen on the tune set
-#: only (evaluation/data/languages/tune_headstart_seed7_es.jsonl: Spanish translations of demo
-#: cases outside the reported dev sets), demo fitted on the seed-7 training split (`python app.py
-#: evaluate ... --test-cases tune_headstart_seed7_es.jsonl --train-split --seed 7`), the 41
-#: Spanish queries' Hit@1 / MRR, in-scope refused, off-topic answered (of 6):
+#: languages. Chosen on the tune set only (evaluation/data/languages/tune_headstart_seed7_es.jsonl:
+#: Spanish translations of demo cases outside the reported dev sets), demo fitted on the seed-7
+#: training split (`python app.py evaluate ... --test-cases tune_headstart_seed7_es.jsonl
+#: --train-split --seed 7`), the 41 Spanish queries' Hit@1 / MRR, in-scope refused, off-topic
+#: answered (of 6):
 #:
 #:     foreign weights over                                  Hit@1 / MRR     refused  off-topic answered
 #:     every dense signal, passage `embedding`               0.366 / 0.479
@@ -62,8 +62,8 @@ def written_in_other_language(query: CVQuery) -> bool:
 
 
 def as_foreign(query: CVQuery) -> CVQuery:
-    """The CV query as a query in another language would have it (MASKED set to 0), unless it
-    is one already."""
+    """The CV query as a query in another language would have it (MASKED set to 0, `embedding`
+    against the tasks' query-side vectors), unless it is one already."""
     if written_in_other_language(query):
         return query
     values = {name: (np.zeros_like(v) if name in MASKED or (name.startswith(TRUSTED) and name[len(TRUSTED):] in MASKED)
