@@ -39,6 +39,7 @@ from search.prefilter import sparse_values
 from search.query import AnalysedQuery
 from search.ranker import MODES, default_params
 from search.request import EVERYONE, SearchRequest
+from search.signal import embedding
 from settings import Settings
 
 if TYPE_CHECKING:
@@ -198,14 +199,6 @@ def _fold_index(context: FitContext, tasks: Sequence[TaskRecord], fit: Sequence[
                       context.embedder, task_vectors, task_query_vectors)
 
 
-def foreign_embedding(index: SearchIndex, rows: np.ndarray, vector: np.ndarray | None) -> np.ndarray | None:
-    """The `embedding` signal at the index's `rows` as a query with this `vector` would have it
-    were it read as written in another language than the catalog's (search.signal.embedding), or None."""
-    if vector is None or index.task_query_vectors is None:
-        return None
-    return index.task_query_vectors[rows] @ vector
-
-
 def with_translations(cases: Sequence[CaseRecord], assignment: list[int], embedder) -> list[int]:
     """`assignment` (each case's fold) with every in-scope case written in another language than
     the catalog's moved to the fold of the case it most likely translates: of the catalog-language
@@ -308,7 +301,7 @@ def cv_queries(context: FitContext, cv: CVPass = CVPass(), progress: Callable | 
             scored = pipeline.score(request, query, vector)   # every signal, every active task
             out.append(CVQuery(case, fold, scored.tasks, scored.values, scored.out_of_scope_similarity, source=source,
                                unfinished=query.unfinished, judged_as=query.judged_as,
-                               foreign_embedding=foreign_embedding(index, scored.rows, vector)))
+                               foreign_embedding=embedding.foreign_value(index, scored.rows, vector)))
         if progress is not None:
             progress(fold + 1, folds)
     return out

@@ -32,6 +32,15 @@ def value(ctx: QueryContext) -> np.ndarray:
     return ctx.project(ctx.index.task_vectors)
 
 
+def foreign_value(index, rows: np.ndarray, query_vector: np.ndarray | None) -> np.ndarray | None:
+    """The value at the index's `rows` for a query with this vector read as written in another
+    language (the query-side view), or None (no vector, no query-side vectors): what the fit's
+    foreign weights are fitted on (search.fitting.cv, CVQuery.foreign_embedding)."""
+    if query_vector is None or index.task_query_vectors is None:
+        return None
+    return index.task_query_vectors[rows] @ query_vector
+
+
 SIGNAL = Signal("embedding", "dense", "cosine of the query to the task text", value,
                 says="close in meaning to its description", baseline="e5 cosine to the task text only",
                 abstention_features=(AbstentionFeature("embedding", ("full",)),))
