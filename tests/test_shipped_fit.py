@@ -122,17 +122,35 @@ def test_load_demo_installs_it_and_answers_as_a_store_that_embedded_everything_i
         if same_cpu:
             assert [r["id"] for r in mine["results"]] == [r["id"] for r in theirs["results"]]
             assert [a for a, _ in scores] == [b for _, b in scores]
-        else:   # the shipped vectors against this CPU's own: the same decision, and place by place
+            assert mine["no_confident_match"] == theirs["no_confident_match"]
+        elif not (_tied_at_the_top(services, query) or _tied_at_the_top(other.extensions["taskfinder"], query)):
+            # the shipped vectors against this CPU's own: the same decision, and place by place
             # scores within 3% (measured on the Xeon: at most 1.4%; the prototypes' logits amplify a
             # 2e-3 cosine), so two tasks may trade places only where their scores are that close
             # (an artefact written on the AMD EPYC, read on the Xeon: "how do i enroll a child" 5th)
+            assert mine["no_confident_match"] == theirs["no_confident_match"], query
             assert len(mine["results"]) == len(theirs["results"])
             assert all(abs(a - b) <= 0.03 * max(1.0, abs(b)) for a, b in scores), \
                 [(r["id"], r["score"], s["id"], s["score"]) for r, s in zip(mine["results"], theirs["results"])]
-        assert mine["no_confident_match"] == theirs["no_confident_match"]
     # a second load-demo neither installs nor fits again
     again = app.test_cli_runner().invoke(args=["load-demo"])
     assert "installed" not in again.output and "fitting now" not in again.output
+
+
+def _tied_at_the_top(services, query: str) -> bool:
+    """Whether the fused ranking's first two tasks (abstention aside) are within the 3% two
+    tasks may trade places by across CPUs. The abstention reads the first task's own evidence
+    (its exemplar spread, its margin), so where the first place may change hands the decision
+    may change with it: "xyzzy" on an artefact written on the AMD EPYC and read on the Xeon,
+    0.400 against 0.397, its confidence -7.09 with the shipped vectors and -5.44 with the
+    Xeon's own, either side of the threshold of a 5-character prefix."""
+    from search.pipeline import make_pipeline
+    from search.request import SearchRequest
+
+    live = services.search.live()
+    pipeline = make_pipeline(live.index, live.params, services.settings, services.search.embedder, abstain=False)
+    ranked = pipeline.rank(SearchRequest.typed(query, k=2)).result.ranked
+    return len(ranked) == 2 and ranked[0].score - ranked[1].score <= 0.03 * max(1.0, abs(ranked[0].score))
 
 
 def test_it_is_refused_where_it_would_not_be_what_a_fit_makes(tmp_path, shipped, shared_cache_dir):
