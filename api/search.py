@@ -17,6 +17,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import re
 from dataclasses import replace
 from urllib.parse import parse_qsl
 
@@ -144,6 +145,24 @@ def parse_session(args: dict[str, str]) -> str | None:
     return raw
 
 
+#: A language tag as BCP 47 writes one (RFC 5646: a primary subtag of 2-8 letters, then subtags
+#: of 1-8 letters or digits), at most 35 characters (its longest well-formed form in practice).
+LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*")
+
+
+def parse_language(args: dict[str, str]) -> str | None:
+    """The language of the page the query was typed on (`lang`: a language tag, as the widget
+    reads the host page's `<html lang>`), or None; BadQuery when it is no language tag. A tag of
+    a language the product does not read is taken and changes nothing (serving's answer keeps
+    the languages lexicon.language reads)."""
+    raw = args.get("lang")
+    if raw is None or raw == "":
+        return None
+    if len(raw) > 35 or not LANGUAGE_TAG.fullmatch(raw):
+        raise BadQuery(f"lang must be a language tag such as 'es' or 'es-MX', not {raw[:40]!r}")
+    return raw
+
+
 def parse_shown(args: dict[str, str]) -> tuple[str, ...]:
     """The task ids on screen (`shown`: comma-separated, as the widget sends its list's ids), or ().
     Ids the live index does not rank are harmless: only a task of the new ranking is ever held."""
@@ -199,7 +218,8 @@ def api_search():
         session_id = parse_session(args)
         answer = svc.search.answer(args.get("q"), k=parse_k(args), roles=access.roles, role=requested_role,
                                    rerank=parse_flag(args, "rerank"), typing=parse_flag(args, "typing"),
-                                   after=args.get("after"), shown=parse_shown(args))
+                                   after=args.get("after"), shown=parse_shown(args),
+                                   language=parse_language(args))
     except BadQuery as exc:
         return bad_request(str(exc))
     # person_of(None) is None: no pseudonym key lookup for the anonymous majority

@@ -222,13 +222,17 @@ def summary_table(report: dict) -> str:
               help="also type each held-out query one character at a time from the third, each keystroke with "
                    "what the widget shows for the one before it on screen, and judge the sequence (refused, the "
                    "gold vanishing, flips: evaluation.prefixes.keystroke_score; 'alone': each keystroke on its own)")
+@click.option("--page-language", default=None,
+              help="the language of the page the queries are typed on, as the widget sends it (the API's lang: "
+                   "'es', 'pt-BR'): read where a typed text's words show no language")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @with_appcontext
 def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test_per_intent, cv_max_queries, test_cases,
-                              train_split, cold_start, keystrokes, json_path):
+                              train_split, cold_start, keystrokes, page_language, json_path):
     """Type-ahead: Hit@K/MRR on prefixes (3, 5, 8 characters) of the held-out queries
     (evaluation.prefixes)."""
     from evaluation.prefixes import run as run_prefixes
+    from lexicon.language import page_language as language_of_page
 
     services = current_app.extensions["taskfinder"]
     try:
@@ -237,9 +241,10 @@ def evaluate_prefixes_command(catalog, cases, clinc_dir, holdout, seed, max_test
                                       else _load(catalog, cases, test_cases, holdout, seed, train_split))
     except (ValueError, ImportRejected) as exc:
         raise click.UsageError(str(exc)) from exc
-    result = {"source": source, "cuts": run_prefixes(services.settings, Split(tasks, train, test),
+    result = {"source": source, "page_language": page_language, "cuts": run_prefixes(services.settings, Split(tasks, train, test),
                                                      services.search.embedder, seed=seed, cv_max_queries=cv_max_queries,
-                                                     cold_start=cold_start, keystrokes=keystrokes)}
+                                                     cold_start=cold_start, keystrokes=keystrokes,
+                                                     language=language_of_page(page_language))}
     text = json.dumps(result, indent=2, default=str)
     if json_path:
         json_path.write_text(text + "\n")

@@ -144,46 +144,51 @@ def keystroke_score(sequences: list[list[tuple[bool, bool]]]) -> dict:
             "found_first": round(sum(first) / len(first), 4) if first else None}
 
 
-def typed_sequences(pipeline: Pipeline, tagged, queries, mode: str, sequenced: bool) -> dict[int, list[tuple]]:
+def typed_sequences(pipeline: Pipeline, tagged, queries, mode: str, sequenced: bool,
+                    language: str | None = None) -> dict[int, list[tuple]]:
     """{query number: [(answered, gold shown, ids shown) per keystroke, in order]}: each keystroke
     (`keystroke_cases`, scored as `queries`) ranked as the widget's request for it is, with the
-    tasks shown for the keystroke before it on screen (`sequenced`: search.sequence) or alone."""
+    tasks shown for the keystroke before it on screen (`sequenced`: search.sequence) or alone, on
+    a page in `language` (the API's `lang`)."""
     sequences: dict[int, list[tuple]] = {}
     texts: dict[int, str] = {}
     for (number, case), query in zip(tagged, queries):
         before = sequences.get(number)
-        screen = (SearchRequest.typed(case.query, EVERYONE, typing=True, after=texts[number], shown=before[-1][2])
+        screen = (SearchRequest.typed(case.query, EVERYONE, typing=True, after=texts[number], shown=before[-1][2],
+                                      language=language)
                   if sequenced and before else None)
         sequences.setdefault(number, []).append(shown_gold(query, pipeline, mode, screen, WIDGET_LISTED))
         texts[number] = case.query
     return sequences
 
 
-def every_keystroke(pipeline: Pipeline, test) -> dict:
+def every_keystroke(pipeline: Pipeline, test, language: str | None = None) -> dict:
     """{mode: keystroke_score} of the held-out `test` typed one character at a time, each keystroke
     ranked as the widget's request for it is (SearchRequest.typed: the text, and the tasks shown
     for the keystroke before it, which it extends: search.sequence), and, as `alone`, each keystroke
     judged on its own (the type-ahead before issue 43 item 1). Beside the sequence figures:
     `shown` and `wrong`, the results shown per keystroke and those of them not the gold, and
     `off_topic_answered_typed`: of the out-of-scope held-out queries, the share whose last keystroke
-    (the whole text, still typed: no Enter) is answered (a submitted query is judged on its own)."""
+    (the whole text, still typed: no Enter) is answered (a submitted query is judged on its own).
+    `language`: the page's language every keystroke is sent with (the widget's `lang`)."""
     tagged = keystroke_cases(test)
-    queries, _ = heldout_queries(pipeline, [case for _, case in tagged], typed=True, typing=True)
+    queries, _ = heldout_queries(pipeline, [case for _, case in tagged], typed=True, typing=True, language=language)
     off_tagged = keystroke_cases(test, in_scope=False)
-    off_queries, _ = (heldout_queries(pipeline, [case for _, case in off_tagged], typed=True, typing=True)
+    off_queries, _ = (heldout_queries(pipeline, [case for _, case in off_tagged], typed=True, typing=True,
+                                      language=language)
                       if off_tagged else ([], None))
     modes = ("full", "sparse") if pipeline.embedder is not None and pipeline.index.has_vectors else ("sparse",)
     out = {}
     for mode in modes:
         for name, sequenced in (("sequence", True), ("alone", False)):
-            sequences = typed_sequences(pipeline, tagged, queries, mode, sequenced)
+            sequences = typed_sequences(pipeline, tagged, queries, mode, sequenced, language)
             steps = [(number, step) for number, seq in sequences.items() for step in seq]
             score = keystroke_score([[(answered, found) for answered, found, _ in seq] for seq in sequences.values()])
             n = len(steps) or 1
             gold = {number: set(case.gold) for number, case in tagged}
             score.update(shown=round(sum(len(ids) for _, (_, _, ids) in steps) / n, 3),
                          wrong=round(sum(sum(i not in gold[number] for i in ids) for number, (_, _, ids) in steps) / n, 3))
-            off = typed_sequences(pipeline, off_tagged, off_queries, mode, sequenced)
+            off = typed_sequences(pipeline, off_tagged, off_queries, mode, sequenced, language)
             score["off_topic_answered_typed"] = (round(sum(seq[-1][0] for seq in off.values()) / len(off), 4)
                                                  if off else None)
             score["off_topic_queries"] = len(off)
@@ -197,11 +202,12 @@ def engine_score(engine, cases) -> dict:
 
 
 def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_queries: int = 3000,
-        cold_start: bool = False, keystrokes: bool = False) -> dict:
+        cold_start: bool = False, keystrokes: bool = False, language: str | None = None) -> dict:
     """{cut: {"full"|"sparse": score, "engine": engine_score}} for each cut and the whole query of
     the held-out `split.test`, the product fitted on `split.train` (evaluation.evaluate.Split).
     `cold_start`: no case at all is given to the product or the engine (the shipped defaults rank).
-    `keystrokes`: also "every_keystroke" (`every_keystroke`)."""
+    `keystrokes`: also "every_keystroke" (`every_keystroke`). `language`: the page's language every
+    typed text is sent with (the API's `lang`, lexicon.language.page_language; None: none said)."""
     tasks = [t for t in split.tasks if t.active]
     train, test = split.train, split.test
     if cold_start:
@@ -218,10 +224,10 @@ def run(settings, split: Split, embedder, cuts=CUTS, seed: int = 42, cv_max_quer
         # a cut as the widget sends a keystroke (typing=1), a space typed after the last word
         # finishing it (AnalysedQuery.finished); the whole row as before the widget said it was
         # typing (no `typing`: the prefilter's reading), so that it stays comparable
-        queries, _ = heldout_queries(pipeline, cases, typed=True, typing=True if cut else None)
+        queries, _ = heldout_queries(pipeline, cases, typed=True, typing=True if cut else None, language=language)
         modes = ("full", "sparse") if embedder is not None and index.has_vectors else ("sparse",)
         out[str(cut or "whole")] = {**{mode: score(queries, pipeline, mode) for mode in modes},
                                     "engine": engine_score(engine, cases)}
     if keystrokes:
-        out["every_keystroke"] = every_keystroke(pipeline, test)
+        out["every_keystroke"] = every_keystroke(pipeline, test, language)
     return out

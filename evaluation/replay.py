@@ -82,13 +82,15 @@ class HeldOutQuery:
 
 
 def heldout_queries(pipeline: Pipeline, test: Sequence[CaseRecord], show: bool = False,
-                    typed: bool = False, typing: bool | None = None) -> tuple[list[HeldOutQuery], list[float]]:
+                    typed: bool = False, typing: bool | None = None,
+                    language: str | None = None) -> tuple[list[HeldOutQuery], list[float]]:
     """Each test case's signal values over every active task (the evaluation's viewer), with
     the pins of its exact query, and the time that took (ms). Each is a test case, submitted
     (SearchRequest.of_case); `typed`: texts as sent with the API's `typing` (SearchRequest.typed:
     True, as the widget sends a keystroke; None, the prefilter's reading; a trailing space
-    finishes the last word), as evaluation.prefixes ranks its cuts and keystrokes."""
-    requests = [SearchRequest.typed(c.query, EVERYONE, typing=typing) if typed
+    finishes the last word), as evaluation.prefixes ranks its cuts and keystrokes; `language`, the
+    page's language they are typed on (the API's `lang`: lexicon.language.page_language)."""
+    requests = [SearchRequest.typed(c.query, EVERYONE, typing=typing, language=language) if typed
                 else SearchRequest.of_case(c.query, EVERYONE) for c in test]
     analysed = [pipeline.analyse(request) for request in requests]
     vectors = pipeline.embed(analysed)

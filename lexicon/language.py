@@ -194,25 +194,39 @@ def _plus(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return {lang: a[lang] + b[lang] for lang in a}
 
 
-def detect(text: str, known=None, written=None, unfinished: bool = False) -> str:
+def detect(text: str, known=None, written=None, unfinished: bool = False, hint: str | None = None) -> str:
     """The language of `text` (module docstring): the catalog's unless another one scores
     strictly more. Memoised per text when it is read alone (words, terms call it per text);
     `known`, `written`, `unfinished`: what the catalog knows and whether the last word is still
-    being typed (language_scores)."""
-    if known is None and written is None and not unfinished:
+    being typed (language_scores). `hint`: the language of the page the text was typed on, where
+    the asker says (page_language): it decides only where the text shows none (every score 0)."""
+    if known is None and written is None and not unfinished and hint is None:
         return _detect_memo(text) if len(text) <= 1000 else _detect(text)
-    return _detect(text, known, written, unfinished)
+    return _detect(text, known, written, unfinished, hint)
 
 
-def _detect(text: str, known=None, written=None, unfinished: bool = False) -> str:
+def _detect(text: str, known=None, written=None, unfinished: bool = False, hint: str | None = None) -> str:
     """`unfinished`: the last word is still being typed and may yet become any word ("te" the
     start of "temprana" or of "teacher", "de" of "dental"): the words before it decide where
     they say anything (a score above zero), so that a language once shown by finished words
-    stays while the next word is typed; a text of one word still being typed is read whole."""
+    stays while the next word is typed; a text of one word still being typed is read whole.
+    `hint`: read where no language scores at all ("conteo": nothing but the page says Spanish),
+    and the one of two other languages that tie ("grupo de" on a Portuguese page: "de" is a stop
+    word of both); never over the catalog's language where it scores as much as the best."""
     head, last = _scores(text, known, written)
     scores = head if last is None or (unfinished and any(head.values())) else _plus(head, last)
-    best = max(LANGUAGES, key=lambda lang: (scores[lang], lang == CATALOG_LANGUAGE))
+    if hint is not None and not any(scores.values()):
+        return hint
+    best = max(LANGUAGES, key=lambda lang: (scores[lang], lang == CATALOG_LANGUAGE, lang == hint))
     return best if scores[best] > scores[CATALOG_LANGUAGE] else CATALOG_LANGUAGE
+
+
+def page_language(tag: str | None) -> str | None:
+    """The language a page's language tag names (BCP 47, as `<html lang>` writes it: "es",
+    "es-MX", "pt-BR"), where it is one of LANGUAGES; None for any other language or none.
+    Only its primary subtag counts: Mexican and Castilian Spanish share a stemmer and stop words."""
+    primary = (tag or "").split("-", 1)[0].lower()
+    return primary if primary in LANGUAGES else None
 
 
 _detect_memo = lru_cache(maxsize=16384)(_detect)

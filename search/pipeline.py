@@ -111,7 +111,7 @@ class Pipeline:
         (search.query.analyse_query, with this pipeline's typo tolerance)."""
         meaning = request.meaning
         return analyse_query(self.index, request.query, self.typo_min_similarity, finished=meaning.finished,
-                             typing=meaning.typing)
+                             typing=meaning.typing, page_language=meaning.language)
 
     def embed(self, analysed: Sequence[AnalysedQuery]) -> list[np.ndarray | None]:
         """Each analysed query's vector (its `embedding_text`, embedded as a query, in one call),

@@ -74,7 +74,7 @@ EMBED_CORRECTION_MIN = 0.9
 
 def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 80.0,
                   prefix_search: bool = True, finished: bool | None = None,
-                  typing: bool | None = None) -> AnalysedQuery:
+                  typing: bool | None = None, page_language: str | None = None) -> AnalysedQuery:
     """Normalise, split and typo-correct a query once, for every signal.
 
     The embedder gets the user's own text (stopwords, order and all: e5 reads sentences), with
@@ -93,11 +93,14 @@ def analyse_query(index: SearchIndex, query: str, typo_min_similarity: float = 8
     (search.typed.unfinished). A submitted query is always a whole one; a typed one the prefilter
     reads as whole (a long text: "what is the balance of my chec") is ranked as one and judged
     by the threshold of such prefixes (`still_typed`: search.typed.TYPED_WHOLE).
+
+    `page_language`: the language of the page it was typed on, where the asker says (the widget
+    sends the host page's `lang`): the query's language where its text shows none (query_language).
     """
     if finished is None:
         finished = query[-1:].isspace()
     query = query.rstrip()   # the trailing space said all it says: the same text as the API's stripped one
-    language = query_language(index, query, finished, typing)
+    language = query_language(index, query, finished, typing, page_language)
     query_words = unique(words(query, language))
     if foreign(language):
         # its words are not the catalog's: none is a typo of one (nor the start of one), and the
@@ -145,7 +148,8 @@ def typing_class_read(index: SearchIndex, query: str, prefix_search: bool, typin
     return typing_unfinished(index.typed, query)
 
 
-def query_language(index: SearchIndex, query: str, finished: bool = True, typing: bool | None = None) -> str:
+def query_language(index: SearchIndex, query: str, finished: bool = True, typing: bool | None = None,
+                   page_language: str | None = None) -> str:
     """The language of `query` (lexicon.language.detect), each word whose term weighs in the
     catalog's own text counting for the catalog's language ("informe PIR" keeps its acronym's
     vote, "plan de cuidado" is Spanish all the same), and each word the catalog's cases in
@@ -156,7 +160,9 @@ def query_language(index: SearchIndex, query: str, finished: bool = True, typing
     decides only where the words before it say nothing (lexicon.language.detect, `unfinished`):
     read as the start of a catalog word, "te" turned "referido a intervencion te" back to
     English between two Spanish keystrokes, and the ranking with it (docs/results.md, type-ahead
-    in other languages)."""
+    in other languages). `page_language`: the language where no word says any
+    (lexicon.language.detect's `hint`): a Spanish page's "conteo" is Spanish, an English page's
+    the catalog's as before."""
     foreign_terms = index.lexicon.foreign_terms
     tokens = WORD.findall(normalise(query))
     last = tokens[-1] if tokens and not finished else None
@@ -169,7 +175,7 @@ def query_language(index: SearchIndex, query: str, finished: bool = True, typing
         return next((lang for lang in LANGUAGES[1:] if foreign_terms.get(stem(word, lang)) == lang), None) \
             if foreign_terms else None
 
-    return detect(query, known, written, unfinished=not finished and typing is not False)
+    return detect(query, known, written, unfinished=not finished and typing is not False, hint=page_language)
 
 
 def in_catalog_text(index: SearchIndex, column: int | None) -> bool:

@@ -6,9 +6,11 @@ A `SearchRequest` is the query text and everything besides it that changes its r
   active task (`restrict=False`: the evaluation's and cross-validation's convention, the admin's
   "every role");
 - the **typing meaning** (`Meaning`): whether a space was typed after the last word
-  (`finished`: it is read as a whole word, not the start of one) and whether the query is still
+  (`finished`: it is read as a whole word, not the start of one), whether the query is still
   being typed (`typing`: True or False where the asker knows; None: the prefilter reads it from
-  the text, search.typed.unfinished);
+  the text, search.typed.unfinished), and the language of the page it was typed on (`language`,
+  one of lexicon.language.LANGUAGES or None: the query's language where its text shows none,
+  search.query.query_language);
 - the **options**: how many tasks to rank (`k`), whether a test case's exact query pins its
   gold first (`pins`), and whether the ranking says which words matched where (`explain`);
 - the **sequence** (`held`, `quiet`): the task ids the person sees now, when the text extends the
@@ -85,10 +87,13 @@ EVERYONE = Viewer(frozenset(), False)
 
 class Meaning(NamedTuple):
     """How a text is read: `finished`, a space was typed after its last word; `typing`, whether
-    it is still being typed where the asker knows (None: the prefilter's reading of the text)."""
+    it is still being typed where the asker knows (None: the prefilter's reading of the text);
+    `language`, the language of the page it was typed on where the asker says (None: the
+    catalog's, as for any text that shows no language)."""
 
     finished: bool = False
     typing: bool | None = None
+    language: str | None = None
 
 
 class SearchRequest(NamedTuple):
@@ -107,16 +112,17 @@ class SearchRequest(NamedTuple):
     @classmethod
     def typed(cls, text: str, viewer: Viewer = PUBLIC, k: int = 10, typing: bool | None = None,
               pins: bool = True, explain: bool = True, after: str | None = None,
-              shown: Collection[str] = ()) -> SearchRequest:
+              shown: Collection[str] = (), language: str | None = None) -> SearchRequest:
         """`text` as the widget or the API sends it: a trailing space finishes its last word;
         `typing` as the asker says (None: read from the text). `after` and `shown`: the text
         whose answer is on screen and the task ids it shows; they are held (`held`) only when
         `text` extends `after` and is not submitted (`typing` False: judged on its own, whole),
         `quiet` where what was typed since adds no word that can speak, and `same_word` where all of
-        it belongs to the word still being typed (search.sequence)."""
+        it belongs to the word still being typed (search.sequence). `language`: the page's language
+        (lexicon.language.page_language: one of LANGUAGES, or None)."""
         held = (tuple(sorted(set(shown)))[:MAX_HELD]
                 if shown and typing is not False and extends(text, after) else ())
-        return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing), k, pins, explain, held,
+        return cls(text.strip(), viewer, Meaning(text[-1:].isspace(), typing, language), k, pins, explain, held,
                    bool(held) and is_quiet(text, after), bool(held) and same_word(text, after))
 
     @classmethod

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Callable, Collection, NamedTuple, Protocol, Sequence
 
 from catalog.records import CaseRecord, TaskRecord
+from lexicon.language import page_language
 from lexicon.text import printable, query_problem
 from infra.metrics import Metrics
 from rerank import Candidate, Reranker, select_examples
@@ -365,7 +366,8 @@ class SearchService:
 
     def answer(self, query: str | None, k: int = 10, roles: Collection[str] | None = None,
                role: str | None = None, rerank: bool | None = None, restrict_roles: bool = True,
-               typing: bool | None = None, after: str | None = None, shown: Collection[str] = ()) -> Answer:
+               typing: bool | None = None, after: str | None = None, shown: Collection[str] = (),
+               language: str | None = None) -> Answer:
         """`roles`: the caller's *verified* roles (None: unrestricted tasks only); a task is
         visible if it has no roles or shares one with them. `role`: optionally one of `roles`
         to narrow to; any other value is ignored, never trusted. `typing`: whether the query is
@@ -374,6 +376,9 @@ class SearchService:
         after the last word finishes it (AnalysedQuery.finished). `after` and `shown`: the text
         whose answer the person sees and the task ids it shows; while the query extends it, a
         task on screen is not withdrawn unless the new characters speak against it (search.sequence).
+        `language`: the language of the page the query was typed on, as the caller says (a language
+        tag: lexicon.language.page_language keeps its primary subtag where the product reads that
+        language, else none): the query's language where its text shows none.
 
         An answer without re-ranking is served from the live index's AnswerCache when the same
         query (same k, visible roles and role) was answered before on that index."""
@@ -386,7 +391,8 @@ class SearchService:
             raise BadQuery(f"after is {len(after)} characters long; the limit is {self.settings.max_query_chars}")
         if len(shown) > MAX_HELD:
             raise BadQuery(f"shown lists {len(shown)} tasks; the limit is {MAX_HELD}")
-        request = SearchRequest.typed(query, Viewer(visible, restrict_roles), k, typing, after=after, shown=shown)
+        request = SearchRequest.typed(query, Viewer(visible, restrict_roles), k, typing, after=after, shown=shown,
+                                      language=page_language(language))
         return self._serve(live, request, role, rerank, started)
 
     def serve(self, request: SearchRequest, rerank: bool | None = None) -> Answer:

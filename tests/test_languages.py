@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.language import CATALOG_LANGUAGE, detect, language_scores, stop_words
+from lexicon.language import CATALOG_LANGUAGE, detect, language_scores, page_language, stop_words
 from lexicon.rationale import build_lexicon
 from lexicon.text import stem, terms, words
 from search.index import build_index
@@ -63,6 +63,20 @@ def test_the_catalog_s_own_words_vote_for_its_language():
     assert language_scores("informe PIR", known)["en"] == 1
     assert detect("informe del PIR", known) == "en"        # a tie: the catalog's language
     assert detect("el informe del PIR", known) == "es"
+
+
+def test_the_page_s_language_reads_a_text_whose_words_show_none():
+    """The widget sends the host page's `<html lang>` (the API's `lang`): it decides where the text
+    shows no language at all, and between two other languages that tie; the words decide otherwise."""
+    assert detect("conteo") == "en" and detect("conteo", hint="es") == "es"     # no cue: the page
+    assert detect("grupo de") == "es" and detect("grupo de", hint="pt") == "pt"   # "de": both
+    assert detect("conteo de comidas", hint="pt") == "pt"
+    assert detect("dar de baja a un niño", hint="pt") == "es"                  # "ñ", "un": the words
+    assert detect("hearing screening", {"hearing", "screening"}.__contains__, hint="es") == "en"
+    assert detect("informe del PIR", {"pir"}.__contains__, hint="es") == "en"   # a tie with the catalog's
+    assert detect("conteo", hint="en") == "en"
+    assert [page_language(tag) for tag in ("es", "es-MX", "PT-br", "en-US", "de", "zh-Hans", "", None)] == \
+        ["es", "es", "pt", "en", None, None, None, None]
 
 
 # -- normalisation per language ----------------------------------------------------------------------
@@ -326,10 +340,30 @@ def fitted_demo(tmp_path_factory, shared_cache_dir, demo_tasks, demo_cases):
     close_app(app)
 
 
-def _search(app, query: str) -> dict:
-    response = app.test_client().get("/api/search", query_string={"q": query})
+def _search(app, query: str, **params) -> dict:
+    response = app.test_client().get("/api/search", query_string={"q": query, **params})
     assert response.status_code == 200, response.get_data(as_text=True)
     return response.get_json()
+
+
+def test_the_api_reads_a_text_that_shows_no_language_in_the_page_s_language(fitted_demo):
+    """`lang`: on a Spanish page "lista" is Spanish ("list"), not an English typo of "list": no
+    correction, no "reads … as …", the foreign weights; the words decide where they say anything,
+    and a language the product does not read changes nothing."""
+    english = _search(fitted_demo, "lista", typing="1")
+    assert [c["word"] for c in english["corrections"]["lista"]][:1] == ["list"]   # the premise
+    spanish = _search(fitted_demo, "lista", typing="1", lang="es-MX")
+    assert spanish["corrections"] == {}
+    assert not [m for row in spanish["results"] for m in row["matched"] if "corrected_to" in m]
+    assert [r["id"] for r in spanish["results"]] != [r["id"] for r in english["results"]]
+    assert spanish["weights"] != english["weights"]
+    for params in ({"lang": "de"}, {"lang": ""}, {"lang": "en-US"}):
+        assert _search(fitted_demo, "lista", typing="1", **params)["results"] == english["results"], params
+    words = _search(fitted_demo, "attendance report")
+    assert _search(fitted_demo, "attendance report", lang="es")["results"] == words["results"]
+    for bad in ("e s", "español", "x" * 40, "es_MX", "-es"):
+        response = fitted_demo.test_client().get("/api/search", query_string={"q": "lista", "lang": bad})
+        assert response.status_code == 400 and "lang must be a language tag" in response.get_json()["error"], bad
 
 
 def test_a_spanish_query_s_why_line_is_true_and_it_finds_its_task(fitted_demo):

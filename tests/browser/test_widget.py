@@ -80,11 +80,11 @@ def wait_until(page, predicate, timeout_s: float = 10.0):
     raise AssertionError("condition not met in time")
 
 
-def host_page(page, base: str, path: str = "/host.html", **attributes) -> str:
-    """Serve a host page (same origin as the app) that embeds the widget with these data-*
-    attributes, under the same CSP as the homepage: no inline script or style."""
+def host_page(page, base: str, path: str = "/host.html", page_lang: str = "en", **attributes) -> str:
+    """Serve a host page (same origin as the app; its `<html lang>`: `page_lang`) that embeds the
+    widget with these data-* attributes, under the same CSP as the homepage: no inline script or style."""
     attrs = " ".join(f'data-{name.replace("_", "-")}="{value}"' for name, value in attributes.items())
-    html = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Host</title>'
+    html = (f'<!doctype html><html lang="{page_lang}"><head><meta charset="utf-8"><title>Host</title>'
             f'<link rel="icon" href="data:,"><link rel="stylesheet" href="{base}/widget.css"></head>'
             f'<body><main><div id="finder"></div></main>'
             f'<script src="{base}/widget.js" data-endpoint="{base}/api" data-target="#finder" {attrs} defer></script>'
@@ -382,6 +382,30 @@ def test_a_host_role_token_goes_in_the_authorization_header_on_the_same_origin(d
     assert "role_token" not in request.url and "k=3" in request.url and "rerank=0" in request.url
     wait_final(page)   # re-ranking off: the instant list becomes final after the pause
     assert page.locator("[role=option][data-task-id]").count() == 3   # an invalid token still sees unrestricted tasks
+
+
+def test_the_widget_sends_the_host_page_s_language_and_a_spanish_word_is_read_as_spanish(demo, live_server, page):
+    """`lang`: the host page's `<html lang>` ("es_MX" written as the tag "es-MX"), or the host's
+    `data-lang`; a page whose lang is no language tag sends none (the API would refuse it). On
+    the Spanish page "lista" is not read as a misspelling of "list" (on the English one it is)."""
+    base = live_server(demo)
+    whys = {}
+    for page_lang, attributes, sent in (("es_MX", {}, ["es-MX"]), ("en", {"lang": "pt-BR"}, ["pt-BR"]),
+                                        ("not a tag", {}, None), ("en", {}, ["en"])):
+        seen = []
+
+        def record(request, seen=seen):
+            if "/api/search" in request.url:
+                seen.append(parse_qs(urlparse(request.url).query))
+        page.on("request", record)
+        page.goto(host_page(page, base, page_lang=page_lang, rerank="off", **attributes))
+        type_query(page, "lista")
+        wait_final(page)
+        page.remove_listener("request", record)
+        assert seen and all(params.get("lang") == sent for params in seen), (page_lang, attributes, seen)
+        whys[page_lang] = " ".join(page.locator("[role=option] .tf-why").all_text_contents())
+    assert "“lista” as “list”" in whys["en"]          # the premise: English reads it as a typo
+    assert "“lista”" not in whys["es_MX"]
 
 
 def test_the_events_of_a_search_go_with_its_role_token(demo, live_server, page):

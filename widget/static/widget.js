@@ -39,6 +39,8 @@
     timeoutMs: 8000,         // an instant request is given up after this long
     rerankTimeoutMs: 25000,  // a re-ranked request (an LLM may answer it) after this long
     maxLength: 256,          // the API's MAX_QUERY_CHARS default
+    lang: null,              // the language people type in here (default: the host page's <html lang>),
+                             // sent as the API's `lang`: read only where a query's words show none
     roleHint: null           // where the host page lets a visitor pick a role, as the "N hidden" line
                              // names it ("choose a role under “Search as”"); null: a generic line
   };
@@ -673,6 +675,8 @@
         url.searchParams.set("after", onScreen.query);
         url.searchParams.set("shown", onScreen.ids.join(","));
       }
+      var lang = pageLanguage(self.opts.lang);
+      if (lang) url.searchParams.set("lang", lang);
       url.searchParams.set("session", sessionId());
       var headers = { Accept: "application/json" };
       if (token) {
@@ -1031,6 +1035,14 @@
     catch (e) { return "/api"; }
   }
 
+  /** The language tag to send as `lang`: the option, else the host page's <html lang>; "en_US"
+   *  written with an underscore as "en-US"; nothing where it is no language tag (the API would
+   *  refuse the search) or there is none. */
+  function pageLanguage(option) {
+    var tag = String(option || (document.documentElement && document.documentElement.lang) || "").replace(/_/g, "-");
+    return tag.length <= 35 && /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$/.test(tag) ? tag : null;
+  }
+
   /** Options from the script tag's data-* attributes (see DEFAULTS and docs/notes/widget.md). */
   function optionsFromScript(tag) {
     var data = (tag && tag.dataset) || {};
@@ -1041,6 +1053,7 @@
       completions: data.completions ? (/^(off|false|no)$/i.test(data.completions) ? 0
         : Math.min(10, Math.round(numberOr(data.completions, DEFAULTS.completions)))) : undefined,
       label: data.label || undefined,
+      lang: data.lang || undefined,
       roleHint: data.roleHint || undefined,
       placeholder: data.placeholder != null ? data.placeholder : undefined,
       roleToken: data.roleToken || undefined,
