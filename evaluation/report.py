@@ -102,6 +102,7 @@ def fit_section(fit: dict, data: dict, configs: dict) -> list[str]:
     lines = ["## Per-catalog fit (CV inside the training split)", "", f"Status: {fit.get('status')}.", ""]
     cv = dict(fit.get("cv") or {})
     typing = cv.pop("typing", None) or {}
+    foreign = cv.pop("foreign", None)
     for mode, row in cv.items():
         before, after = row["defaults"], row["fitted"]
         lines.append(f"- {mode} mode, {after['n']} CV queries: shipped defaults Hit@1 {_f(before.get('hit@1'))} / "
@@ -111,6 +112,11 @@ def fit_section(fit: dict, data: dict, configs: dict) -> list[str]:
         lines.append(f"- typed prefixes, {mode} mode, {after['n']} CV cuts: whole-query weights Hit@1 "
                      f"{_f(before.get('hit@1'))} / MRR {_f(before.get('mrr'))} -> typing weights Hit@1 "
                      f"{_f(after.get('hit@1'))} / MRR {_f(after.get('mrr'))}")
+    if foreign:   # the weights of a query in another language, on CV queries masked as one (search.fitting.foreign)
+        before, after = foreign["own_weights"], foreign["fitted"]
+        lines.append(f"- queries in another language, {after['n']} masked CV queries ({', '.join(foreign['signals'])}): "
+                     f"the catalog language's weights Hit@1 {_f(before.get('hit@1'))} / MRR {_f(before.get('mrr'))} -> "
+                     f"foreign weights Hit@1 {_f(after.get('hit@1'))} / MRR {_f(after.get('mrr'))}")
     ranker = data.get("ranker") or {}
     if ranker.get("weights"):
         lines += ["", f"Fitted weights: `{json.dumps(ranker['weights'])}`; shortlist K = {ranker.get('shortlist_size')}; "

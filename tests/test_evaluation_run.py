@@ -231,16 +231,21 @@ def test_abstention_operating_point_and_its_held_out_oracle():
     assert point["oracle_oos_fpr_at_2pts"] == 0.5
 
 
-def test_the_markdown_report_reads_a_fit_with_typing_weights():
+def test_the_markdown_report_reads_a_fit_with_typing_and_foreign_weights():
     """`evaluate --out` on the demo: the fit's CV holds the typing weights' figures beside each
-    mode's (search.fitting.fit_typing); the report lists them instead of failing on their shape."""
+    mode's (search.fitting.fit_typing), and the foreign weights' (search.fitting.foreign, whose
+    shape made `--out` fail with KeyError 'defaults' on any fit with embeddings); the report
+    lists them instead of failing on their shape."""
     from evaluation.report import fit_section
 
     figures = lambda hit1: {"n": 40, "hit@1": hit1, "mrr": hit1 + 0.05}   # noqa: E731
     fit = {"status": "fitted", "cv": {
         "full": {"defaults": figures(0.7), "fitted": figures(0.8), "tail": {}},
-        "typing": {"full": {"whole_weights": figures(0.36), "typing_weights": figures(0.43)}}}}
+        "typing": {"full": {"whole_weights": figures(0.36), "typing_weights": figures(0.43)}},
+        "foreign": {"signals": ["embedding", "centroid"], "fitted": figures(0.55), "own_weights": figures(0.3)}}}
     text = "\n".join(fit_section(fit, {}, {}))
+    assert ("queries in another language, 40 masked CV queries (embedding, centroid): the catalog language's "
+            "weights Hit@1 0.300") in text and "foreign weights Hit@1 0.550" in text
     assert "full mode, 40 CV queries: shipped defaults Hit@1 0.700" in text
     assert "typed prefixes, full mode, 40 CV cuts: whole-query weights Hit@1 0.360" in text
     assert "typing weights Hit@1 0.430" in text
