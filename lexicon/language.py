@@ -223,10 +223,12 @@ def _detect(text: str, known=None, written=None, unfinished: bool = False, hint:
 
 def page_language(tag: str | None) -> str | None:
     """The language a page's language tag names (BCP 47, as `<html lang>` writes it: "es",
-    "es-MX", "pt-BR"), where it is one of LANGUAGES; None for any other language or none.
+    "es-MX", "pt-BR"), where it is one of LANGUAGES other than the catalog's; None for the
+    catalog's own (a text that shows no language is read in it anyway, so an English page's
+    request is the request without a tag, one answer-cache entry), any other language or none.
     Only its primary subtag counts: Mexican and Castilian Spanish share a stemmer and stop words."""
     primary = (tag or "").split("-", 1)[0].lower()
-    return primary if primary in LANGUAGES else None
+    return primary if primary in LANGUAGES and primary != CATALOG_LANGUAGE else None
 
 
 _detect_memo = lru_cache(maxsize=16384)(_detect)
