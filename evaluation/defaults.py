@@ -32,7 +32,7 @@ from catalog.formats import load_cases_file, load_tasks_file
 from catalog.splits import bucket, holdout_split
 from search.embeddings import build_embedder
 from search.assembly import attach_vectors, build
-from search.fitting import CVQuery, FitContext, cv_queries, design_matrices, fit_standardised, ranking_metrics, rankings
+from search.fitting import CVQuery, FitContext, cv_queries, design_matrices, fit_standardised, ranked_ids, ranking_metrics
 from search.pipeline import make_pipeline
 from search.prefilter import SPARSE_SIGNALS
 from search.signal import REGISTRY
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     report = {"weights": weights.as_dict(), "per_catalog": {}}
     for name, queries in pools.items():
         report["per_catalog"][name] = {
-            mode: {"current": ranking_metrics(queries, rankings(queries, FusionWeights(settings.weights,
+            mode: {"current": ranking_metrics(queries, ranked_ids(queries, FusionWeights(settings.weights,
                                                                                        settings.degraded_weights), mode)),
-                   "pooled": ranking_metrics(queries, rankings(queries, weights, mode))}
+                   "pooled": ranking_metrics(queries, ranked_ids(queries, weights, mode))}
             for mode in ("full", "sparse")}
     print(json.dumps(report, indent=1))
     return 0

@@ -46,7 +46,7 @@ from search.fitting.learned import (LEARNED_SIGNAL_NET_WINS, PAIRED_Z, choose_le
                                     first_written_answers, informative_learned, paired_first_hits, usable_learned)
 from search.fitting.metrics import (BASELINE_SIGNALS, K_VALUES, choose_shortlist, choose_sparse_signals,
                                     cross_fitted_gold_ranks, cross_fitted_rank_metrics, cross_fitted_rankings,
-                                    net_first_wins, rank_summary, ranking_metrics, rankings)
+                                    net_first_wins, rank_summary, ranked_ids, ranking_metrics, rankings)
 from search.fitting.ranker import NO_USE, FitOptions, fit_ranker
 from search.fitting.tail import TAIL_GRID, TAIL_MAX_LOSS, choose_tail_ratio, shown_metrics
 from search.fitting.typed import KEYSTROKE_STRIDE, MAX_TYPING_CASES, fit_typing, typing_cuts, typing_queries
@@ -64,7 +64,7 @@ __all__ = [
     "cross_fitted_gold_ranks", "cross_fitted_rank_metrics", "cross_fitted_rankings", "cv_queries", "design_matrices",
     "first_written_answers", "fit_abstention", "fit_abstentions", "fit_ranker", "fit_standardised", "fit_typing",
     "fit_weights", "informative_learned", "negative_evidence", "net_first_wins", "operating_point",
-    "paired_first_hits", "rank_summary", "ranking_metrics", "rankings", "shown_metrics",
+    "paired_first_hits", "rank_summary", "ranked_ids", "ranking_metrics", "rankings", "shown_metrics",
     "typing_cuts", "typing_queries", "typing_signals", "usable_learned", "written_together_folds",
     "written_together_range",
 ]

@@ -15,7 +15,7 @@ import numpy as np
 from catalog.records import TaskRecord
 from search.assembly import attach_vectors, build
 from search.fitting.cv import CVPass, CVQuery, FitContext, cv_queries
-from search.fitting.metrics import cross_fitted_gold_ranks, net_first_wins, rank_summary, ranking_metrics, rankings
+from search.fitting.metrics import cross_fitted_gold_ranks, net_first_wins, rank_summary, ranked_ids, ranking_metrics
 from search.fitting.weights import fit_weights
 from search.learned import LearnedExemplar
 from search.pipeline import make_pipeline
@@ -111,7 +111,7 @@ def choose_learned_signal(queries: Sequence[CVQuery], prior: FusionWeights, fitt
 PAIRED_Z = 1.645
 
 
-def paired_first_hits(queries_a: Sequence[CVQuery], results_a, queries_b: Sequence[CVQuery], results_b,
+def paired_first_hits(queries_a: Sequence[CVQuery], ranked_a, queries_b: Sequence[CVQuery], ranked_b,
                       z: float = PAIRED_Z) -> dict:
     """Whether ranking B finds the gold first on significantly more of the same queries than A:
     with w the queries only B gets right at rank 1 and l those only A does (McNemar 1947;
@@ -121,10 +121,10 @@ def paired_first_hits(queries_a: Sequence[CVQuery], results_a, queries_b: Sequen
 
     A difference of a query or two on a few hundred CV queries is noise, and a change that wins
     on noise (wrong learned pairs, measured: +2 of 206 demo queries) must not be taken."""
-    def first_hits(queries, results) -> dict[str, bool]:
-        return {q.case.query: bool(r.ranked) and r.ranked[0].task.id in q.case.gold for q, r in zip(queries, results)}
+    def first_hits(queries, ranked) -> dict[str, bool]:   # each query's ranked ids (metrics.ranked_ids)
+        return {q.case.query: bool(ids) and ids[0] in q.case.gold for q, ids in zip(queries, ranked)}
 
-    a, b = first_hits(queries_a, results_a), first_hits(queries_b, results_b)
+    a, b = first_hits(queries_a, ranked_a), first_hits(queries_b, ranked_b)
     shared = a.keys() & b.keys()
     wins = sum(b[q] and not a[q] for q in shared)
     losses = sum(a[q] and not b[q] for q in shared)
@@ -160,16 +160,16 @@ def choose_learned_as_cases(context: FitContext, cv: CVPass, defaults: RankerPar
             report["cv"]["full"]["learned_signal_with_cases"] = guard
     candidate = FusionWeights(full, fit_weights(alternative, "sparse", defaults.weights.sparse,
                                                 signals=signals.get("sparse")))
-    with_cases = ranking_metrics(in_scope, rankings(in_scope, candidate, mode))
+    with_cases = ranking_metrics(in_scope, ranked_ids(in_scope, candidate, mode))
     report["cv"][mode]["fitted_learned_as_cases"] = with_cases
     same = [q for q in queries if q.case.gold]
-    test = paired_first_hits(same, rankings(same, weights, mode), in_scope, rankings(in_scope, candidate, mode))
+    test = paired_first_hits(same, ranked_ids(same, weights, mode), in_scope, ranked_ids(in_scope, candidate, mode))
     report["cv"][mode]["learned_as_cases_test"] = test
     if test["better"]:
         for m in modes:   # a degraded server holds the same exemplars (the sparse exemplar document)
             before = report["cv"][m]["fitted"]
-            report["cv"][m].update(defaults=ranking_metrics(in_scope, rankings(in_scope, defaults.weights, m)),
-                                   fitted=ranking_metrics(in_scope, rankings(in_scope, candidate, m)))
+            report["cv"][m].update(defaults=ranking_metrics(in_scope, ranked_ids(in_scope, defaults.weights, m)),
+                                   fitted=ranking_metrics(in_scope, ranked_ids(in_scope, candidate, m)))
             report["cv"][m]["fitted_learned_signal_only" if m == "full" else "fitted_without_learned"] = before
         return alternative, candidate, True
     return queries, weights, False

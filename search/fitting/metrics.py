@@ -1,7 +1,8 @@
 """How a weight set ranks the CV queries (search.fitting.cv), and the choices read off it.
 
-In sample: `rankings` (the product's own rank_values on the cached signal values) and
-`ranking_metrics` (MRR, Hit@K); `choose_shortlist`, the shortlist depth: the smallest K whose CV
+In sample: `rankings` (the product's own rank_values on the cached signal values), `ranked_ids`
+(the ids alone, search.prefilter.rank_ids: what the figures read) and `ranking_metrics` (MRR,
+Hit@K of those ids); `choose_shortlist`, the shortlist depth: the smallest K whose CV
 Hit@K is within one point of Hit@50. Cross-fitted, each fold ranked by weights fitted on the
 OTHER folds only (the cross-fitting of Chernozhukov et al. 2018, "Double/debiased machine
 learning for treatment and structural parameters", Econometrics Journal 21): `cross_fitted_rankings`,
@@ -18,7 +19,7 @@ import numpy as np
 
 from search.fitting.cv import CVQuery
 from search.fitting.weights import fit_weights
-from search.prefilter import fuse, rank_values
+from search.prefilter import fuse, rank_ids, rank_values
 from search.ranker import MODES, FusionWeights
 
 K_VALUES = (5, 10, 15, 20, 30, 50)
@@ -31,13 +32,19 @@ def rankings(queries: Sequence[CVQuery], weights: FusionWeights, mode: str, dept
             for q in queries]
 
 
-def ranking_metrics(queries: Sequence[CVQuery], results) -> dict:
+def ranked_ids(queries: Sequence[CVQuery], weights: FusionWeights, mode: str, depth: int = 50) -> list[list[str]]:
+    """Per query, the ids of `rankings`' results in their order (search.prefilter.rank_ids: the same
+    fusion and order, without each position's explained result), for ranking_metrics."""
+    return [rank_ids(q.tasks, q.values_for(mode), weights, depth) for q in queries]
+
+
+def ranking_metrics(queries: Sequence[CVQuery], ranked: Sequence[Sequence[str]]) -> dict:
+    """MRR and Hit@K of the gold in each query's `ranked` ids (ranked_ids), in-scope queries only."""
     rr, hit = [], {k: [] for k in (1, 3, 5, *K_VALUES)}
-    for q, result in zip(queries, results):
+    for q, ids in zip(queries, ranked):
         gold = set(q.case.gold)
         if not gold:
             continue
-        ids = [item.task.id for item in result.ranked]
         rank = next((i for i, task_id in enumerate(ids) if task_id in gold), None)
         rr.append(0.0 if rank is None else 1.0 / (rank + 1))
         for k in hit:

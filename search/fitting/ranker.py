@@ -17,7 +17,7 @@ from search.fitting.abstention import abstention_negatives, fit_abstentions
 from search.fitting.foreign import fit_foreign, written_in_other_language
 from search.fitting.cv import FOLDS, MAX_CV_QUERIES, CVPass, CVQuery, FitContext, cases_digest, cv_queries
 from search.fitting.learned import choose_learned_as_cases, choose_learned_signal, informative_learned, usable_learned
-from search.fitting.metrics import choose_shortlist, choose_sparse_signals, ranking_metrics, rankings
+from search.fitting.metrics import choose_shortlist, choose_sparse_signals, ranked_ids, ranking_metrics, rankings
 from search.fitting.tail import choose_tail_ratio
 from search.fitting.typed import fit_typing, typing_queries
 from search.fitting.weights import fit_weights
@@ -96,12 +96,12 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
     report["cv"] = {}
     in_scope_queries = [q for q in queries if q.case.gold]
     for mode in modes:
-        before = ranking_metrics(in_scope_queries, rankings(in_scope_queries, defaults.weights, mode))
-        after = ranking_metrics(in_scope_queries, rankings(in_scope_queries, weights, mode))
+        before = ranking_metrics(in_scope_queries, ranked_ids(in_scope_queries, defaults.weights, mode))
+        after = ranking_metrics(in_scope_queries, ranked_ids(in_scope_queries, weights, mode))
         report["cv"][mode] = {"defaults": before, "fitted": after}
         if learned and mode == "full":
             report["cv"][mode]["fitted_without_learned"] = ranking_metrics(
-                in_scope_queries, rankings(in_scope_queries, FusionWeights(replace(weights.full, learned=0.0), weights.sparse), mode))
+                in_scope_queries, ranked_ids(in_scope_queries, FusionWeights(replace(weights.full, learned=0.0), weights.sparse), mode))
     report["cv"]["sparse"]["cross_fitted"] = sparse_choice
     if learned_signal is not None:
         report["cv"]["full"]["learned_signal"] = learned_signal
@@ -129,8 +129,8 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         *(replace(weights.for_mode(m), **{name: getattr(defaults.weights.for_mode(m), name) for name in TYPING_SIGNALS})
           for m in MODES))
     if typing is not None:
-        report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(prefixes, rankings(prefixes, weights, mode)),
-                                         "typing_weights": ranking_metrics(prefixes, rankings(prefixes, typing, mode))}
+        report["cv"]["typing"] = {mode: {"whole_weights": ranking_metrics(prefixes, ranked_ids(prefixes, weights, mode)),
+                                         "typing_weights": ranking_metrics(prefixes, ranked_ids(prefixes, typing, mode))}
                                   for mode in modes}
     # a query in another language than the catalog's (search.fitting.foreign): its weights, then its abstention
     foreign = foreign_signals = None
@@ -139,9 +139,9 @@ def fit_ranker(settings: Settings, tasks: Sequence[TaskRecord], cases: Sequence[
         foreign, foreign_signals, masked = fit_foreign([*queries, *other_language], weights)
         masked_in_scope = [q for q in masked if q.case.gold]
         report["cv"]["foreign"] = {"signals": list(foreign_signals),
-                                   "fitted": ranking_metrics(masked_in_scope, rankings(masked_in_scope, foreign, "full")),
+                                   "fitted": ranking_metrics(masked_in_scope, ranked_ids(masked_in_scope, foreign, "full")),
                                    "own_weights": ranking_metrics(masked_in_scope,
-                                                                  rankings(masked_in_scope, weights, "full"))}
+                                                                  ranked_ids(masked_in_scope, weights, "full"))}
     abstention = fit_abstentions(context, calibration, written, defaults.weights, signals, typed, typing,
                                  (foreign, foreign_signals, other_language) if foreign is not None else None,
                                  foreign_abstention)
