@@ -157,6 +157,14 @@ def _rate(mask: np.ndarray, answered: np.ndarray) -> float | None:
     return round(float(np.mean(answered[mask])), 4) if mask.any() else None
 
 
+def feature_matrix(results, names: Sequence[str]) -> np.ndarray:
+    """(results x names): each result's abstention features (search.confidence.answer_features,
+    read once per result: it was computed again for each feature name, 77,600 times in a demo
+    fit), 0 where a result has none of that name."""
+    rows = (answer_features(result) for result in results)
+    return np.array([[features.get(name, 0.0) for name in names] for features in rows], dtype=np.float64)
+
+
 def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str,
                    budget: float = DEFAULT_BUDGET, signals: Sequence[str] | None = None,
                    typing: Sequence[CVQuery] = (), typing_weights: FusionWeights | None = None
@@ -178,7 +186,7 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
     if (~negative).sum() < max(MIN_IN_SCOPE, int(np.ceil(1.0 / max(budget, 1e-9)))):
         return None
     names = features_for_mode(mode)
-    X = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in results], dtype=np.float64)
+    X = feature_matrix(results, names)
     y = (~negative).astype(np.float64)
     sources = np.array([q.source for q in queries])
     hit5 = np.array([bool(set(q.case.gold) & {i.task.id for i in r.ranked[:5]}) for q, r in zip(queries, results)])
@@ -217,7 +225,7 @@ def fit_abstention(queries: Sequence[CVQuery], weights: FusionWeights, mode: str
         typed = (cross_fitted_rankings(typing[:short], typing_weights, mode, signals=typing_signals(signals),
                                        extra=TYPING_SIGNALS) if short else [])
         typed += cross_fitted_rankings(typing[short:], weights, mode, signals=signals) if short < len(typing) else []
-        features = np.array([[answer_features(r).get(n, 0.0) for n in names] for r in typed], dtype=np.float64)
+        features = feature_matrix(typed, names)
         typed_logits = features @ np.asarray(coef, dtype=np.float64) + intercept
         classes = np.array([q.judged_as for q in typing])
         pooled = conformal_threshold(typed_logits[classes != TYPED_WHOLE], budget) if short else threshold

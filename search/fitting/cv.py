@@ -143,6 +143,13 @@ class CVQuery:
         return list(self._gold_rows)
 
     @cached_property
+    def designs(self) -> dict:
+        """This query's rows of the fusion fit's design, per (signal names, prior weights): what
+        search.fitting.weights.design_matrices computed for it once (a fit asks for the same rows
+        once per fold and weight set it tries, 60 times in a demo fit)."""
+        return {}
+
+    @cached_property
     def _gold_rows(self) -> tuple[int, ...]:
         gold = set(self.case.gold)
         return tuple(i for i, t in enumerate(self.tasks) if t.id in gold)

@@ -28,26 +28,41 @@ CANDIDATES = 100             # per query, the softmax of the fit runs over gold 
 def design_matrices(queries: Sequence[CVQuery], names: Sequence[str], prior: Weights
                     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per in-scope query, its (candidates x signals) matrix and gold mask; candidates are the
-    gold tasks plus the CANDIDATES best by the prior weights (all tasks in a small catalog)."""
+    gold tasks plus the CANDIDATES best by the prior weights (all tasks in a small catalog).
+    Each query's are computed once per (names, prior) and kept with it (CVQuery.designs)."""
     matrices, golds = [], []
     prior_w = np.array([getattr(prior, n) for n in names])
+    key = (tuple(names), prior_w.tobytes())
     for q in queries:
-        gold = q.gold_rows()
-        if not gold:
-            continue
-        X = np.stack([q.values[n] for n in names], axis=1).astype(np.float64)
-        is_gold = np.zeros(X.shape[0], dtype=bool)
-        is_gold[gold] = True
-        if X.shape[0] > CANDIDATES + len(gold):
-            best = np.argpartition(-(X @ prior_w), CANDIDATES)[:CANDIDATES]
-            keep = np.union1d(best, gold)
-            mask = is_gold[keep]
-            X = X[keep]
-        else:
-            mask = is_gold
-        matrices.append(X)
-        golds.append(mask)
+        design = q.designs.get(key)
+        if design is None:
+            design = q.designs[key] = _design(q, names, prior_w)
+        if design is not None:
+            matrices.append(design[0])
+            golds.append(design[1])
     return matrices, golds
+
+
+def _design(q: CVQuery, names: Sequence[str], prior_w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """design_matrices' (matrix, gold mask) of one query, None for one without gold. The arrays
+    are shared by every fit that asks: read only."""
+    gold = q.gold_rows()
+    if not gold:
+        return None
+    X = np.stack([q.values[n] for n in names], axis=1).astype(np.float64)
+    is_gold = np.zeros(X.shape[0], dtype=bool)
+    is_gold[gold] = True
+    if X.shape[0] > CANDIDATES + len(gold):
+        best = np.argpartition(-(X @ prior_w), CANDIDATES)[:CANDIDATES]
+        keep = np.union1d(best, gold)
+        mask = is_gold[keep]
+        X = X[keep]
+    else:
+        mask = is_gold
+    X.flags.writeable = mask.flags.writeable = False
+    return X, mask
+
+
 
 
 def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray], prior: np.ndarray,
