@@ -63,8 +63,6 @@ def _design(q: CVQuery, names: Sequence[str], prior_w: np.ndarray) -> tuple[np.n
     return X, mask
 
 
-
-
 def conditional_logit(matrices: Sequence[np.ndarray], golds: Sequence[np.ndarray], prior: np.ndarray,
                       strength: float) -> np.ndarray:
     """argmin_{w >= 0}  -1/n sum_q log sum_{g in gold(q)} softmax(X_q w)_g  +  strength/n ||w - prior||^2
