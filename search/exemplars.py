@@ -29,6 +29,7 @@ import numpy as np
 from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
+from lexicon.language import detect, foreign
 from lexicon.text import terms
 from search.bm25 import bm25_matrix
 from search.signals import (centroid_vectors, group_max, grouped_products, half_screen_available, half_screen_error,
@@ -62,6 +63,8 @@ class ExemplarMemory:
     typical: np.ndarray | None = None  # (tasks,) typical_neighbour of each task's exemplars
     written: np.ndarray | None = None  # (E,) True for an exemplar of a written case (or a name, an alias);
                                        # None when no case was learned from use (CaseRecord.implicit)
+    other_language: np.ndarray | None = None  # (E,) True for an exemplar written in another language than
+                                              # the catalog's; None when there is none
     screen: np.ndarray | None = None   # `vectors` in float16, for the cascade's screen (SCREEN_FROM)
     screen_error: float = 0.0          # half_screen_error of `vectors`, per unit of query norm
 
@@ -79,7 +82,7 @@ class ExemplarMemory:
             error = half_screen_error(vectors.shape[1], float(np.linalg.norm(vectors, axis=1).max()))
         return replace(self, vectors=vectors, centroids=centroid_vectors(vectors, self.task_rows, self.n_tasks),
                        oos_vectors=oos_vectors, typical=typical_neighbour(vectors, self.group_starts, self.group_rows,
-                                                                          self.n_tasks),
+                                                                          self.n_tasks, self.other_language),
                        screen=screen, screen_error=error)
 
     def neighbour(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -132,7 +135,8 @@ class ExemplarMemory:
 TYPICAL_SAMPLE = 128   # exemplars per task whose nearest sibling is looked up (a bounded cost per task)
 
 
-def typical_neighbour(vectors: np.ndarray, starts: np.ndarray, group_rows: np.ndarray, n_tasks: int) -> np.ndarray:
+def typical_neighbour(vectors: np.ndarray, starts: np.ndarray, group_rows: np.ndarray, n_tasks: int,
+                      other_language: np.ndarray | None = None) -> np.ndarray:
     """Per task, how close its own phrasings are to each other: the median, over its exemplars,
     of the cosine to the nearest OTHER exemplar of the same task (leave-one-out 1-NN),
 
@@ -142,14 +146,21 @@ def typical_neighbour(vectors: np.ndarray, starts: np.ndarray, group_rows: np.nd
     0.9 to a task whose phrasings all look alike is weak evidence, 0.8 to a task whose phrasings
     are spread out is strong. Tasks with a single exemplar get the median of the others (the
     catalog's typical spread); at most TYPICAL_SAMPLE exemplars per task are looked up (evenly
-    spaced), each against all of its task's exemplars."""
+    spaced), each against all of its task's exemplars.
+
+    Only the exemplars in the catalog's language count (`other_language` marks the others): a
+    translation is not another phrasing, and its cosine to the text it translates (a task name and
+    its Spanish alias) would make the task's phrasings look alike to the catalog-language queries
+    the neighbour gap judges (search.index.embedding_text has the measurement)."""
     out = np.full(n_tasks, np.nan, dtype=np.float32)
     ends = np.append(starts[1:], len(vectors)).astype(np.int64)
     for start, end, row in zip(starts, ends, group_rows):
-        if end - start < 2:
-            continue
         group = vectors[start:end]
-        picked = np.unique(np.linspace(0, end - start - 1, min(TYPICAL_SAMPLE, end - start)).astype(np.int64))
+        if other_language is not None:
+            group = group[~other_language[start:end]]
+        if len(group) < 2:
+            continue
+        picked = np.unique(np.linspace(0, len(group) - 1, min(TYPICAL_SAMPLE, len(group))).astype(np.int64))
         similarity = group[picked] @ group.T
         similarity[np.arange(picked.size), picked] = -np.inf
         out[row] = float(np.median(similarity.max(axis=1)))
@@ -197,13 +208,15 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
         written.extend(from_written[row])
     group_of_task = np.full(len(tasks), -1, dtype=np.int64)
     group_of_task[group_rows] = np.arange(len(group_rows))
+    other_language = np.fromiter((foreign(detect(text)) for text in texts), dtype=bool, count=len(texts))
     return ExemplarMemory(
         texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64),
         group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),
         group_ends=np.asarray(starts[1:] + [len(texts)], dtype=np.int64), group_of_task=group_of_task,
         lexical=bm25_matrix([Counter(d) for d in documents], vocabulary), oos_texts=tuple(dict.fromkeys(oos)),
         case_counts=case_counts,
-        written=None if all(written) else np.asarray(written, dtype=bool))
+        written=None if all(written) else np.asarray(written, dtype=bool),
+        other_language=other_language if other_language.any() else None)
 
 
 # --- the neighbour signal's query-time scan (search/signal/neighbour.py) -------------------------------

@@ -283,6 +283,45 @@ def test_a_foreign_query_is_compared_with_the_task_s_name_and_help_embedded_as_a
         assert np.allclose(values["embedding"], vectors @ vector), query
 
 
+def test_an_alias_in_another_language_stays_out_of_the_passage_view_and_serves_as_an_exemplar():
+    """search.index.embedding_text: the passage vector a catalog-language query reads holds the
+    task's text in the catalog's language; a Spanish alias is left out of it (and kept as an
+    exemplar, stemmed in Spanish in the alias field), an English one stays."""
+    from search.index import embedding_text
+
+    task = TaskRecord("health.dental-exam", "Dental Exam Tracking", help="Record dental exams.",
+                      aliases=("Dental Visits", "Seguimiento de exámenes dentales"))
+    assert embedding_text(task) == "Dental Exam Tracking. Dental Visits. Record dental exams."
+    index = _index(cases=[], tasks=[task])
+    assert index.exemplars.texts == ("Dental Exam Tracking", "Dental Visits", "Seguimiento de exámenes dentales")
+    assert list(index.exemplars.other_language) == [False, False, True]
+    assert stem("exámenes", "es") in index.vocabulary and stem("exámenes", "en") not in index.vocabulary
+
+
+def test_a_translation_is_not_counted_as_another_phrasing_of_its_task():
+    """search.exemplars.typical_neighbour: a task's typical nearest-sibling cosine is judged among
+    its phrasings in the catalog's language. A task whose only other exemplar is its name's Spanish
+    translation has the catalog's typical spread, as a task with a name alone has, not the
+    cosine of the name to its translation."""
+    from search.exemplars import build_exemplars
+
+    tasks = [TaskRecord("a", "Dental Exam Tracking", aliases=("Seguimiento de exámenes dentales",)),
+             TaskRecord("b", "Hearing Screening", aliases=("Hearing Checks", "Ear Tests"))]
+    memory = build_exemplars(tasks, [], {})
+    assert list(memory.texts) == ["Dental Exam Tracking", "Seguimiento de exámenes dentales",
+                                  "Hearing Screening", "Hearing Checks", "Ear Tests"]
+    angles = np.array([0.0, 0.1, 1.0, 1.3, 1.5])   # the translation 0.995 from its name
+    vectors = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    typical = memory.with_vectors(vectors, None).typical
+    b = np.median([np.cos(0.3), np.cos(0.2), np.cos(0.2)])
+    assert typical[1] == pytest.approx(b, abs=1e-6)
+    assert typical[0] == pytest.approx(b, abs=1e-6)       # as for a name alone: the catalog's median
+    english_only = build_exemplars([TaskRecord("a", "Dental Exam Tracking", aliases=("Dental Visits",)), tasks[1]],
+                                   [], {})
+    assert english_only.other_language is None
+    assert english_only.with_vectors(vectors, None).typical[0] == pytest.approx(np.cos(0.1), abs=1e-6)
+
+
 def test_the_query_side_view_serves_only_weights_fitted_on_it():
     """search.assembly.attach: a fit with foreign weights (fitted on the query-side view) gets the
     tasks' query-side vectors; the shipped defaults and a fit without foreign weights rank a
