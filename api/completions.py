@@ -46,6 +46,7 @@ from typing import Callable
 
 from analytics.store import AnalyticsStore
 from lexicon import frequency
+from lexicon.language import CATALOG_LANGUAGE
 from search.completions import (NO_EXCLUSIONS, Completion, Completions, CrowdQuery, Exclusions, PopularSearch,
                                 crowd_queries, popular_searches, still_answered, upcoming_searches)
 from search.lru import LRU
@@ -95,12 +96,12 @@ class Built:
     completions: Completions
     answers: LRU[Offer]
 
-    def offer(self, query: str, roles: frozenset[str]) -> Offer:
-        """The completions of `query` for `roles` (cached)."""
-        key = (query, roles)
+    def offer(self, query: str, roles: frozenset[str], language: str = CATALOG_LANGUAGE) -> Offer:
+        """The completions of `query` for `roles`, read in `language` (cached)."""
+        key = (query, roles, language)
         offer = self.answers.get(key)
         if offer is None:
-            found = tuple(self.completions.complete(query, roles))
+            found = tuple(self.completions.complete(query, roles, language=language))
             offer = Offer(found, tuple(c.as_dict() for c in found))
             self.answers.put(key, offer)
         return offer
@@ -148,15 +149,19 @@ class LiveCompletions:
         """The latest read (empty before the first)."""
         return self._crowd or CrowdRead()
 
-    def complete(self, live: LiveIndex, query: str, roles: frozenset[str]) -> list[dict]:
+    def complete(self, live: LiveIndex, query: str, roles: frozenset[str],
+                 language: str = CATALOG_LANGUAGE) -> list[dict]:
         """The completions of `query` for a caller who may see `roles`, as the response lists them
         (a new list; its dicts are shared with other answers: read them only)."""
-        return list(self.offer(live, query, roles).listed)
+        return list(self.offer(live, query, roles, language).listed)
 
-    def offer(self, live: LiveIndex, query: str, roles: frozenset[str]) -> Offer:
+    def offer(self, live: LiveIndex, query: str, roles: frozenset[str], language: str = CATALOG_LANGUAGE) -> Offer:
         """The completions of `query` for `roles` from the build of `live` and the newest read,
-        cached in that build (`found` carries the tasks each leads to)."""
-        return self._current(live).offer(query, frozenset(roles))
+        cached in that build (`found` carries the tasks each leads to). `language`: the language
+        the search read `query` in (its answer's `language`): a suggestion written in another
+        language than the catalog's is offered only to a query read in that one
+        (search.completions.CompletionView.lookup)."""
+        return self._current(live).offer(query, frozenset(roles), language)
 
     def completions(self, live: LiveIndex) -> Completions:
         """The completions of `live` with the newest popular searches (built if need be)."""

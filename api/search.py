@@ -63,7 +63,8 @@ def install_completions(state) -> None:
 def with_one_voice(answer: Answer, app=None) -> tuple[Answer, list[dict]]:
     """The answer and its completions (api.completions: those of its query for the roles it was
     answered for, its `roles`: the caller's verified roles as the search narrowed them,
-    serving.service.visible_roles) speaking with one voice (search.suggestions.with_completions,
+    serving.service.visible_roles, in the language the search read it in, its `language`)
+    speaking with one voice (search.suggestions.with_completions,
     issue 43 item 2): on a refused answer, the tasks the offered completions lead to become its
     first task chips, and a completion leading to a task a written out-of-scope case rules out is
     dropped. An answer with results, or without completions, is returned as it is (a cached
@@ -72,7 +73,7 @@ def with_one_voice(answer: Answer, app=None) -> tuple[Answer, list[dict]]:
     where the caller has it at hand (a context lookup fewer)."""
     extensions = (app or current_app).extensions
     live, query = extensions["taskfinder"].search.live(), answer.body["query"]
-    offer = extensions[COMPLETIONS].offer(live, query, frozenset(answer.body["roles"]))
+    offer = extensions[COMPLETIONS].offer(live, query, frozenset(answer.body["roles"]), answer.body["language"])
     completions = list(offer.listed)
     if answer.body["results"] or not completions:
         return answer, completions

@@ -115,6 +115,9 @@ class SearchIndex:
     # the words the tasks' own texts are written with (not the test cases'): what a why line may
     # say a word was read as (search.prefilter.explanation_targets)
     text_words: frozenset[str] = frozenset()
+    # the terms only the tasks' texts in another language than the catalog's hold (a Spanish
+    # alias: TaskText.foreign_terms) -> that language; the cases' are RationaleLexicon.foreign_terms
+    foreign_text_terms: Mapping[str, str] = field(default_factory=dict)
     term_support: np.ndarray | None = None  # per term column: postings in lexical + rationale + exemplar
     # The same catalog indexed from the written cases alone, when cases learned from use joined
     # this one (search.learned.learned_cases): the counterfactual that contributions.learned is
@@ -221,6 +224,8 @@ class TaskText:
     field_terms: tuple[Mapping[str, frozenset[str]], ...]
     surface_to_term: Mapping[str, str]      # catalog surface words -> their terms
     documents: tuple[tuple[str, ...], ...]  # per task: terms of name, aliases and help (exemplar BM25)
+    # the terms only the tasks' texts in another language hold (a Spanish alias) -> that language
+    foreign_terms: Mapping[str, str] = field(default_factory=dict)
 
 
 def analyse_tasks(tasks: Sequence[TaskRecord], field_weights: FieldWeights,
@@ -230,18 +235,27 @@ def analyse_tasks(tasks: Sequence[TaskRecord], field_weights: FieldWeights,
                "category": field_weights.category, "help": field_weights.help,
                "enriched": ENRICHED_FIELD_WEIGHT}
     surface: dict[str, str] = {}
+    own_terms: set[str] = set()
+    other_terms: dict[str, str] = {}
     per_task_tfs: list[dict[str, Counter]] = []
     for task in tasks:
         fields_tf: dict[str, Counter] = {}
         for name, text in task_fields(task).items():
             counts = fields_tf[name] = Counter()
             # each alias in its own language (lexicon.language: an alias may be Spanish); the same
-            # words as the joined field otherwise
+            # words as the joined field otherwise. Only the catalog language's words are its surface
+            # words (the typo vocabulary, the type-ahead's prefixes, the words that vote for the
+            # catalog's language: search.query.query_language): no word is corrected into a Spanish
+            # alias's, and "audic" typed on a Spanish page is not read as English for beginning one
             for part in (task.aliases if name == "aliases" else (text,)):
                 language = detect(part)
                 for w in words(part, language):
                     term = stem(w, language)
-                    surface.setdefault(w, term)
+                    if foreign(language):
+                        other_terms.setdefault(term, language)
+                    else:
+                        surface.setdefault(w, term)
+                        own_terms.add(term)
                     counts[term] += 1
         extra = Counter()
         for phrase, weight in (enrichment or {}).get(task.id, ()):
@@ -264,7 +278,8 @@ def analyse_tasks(tasks: Sequence[TaskRecord], field_weights: FieldWeights,
             lexical.add(row, column[term], saturate(pseudo, idf[column[term]], LEXICAL_K1))
     return TaskText(tasks=tuple(tasks), terms=tuple(task_terms), lexical=lexical.matrix((n_tasks, len(task_terms))),
                     field_terms=tuple({f: frozenset(c) for f, c in tfs.items() if c} for tfs in per_task_tfs),
-                    surface_to_term=surface, documents=tuple(tuple(d) for d in exemplar_documents(tasks)))
+                    surface_to_term=surface, documents=tuple(tuple(d) for d in exemplar_documents(tasks)),
+                    foreign_terms={t: lang for t, lang in other_terms.items() if t not in own_terms})
 
 
 def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_weights: FieldWeights,
@@ -301,6 +316,7 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                        field_terms=task_text.field_terms, surface_words=tuple(sorted(surface)),
                        surface_to_term=surface, lexicon=lexicon, category_labels=category_labels(tasks),
                        text_words=frozenset(task_text.surface_to_term),
+                       foreign_text_terms=task_text.foreign_terms,
                        term_support=term_support(lexical_matrix, rationale_matrix, exemplars.lexical),
                        typed=build_typed_index(tasks, cases))
 

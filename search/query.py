@@ -153,7 +153,9 @@ def query_language(index: SearchIndex, query: str, finished: bool = True, typing
     """The language of `query` (lexicon.language.detect), each word whose term weighs in the
     catalog's own text counting for the catalog's language ("informe PIR" keeps its acronym's
     vote, "plan de cuidado" is Spanish all the same), and each word the catalog's cases in
-    another language use counting for that language ("vacunas", once a Spanish case says it).
+    another language use counting for that language ("vacunas", once a Spanish case says it), as
+    does each word only the tasks' texts in that language hold ("audición" of a Spanish alias:
+    SearchIndex.foreign_text_terms; it weighs in the task's text, but not as the catalog's word).
     A last word still being typed (not `finished`) that begins a word of the catalog counts for
     the catalog's language too ("de" is Spanish's "of", and the start of "dental"). While the
     text is being typed (`typing` not False: a submitted query is read whole), the last word
@@ -163,17 +165,20 @@ def query_language(index: SearchIndex, query: str, finished: bool = True, typing
     in other languages). `page_language`: the language where no word says any
     (lexicon.language.detect's `hint`): a Spanish page's "conteo" is Spanish, an English page's
     the catalog's as before."""
-    foreign_terms = index.lexicon.foreign_terms
+    foreign_terms, text_terms = index.lexicon.foreign_terms, index.foreign_text_terms
     tokens = WORD.findall(normalise(query))
     last = tokens[-1] if tokens and not finished else None
 
     def known(word: str) -> bool:
-        return in_catalog_text(index, index.vocabulary.get(stem(word))) or \
+        term = stem(word)
+        return (in_catalog_text(index, index.vocabulary.get(term)) and term not in text_terms) or \
             (word == last and bool(index.prefix_expansion(word)))
 
     def written(word: str) -> str | None:
-        return next((lang for lang in LANGUAGES[1:] if foreign_terms.get(stem(word, lang)) == lang), None) \
-            if foreign_terms else None
+        if not (foreign_terms or text_terms):
+            return None
+        return next((lang for lang in LANGUAGES[1:]
+                     if lang in (foreign_terms.get(stem(word, lang)), text_terms.get(stem(word, lang)))), None)
 
     return detect(query, known, written, unfinished=not finished and typing is not False, hint=page_language)
 

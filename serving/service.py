@@ -510,6 +510,7 @@ class SearchService:
             out_of_scope=live.out_of_scope, known_words=live.index.text_words)]
         return Answer({
             "query": query,
+            "language": analysed.language,
             "k": k,
             "role": role,
             "roles": sorted(visible),

@@ -608,3 +608,47 @@ def test_a_published_task_is_completed_at_once_through_the_api(tmp_path, shared_
             [c["text"] for c in fresh(live, "bus", frozenset(), CrowdRead())]
     finally:
         close_app(app)
+
+
+# -- languages (issue 46) -----------------------------------------------------------------------
+HEAR = TaskRecord(id="h.hear", name="Hearing Screening", help="Record hearing screening results.", category="health",
+                  aliases=("Evaluación de la audición",))
+EVAL = TaskRecord(id="d.eval", name="Evaluation Status", help="Where each disability evaluation stands.",
+                  category="disabilities")
+
+
+def test_a_suggestion_in_a_third_language_comes_after_those_in_the_text_s_or_the_catalog_s():
+    """"eval" begins a Spanish alias ("Evaluación de la audición") and an English name
+    ("Evaluation Status"): read as English, the English one first (alphabetically the alias
+    would lead); read as Spanish, both in their own order. A suggestion in a third language is
+    still offered where nothing else matches (never fewer suggestions)."""
+    completions = Completions((HEAR, EVAL), [])
+    assert {e.text: e.language for e in completions.view(frozenset()).entries if e.text.startswith("Eval")} == \
+        {"Evaluación de la audición": "es", "Evaluation Status": "en"}
+    assert texts(completions.complete("eval")) == ["Evaluation Status", "Evaluación de la audición"]
+    assert texts(completions.complete("eval", language="es")) == ["Evaluación de la audición", "Evaluation Status"]
+    assert texts(completions.complete("eval", language="pt")) == ["Evaluation Status", "Evaluación de la audición"]
+    assert texts(completions.complete("eval", limit=1)) == ["Evaluation Status"]
+    assert texts(completions.complete("audic")) == ["Evaluación de la audición"]
+    assert texts(completions.complete("hear", language="es")) == ["Hearing Screening"]
+
+
+def test_the_api_offers_completions_in_the_language_it_read_the_query_in(tmp_path, shared_cache_dir):
+    """/api/search says which language it read the query in (`language`: its words, else the
+    page's `lang`), and its completions follow that reading: one meaning for a request."""
+    settings = make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED="0")
+    app = build_app(settings, (HEAR, EVAL), [])
+    try:
+        client = app.test_client()
+        english_first = ["Evaluation Status", "Evaluación de la audición"]
+        cases = {("eval", None): ("en", english_first),
+                 # still the start of the catalog's "evaluation", whatever the page: read as English
+                 ("eval", "es-MX"): ("en", english_first),
+                 ("audic", "es-MX"): ("es", ["Evaluación de la audición"]),
+                 ("audic", None): ("en", ["Evaluación de la audición"]),
+                 ("evaluacion de la", None): ("es", ["Evaluación de la audición"])}
+        for (q, lang), (language, expected) in cases.items():
+            body = client.get("/api/search", query_string={"q": q, "typing": "1", **({"lang": lang} if lang else {})}).json
+            assert (body["language"], [c["text"] for c in body["completions"]]) == (language, expected), (q, lang)
+    finally:
+        close_app(app)

@@ -298,6 +298,26 @@ def test_an_alias_in_another_language_stays_out_of_the_passage_view_and_serves_a
     assert stem("exámenes", "es") in index.vocabulary and stem("exámenes", "en") not in index.vocabulary
 
 
+def test_the_words_of_a_spanish_alias_are_spanish_words_not_the_catalog_s():
+    """search.index.analyse_tasks, search.query.query_language: a Spanish alias's words weigh in
+    its task's text (stemmed in Spanish) but are not the catalog's words: they vote for Spanish,
+    never join the typo vocabulary, and a word still being typed that begins one is not read as
+    the start of a catalog word (before: "audic" on a Spanish page and "evaluacion" alone were
+    read as English, for beginning or being the alias's "audición", "evaluación")."""
+    from search.query import query_language
+
+    task = TaskRecord("h.hear", "Hearing Screening", help="Record hearing screening results.",
+                      aliases=("Evaluación de la audición",))
+    index = _index(cases=[], tasks=[task, TASKS[0]])
+    assert index.foreign_text_terms == {stem("audición", "es"): "es", stem("evaluación", "es"): "es"}
+    assert "audicion" not in index.surface_words and "hearing" in index.surface_words
+    assert query_language(index, "audic", finished=False, page_language="es") == "es"
+    assert query_language(index, "audic", finished=False) == CATALOG_LANGUAGE
+    assert query_language(index, "evaluacion") == "es"
+    assert query_language(index, "hearing scree", finished=False) == CATALOG_LANGUAGE
+    assert analyse_query(index, "audicon").corrections == {}   # no English reading of it either
+
+
 def test_a_translation_is_not_counted_as_another_phrasing_of_its_task():
     """search.exemplars.typical_neighbour: a task's typical nearest-sibling cosine is judged among
     its phrasings in the catalog's language. A task whose only other exemplar is its name's Spanish
