@@ -158,8 +158,8 @@ class LiveCompletions:
     def offer(self, live: LiveIndex, query: str, roles: frozenset[str], language: str = CATALOG_LANGUAGE) -> Offer:
         """The completions of `query` for `roles` from the build of `live` and the newest read,
         cached in that build (`found` carries the tasks each leads to). `language`: the language
-        the search read `query` in (its answer's `language`): a suggestion written in another
-        language than the catalog's is offered only to a query read in that one
+        the search read `query` in (its answer's `language`): a suggestion written in neither the
+        catalog's language nor that one comes after those that are
         (search.completions.CompletionView.lookup)."""
         return self._current(live).offer(query, frozenset(roles), language)
 
