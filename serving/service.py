@@ -510,10 +510,10 @@ class SearchService:
             out_of_scope=live.out_of_scope, known_words=live.index.text_words)]
         return Answer({
             "query": query,
-            "language": analysed.language,
             "k": k,
             "role": role,
             "roles": sorted(visible),
+            "language": analysed.language,
             "results": results,
             "no_confident_match": not confident,
             "suggestions": offered,
