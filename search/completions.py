@@ -94,9 +94,10 @@ class Completion:
     text: str
     source: str          # "search" | "case" | "task"
     tasks: frozenset[str] = frozenset()   # the tasks it leads to (not shown: one per task, lookup)
+    language: str = CATALOG_LANGUAGE      # the language it is written in (the widget marks it: `lang`)
 
     def as_dict(self) -> dict:
-        return {"text": self.text, "source": self.source}
+        return {"text": self.text, "source": self.source, "language": self.language}
 
 
 @dataclass(frozen=True)
@@ -437,13 +438,13 @@ class CompletionView:
                 elsewhere.append(entry)
                 continue
             chosen.add(entry.tasks)
-            found.append(Completion(entry.text, entry.source, entry.tasks))
+            found.append(Completion(entry.text, entry.source, entry.tasks, entry.language))
             if len(found) == limit:
                 return found
         for entry in elsewhere:
             if entry.tasks not in chosen and len(found) < limit:
                 chosen.add(entry.tasks)
-                found.append(Completion(entry.text, entry.source, entry.tasks))
+                found.append(Completion(entry.text, entry.source, entry.tasks, entry.language))
         return found
 
 

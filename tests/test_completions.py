@@ -72,7 +72,7 @@ def test_what_was_typed_is_never_suggested_back():
 
 def test_duplicates_are_one_suggestion_written_as_the_catalog_writes_it():
     completions = Completions(TASKS, [CaseRecord("bus routes", ("t.bus",))], [popular("BUS  routes", 3, "t.bus")])
-    assert [c.as_dict() for c in completions.complete("bus")] == [{"text": "Bus Routes", "source": "search"}]
+    assert [c.as_dict() for c in completions.complete("bus")] == [{"text": "Bus Routes", "source": "search", "language": "en"}]
 
 
 def offered_texts(found: Completions, prefix: str = "") -> list[tuple[str, str]]:
@@ -103,8 +103,8 @@ def test_one_completion_per_task_the_best_ranked_one_at_most_the_limit():
     found = Completions(tasks, cases, [popular("bus stops", 3, "t.bus"), popular("bus schedule", 4, "t.bus")])
     shown = found.complete("bus", limit=10)
     assert [c.as_dict() for c in shown] == [
-        {"text": "bus schedule", "source": "search"}, {"text": "bus driver", "source": "case"},
-        {"text": "Bus Attendance", "source": "task"}, {"text": "Bus Badges", "source": "task"}]
+        {"text": "bus schedule", "source": "search", "language": "en"}, {"text": "bus driver", "source": "case", "language": "en"},
+        {"text": "Bus Attendance", "source": "task", "language": "en"}, {"text": "Bus Badges", "source": "task", "language": "en"}]
     assert [c.tasks for c in shown] == [{"t.bus"}, {"t.bus", "h.imm"}, {"t.a"}, {"t.b"}]
     assert texts(found.complete("enr")) == ["Enroll Child"]
     assert len(found.complete("b", limit=3)) == 3
@@ -397,7 +397,7 @@ def refreshed(app) -> None:
 
 def test_completions_come_with_every_answer(app):
     body = search(app.test_client(), "imm")
-    assert body["completions"] == [{"text": "Immunization Records", "source": "task"}]
+    assert body["completions"] == [{"text": "Immunization Records", "source": "task", "language": "en"}]
     assert search(app.test_client(), "🚌")["completions"] == []
 
 
@@ -412,7 +412,7 @@ def test_five_distinct_people_plant_a_completion_fewer_never(app):
     for i, token in enumerate(people_tokens(app, 4, prefix="mechanic")):
         search_and_click(client, "bus garage", f"mechanic-{i:04d}", "t.bus", token=token)
     refreshed(app)
-    assert search(client, "bus")["completions"] == [{"text": "bus timetable", "source": "search"}]  # one per task
+    assert search(client, "bus")["completions"] == [{"text": "bus timetable", "source": "search", "language": "en"}]  # one per task
     assert offered(client, "bus gar") == []
 
 
@@ -488,7 +488,7 @@ def test_restricted_words_never_reach_an_anonymous_caller(app):
             forged = json.dumps(search(client, word[:end], token="not.a.token")["completions"]).lower()
             assert "payroll" not in forged and "salary" not in forged, word[:end]
     assert search(client, "pay", token=fiscal)["completions"] == [       # one per task
-        {"text": "payroll export monthly", "source": "search"}]
+        {"text": "payroll export monthly", "source": "search", "language": "en"}]
 
 
 def test_a_failed_read_keeps_the_previous_popular_searches(app):
@@ -503,9 +503,9 @@ def test_a_failed_read_keeps_the_previous_popular_searches(app):
     now = [0.0]
     live = app.extensions["taskfinder"].search.live()
     completions = LiveCompletions(read, refresh_s=60, clock=lambda: now[0])
-    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search"}
+    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search", "language": "en"}
     completions.refresh_popular()      # fails: logged, the previous read keeps serving
-    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search"}
+    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search", "language": "en"}
 
 
 def test_another_worker_drops_a_blocked_suggestion_within_the_exclusions_refresh(app):
@@ -517,7 +517,7 @@ def test_another_worker_drops_a_blocked_suggestion_within_the_exclusions_refresh
     completions = LiveCompletions(lambda: CrowdRead((popular("bus timetable", 5, "t.bus"),), (), blocked[0]),
                                   refresh_s=300, clock=lambda: now[0], read_exclusions=lambda: blocked[0],
                                   exclusions_refresh_s=30)
-    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search"}
+    assert completions.complete(live, "bus", frozenset())[0] == {"text": "bus timetable", "source": "search", "language": "en"}
     blocked[0] = Exclusions({"bus timetable"})
     now[0] = 29.0
     assert completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable"   # not due yet
@@ -526,7 +526,7 @@ def test_another_worker_drops_a_blocked_suggestion_within_the_exclusions_refresh
     deadline = time.monotonic() + 5
     while completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable" and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task", "language": "en"}]
 
 
 # -- the per-build answer cache (api.completions.Built) ---------------------------------------------------
@@ -553,7 +553,7 @@ def test_a_cached_answer_is_the_fresh_one_and_never_crosses_roles():
             assert first == fresh(live, query, roles, read), (query, roles)
             assert completions.offer(live, query, roles) is completions.offer(live, query, roles)   # a hit
             assert completions.complete(live, query, roles) == first
-    assert completions.complete(live, "pay", fiscal) == [{"text": "payroll export monthly", "source": "search"}]
+    assert completions.complete(live, "pay", fiscal) == [{"text": "payroll export monthly", "source": "search", "language": "en"}]
     assert completions.complete(live, "pay", anyone) == []
     assert completions.complete(live, "sal", anyone) == []
     listed = completions.complete(live, "bus", anyone)
@@ -569,26 +569,26 @@ def test_a_new_read_or_a_blocked_suggestion_is_never_served_from_the_cache():
     assert completions.complete(live, "bus", frozenset())[0]["text"] == "bus timetable"   # cached now
     blocked[0] = Exclusions({"bus timetable"})
     completions.refresh_exclusions()         # the admin's worker reads its change at once
-    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task", "language": "en"}]
     reads.append(CrowdRead((popular("bus garage hours", 5, "t.bus"),), (), blocked[0]))
     completions.refresh_popular()
-    assert completions.complete(live, "bus", frozenset()) == [{"text": "bus garage hours", "source": "search"}]
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "bus garage hours", "source": "search", "language": "en"}]
     reads.append(CrowdRead((popular("bus garage hours", 5, "t.bus"),), (), Exclusions(words_=("garage",))))
     completions.refresh_popular()            # a blocked word, read with the popular searches
     assert completions.complete(live, "bus", frozenset()) == fresh(live, "bus", frozenset(), reads[-1])
-    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    assert completions.complete(live, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task", "language": "en"}]
 
 
 def test_a_new_live_index_is_never_answered_from_the_old_ones_cache():
     read = CrowdRead()
     before = index_of(*TASKS)
     completions = LiveCompletions(lambda: read)
-    assert completions.complete(before, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    assert completions.complete(before, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task", "language": "en"}]
     renamed = index_of(IMM, SCR, PAY, TaskRecord(id="t.bus", name="Bus Stops", help="Plan stops.",
                                                  category="transportation"))
-    assert completions.complete(renamed, "bus", frozenset()) == [{"text": "Bus Stops", "source": "task"}]
+    assert completions.complete(renamed, "bus", frozenset()) == [{"text": "Bus Stops", "source": "task", "language": "en"}]
     rolled_back = index_of(*TASKS)           # a rollback: the old catalog, a new index
-    assert completions.complete(rolled_back, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task"}]
+    assert completions.complete(rolled_back, "bus", frozenset()) == [{"text": "Bus Routes", "source": "task", "language": "en"}]
 
 
 def test_a_published_task_is_completed_at_once_through_the_api(tmp_path, shared_cache_dir):
@@ -650,5 +650,6 @@ def test_the_api_offers_completions_in_the_language_it_read_the_query_in(tmp_pat
         for (q, lang), (language, expected) in cases.items():
             body = client.get("/api/search", query_string={"q": q, "typing": "1", **({"lang": lang} if lang else {})}).json
             assert (body["language"], [c["text"] for c in body["completions"]]) == (language, expected), (q, lang)
+            assert [c["language"] for c in body["completions"]] == ["es" if "ó" in c else "en" for c in expected]
     finally:
         close_app(app)

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from catalog.records import TaskRecord
-from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, make_settings
+from tests.conftest import ADMIN_PASSWORD, FAST_HASHER, build_app, close_app, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE_JS = Path(os.environ.get("AXE_CORE_JS") or ROOT / ".axe" / "node_modules" / "axe-core" / "axe.min.js")
@@ -406,6 +406,26 @@ def test_the_widget_sends_the_host_page_s_language_and_a_spanish_word_is_read_as
         whys[page_lang] = " ".join(page.locator("[role=option] .tf-why").all_text_contents())
     assert "“lista” as “list”" in whys["en"]          # the premise: English reads it as a typo
     assert "“lista”" not in whys["es_MX"]
+
+
+def test_a_completion_in_another_language_is_marked_with_its_language(tmp_path, shared_cache_dir, live_server, page):
+    """WCAG 3.1.2 (language of parts): each suggested query's text carries the `lang` the API
+    says it is written in, so a Spanish alias on an English page is read out in Spanish, and it
+    comes after the English suggestion ("eval" read as English; search.completions)."""
+    tasks = (TaskRecord("h.hear", "Hearing Screening", help="Record hearing screening results.",
+                        aliases=("Evaluación de la audición",)),
+             TaskRecord("d.eval", "Evaluation Status", help="Where each disability evaluation stands."))
+    app = build_app(make_settings(tmp_path, shared_cache_dir, EMBEDDINGS_ENABLED="0"), tasks, [])
+    try:
+        app.extensions["taskfinder"].search.live(wait=True)
+        page.goto(host_page(page, live_server(app), rerank="off"))
+        type_query(page, "eval")
+        wait_final(page)
+        texts = page.locator("[role=option][data-completion] .tf-completion-text")
+        assert texts.all_text_contents() == ["Evaluation Status", "Evaluación de la audición"]
+        assert [texts.nth(i).get_attribute("lang") for i in range(2)] == ["en", "es"]
+    finally:
+        close_app(app)
 
 
 def test_the_events_of_a_search_go_with_its_role_token(demo, live_server, page):

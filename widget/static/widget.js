@@ -857,7 +857,11 @@
       option.tabIndex = -1;   // as a task's option, below
       option.setAttribute("data-completion", String(completion.text));
       option.setAttribute("data-source", String(completion.source || ""));
-      option.appendChild(el("span", "tf-completion-text", completion.text));
+      var text = el("span", "tf-completion-text", completion.text);
+      // the language it is written in (a Spanish alias on an English page), for screen readers
+      // and the browser's hyphenation (WCAG 3.1.2, language of parts)
+      if (/^[a-z]{2,3}$/.test(String(completion.language || ""))) text.lang = completion.language;
+      option.appendChild(text);
       option.appendChild(el("span", "tf-sr", ", " + MESSAGES.completion));
       listbox.appendChild(option);
     });
