@@ -39,7 +39,7 @@ def test_typing_asq_shows_completions_the_keyboard_reaches_and_enter_searches(sp
         type_query(page, "asq", delay_ms=60)   # one keystroke at a time: "a", "as", "asq"
     wait_final(page)
     offered = answered.value.json()["completions"]
-    assert offered and offered[0] == {"text": "ASQ-3 Screening", "source": "case"}
+    assert offered and offered[0] == {"text": "ASQ-3 Screening", "source": "case", "language": "en"}
     assert completions(page).all_text_contents() == [c["text"] + ", suggested search" for c in offered]
     assert [completions(page).nth(i).get_attribute("data-source") for i in range(len(offered))] == \
         [c["source"] for c in offered]
