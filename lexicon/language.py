@@ -237,3 +237,9 @@ _detect_memo = lru_cache(maxsize=16384)(_detect)
 def foreign(language: str) -> bool:
     """Whether `language` is not the catalog's: its words are not the catalog's words."""
     return language != CATALOG_LANGUAGE
+
+
+def in_other_language(text: str) -> bool:
+    """Whether `text`, read alone, is written in another language than the catalog's: a case, an
+    alias or an exemplar (the rule every part of the index and the fit asks of such a text)."""
+    return foreign(detect(text))

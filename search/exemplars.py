@@ -29,7 +29,7 @@ import numpy as np
 from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
-from lexicon.language import detect, foreign
+from lexicon.language import in_other_language
 from lexicon.text import terms
 from search.bm25 import bm25_matrix
 from search.signals import (centroid_vectors, group_max, grouped_products, half_screen_available, half_screen_error,
@@ -208,7 +208,7 @@ def build_exemplars(tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], vo
         written.extend(from_written[row])
     group_of_task = np.full(len(tasks), -1, dtype=np.int64)
     group_of_task[group_rows] = np.arange(len(group_rows))
-    other_language = np.fromiter((foreign(detect(text)) for text in texts), dtype=bool, count=len(texts))
+    other_language = np.fromiter((in_other_language(text) for text in texts), dtype=bool, count=len(texts))
     return ExemplarMemory(
         texts=tuple(texts), task_rows=np.asarray(owners, dtype=np.int64),
         group_starts=np.asarray(starts, dtype=np.int64), group_rows=np.asarray(group_rows, dtype=np.int64),

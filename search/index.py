@@ -15,7 +15,7 @@ from scipy import sparse
 
 from catalog.records import CaseRecord, TaskRecord
 from lexicon.rationale import RationaleLexicon
-from lexicon.language import detect, foreign
+from lexicon.language import detect, foreign, in_other_language
 from lexicon.text import display_labels, stem, words
 from search.exemplars import ExemplarMemory, build_exemplars, exemplar_documents
 from search.learned import LearnedExemplar, LearnedMemory, build_learned_memory, learned_cases, trusted_cases
@@ -60,7 +60,7 @@ def embedding_text(task: TaskRecord) -> str:
     alias); left out, 2 again. The held-out Spanish queries' Hit@1 went 0.700 -> 0.650 with it
     (the foreign weights start from the English ones), and back to 0.700 once the alias's words
     were read as Spanish (`foreign_text_terms`); 0.550 without the aliases."""
-    parts = [task.name, *(a for a in task.aliases if not foreign(detect(a))),
+    parts = [task.name, *(a for a in task.aliases if not in_other_language(a)),
              (task.category or "").replace("_", " "), task.help]
     return ". ".join(p for p in parts if p)
 

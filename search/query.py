@@ -178,7 +178,7 @@ def query_language(index: SearchIndex, query: str, finished: bool = True, typing
         if not (foreign_terms or text_terms):
             return None
         return next((lang for lang in LANGUAGES[1:]
-                     if lang in (foreign_terms.get(stem(word, lang)), text_terms.get(stem(word, lang)))), None)
+                     if lang in (foreign_terms.get(term := stem(word, lang)), text_terms.get(term))), None)
 
     return detect(query, known, written, unfinished=not finished and typing is not False, hint=page_language)
 

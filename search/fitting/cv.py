@@ -29,7 +29,7 @@ import numpy as np
 
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import bucket, hash_folds
-from lexicon.language import detect, foreign
+from lexicon.language import in_other_language
 from lexicon.text import terms
 from search.assembly import Use, fold_index
 from search.index import SearchIndex, embedding_text, symmetric_text
@@ -219,7 +219,7 @@ def with_translations(cases: Sequence[CaseRecord], assignment: list[int], embedd
     twins that find each other). A Spanish case written afresh joins its nearest English
     sibling's fold: its CV is a little pessimistic, never leaked. A catalog without cases in
     other languages (or without an embedder) keeps `assignment` as it is."""
-    other = [i for i, c in enumerate(cases) if c.gold and foreign(detect(c.query))]
+    other = [i for i, c in enumerate(cases) if c.gold and in_other_language(c.query)]
     if not other or embedder is None:
         return assignment
     moved = set(other)

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lexicon.language import detect, foreign
+from lexicon.language import in_other_language
 from search.fitting.cv import CVQuery
 from search.fitting.weights import fit_weights
 from search.prefilter import DENSE_SIGNALS, LEARNED, TRUSTED
@@ -58,7 +58,7 @@ MIN_FOREIGN_CASES = 20
 
 def written_in_other_language(query: CVQuery) -> bool:
     """Whether the case's query is written in another language than the catalog's."""
-    return foreign(detect(query.case.query))
+    return in_other_language(query.case.query)
 
 
 def as_foreign(query: CVQuery) -> CVQuery:
