@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from catalog.formats import load_tasks_file  # noqa: E402
+from evaluation.metrics import hit_at, reciprocal_rank  # noqa: E402
 from lexicon.language import STOPWORDS, stop_words  # noqa: E402
 from lexicon.normalise import WORD, normalise  # noqa: E402
 from search.embeddings import LocalE5Embedder  # noqa: E402
@@ -142,9 +143,9 @@ def read_qrels(path: Path) -> dict[str, set[str]]:
 
 
 def hit1_mrr(rankings: dict[str, list[str]], gold: dict[str, set[str]]) -> tuple[float, float]:
-    """Hit@1 and MRR over the in-scope queries (those with a gold task)."""
-    ranks = [next((i for i, t in enumerate(rankings.get(q, [])) if t in tasks), None) for q, tasks in gold.items()]
-    return (sum(r == 0 for r in ranks) / len(ranks), sum(1 / (r + 1) for r in ranks if r is not None) / len(ranks))
+    """Hit@1 and MRR over the in-scope queries (those with a gold task): evaluation.metrics."""
+    return (sum(hit_at(rankings.get(q, []), tasks, 1) for q, tasks in gold.items()) / len(gold),
+            sum(reciprocal_rank(rankings.get(q, []), tasks) for q, tasks in gold.items()) / len(gold))
 
 
 def fuse(first: dict[str, list[str]], second: dict[str, list[str]], weight: float) -> dict[str, list[str]]:
