@@ -82,7 +82,7 @@ def at_newest_migration(engine: Engine) -> bool:
 def schema_problem(engine: Engine) -> str | None:
     """Why `engine`'s database cannot serve this code yet, in words for the person at the shell,
     or None when it is migrated to head. CLI commands that read the store ask first (app.py's
-    `require_migrated_store`), so that a database never set up says what to run instead of
+    `cli.search.require_migrated_store`), so that a database never set up says what to run instead of
     failing with SQLAlchemy's "no such table" traceback."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 #: Largest integer an offset holds (signed 64 bits: LIMIT/OFFSET take a bigint).
 MAX_INT64 = 2**63 - 1
 #: Largest id or record version: their columns are INTEGER, 32 bits on PostgreSQL
-#: (catalog.models, admin.models, evaluation.models). app.Int32Converter bounds route ids by it.
+#: (catalog.models, admin.models, evaluation.models). web.flask_app.Int32Converter bounds route ids by it.
 MAX_ID = 2**31 - 1
 #: Deepest nesting of arrays/objects accepted in a JSON body or an imported row.
 MAX_JSON_DEPTH = 32

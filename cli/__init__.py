@@ -8,15 +8,16 @@
     cli.evaluate   `evaluate` and `evaluate-prefixes`: offline evaluation
     cli.fit        `fit`: the per-catalog ranker fit
     cli.llm        `llm serve`: the local llama.cpp server
+    cli.search     `search`: one search from the shell, run without Flask (app.main)
+    cli.group      the Flask command group app.py runs every other command in, and `serve`
 
 They sit in the app layer, beside app.py (tests/test_layers.py): a command drives the code of
 several layers below it (a store, the search service, the evaluation) through Flask's app
-context, so none of it lives in the package it drives. `app.py search` and `app.py serve` stay in
-app.py, with the app factory they start.
+context, so none of it lives in the package it drives. This file imports no Flask (the modules
+that use it import it themselves), so that `app.py search` (cli.search) never loads it.
 """
 
 import click
-from flask.cli import AppGroup
 
 
 #: Commands imported only when run (or listed by --help): their modules pull in what no other
@@ -55,20 +56,3 @@ def load_command(name: str) -> click.Command:
     else:
         raise KeyError(name)
     return command
-
-
-class LazyAppGroup(AppGroup):
-    """Flask's app command group, loading the `lazy` commands (load_command) on first use: click's
-    documented way ("Lazily Loading Subcommands": list_commands names them, get_command loads one)."""
-
-    def __init__(self, *args, lazy: frozenset[str] = frozenset(), **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.lazy = lazy
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy})
-
-    def get_command(self, ctx: click.Context, cmd_name: str):
-        if cmd_name in self.lazy and cmd_name not in self.commands:
-            self.add_command(load_command(cmd_name), cmd_name)
-        return super().get_command(ctx, cmd_name)

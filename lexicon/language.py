@@ -158,12 +158,13 @@ def _scores(text: str, known=None, written=None) -> tuple[dict[str, float], dict
     for a text without words): language_scores in two parts, each word scored once."""
     tokens = WORD.findall(normalise(text))
     scores = {lang: 0.0 for lang in LANGUAGES}
-    lowered = text.lower()
-    for lang, marks in _MARKS.items():
-        scores[lang] += 2.0 * sum(lowered.count(mark) for mark in marks)
-    if any(ch in _ACCENTED for ch in lowered):
-        for lang in ("es", "pt", "fr"):
-            scores[lang] += 1.0
+    if not text.isascii():   # every mark and accent is outside ASCII (most texts of a catalog are inside)
+        lowered = text.lower()
+        for lang, marks in _MARKS.items():
+            scores[lang] += 2.0 * sum(lowered.count(mark) for mark in marks)
+        if any(ch in _ACCENTED for ch in lowered):
+            for lang in ("es", "pt", "fr"):
+                scores[lang] += 1.0
     for token in tokens[:-1]:
         _vote(scores, token, known, written)
     if not tokens:

@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from search.confidence import Confidence, assess
-from search.prefilter import PrefilterResult, Scored, ScoredTask, deferrable, rank_scored, score_query
+from search.prefilter import PrefilterResult, Scored, ScoredTask, deferrable, rank_ids, rank_scored, score_query
 from search.query import AnalysedQuery, analyse_query
 from search.index import SearchIndex
 from search.ranker import RankerParams
@@ -149,6 +149,19 @@ class Pipeline:
         model = self.params.abstention_for(result.mode, analysed.foreign) if self.abstain else None
         return Ranked(analysed, result, assess(result, model, analysed.judged_as),
                       self.params.tail_for(result.mode, analysed.unfinished), held, quiet, same_word)
+
+    def ranked_ids(self, request: SearchRequest, analysed: AnalysedQuery, query_vector: np.ndarray | None,
+                   k: int) -> list[str]:
+        """The ids of the top `k` that `rank` returns for `request` with nothing held on screen
+        (before abstention and the tail cut, which hide results but move none), best first,
+        without building each position's result (search.prefilter.rank_ids: the same scores,
+        fusion and order): what a cross-validated rank reads (evaluation.impact, the preview's
+        cross-validation)."""
+        scored = self.score(request, analysed, query_vector, defer=True)
+        if scored.rows.size == 0:
+            return []
+        weights = self.params.weights_for(analysed.unfinished, analysed.foreign)
+        return rank_ids(scored.tasks, scored.values, weights, k, scored.pinned)
 
     def rank(self, request: SearchRequest, analysed: AnalysedQuery | None = None,
              query_vector: np.ndarray | None = None, k: int | None = None) -> Ranked:

@@ -16,7 +16,7 @@ from settings import DegradedWeights
 from ops.llm_fault_server import send_json
 from ops.servers import free_port
 
-from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder
+from search.embeddings import CachedEmbedder, EmbeddingUnavailable, OpenAIEmbedder, cache_key
 from tests.conftest import build_app, make_settings
 
 
@@ -124,13 +124,32 @@ def test_breaker_stops_calling_a_dead_endpoint_but_cache_hits_still_embed(tmp_pa
     with FailingEmbeddings("http500") as server:
         inner = OpenAIEmbedder(server.base_url, "e5", "", timeout_s=0.5)
         cache = diskcache.Cache(str(tmp_path))
-        cache.set(("emb", "e5", "query", "known"), np.ones(2, dtype=np.float32))
+        cache.set(cache_key("e5", "query", "known"), np.ones(2, dtype=np.float32).tobytes())
         cached = CachedEmbedder(inner, cache, CircuitBreaker(failures=2, cooldown_s=60))
         for _ in range(5):
             with pytest.raises(EmbeddingUnavailable):
                 cached.embed(["new text"], "query")
         assert server.calls == 2
         assert cached.embed(["known"], "query").shape == (1, 2)
+
+
+def test_a_vector_cached_under_the_older_tuple_key_is_read_and_moved_not_embedded_again(tmp_path):
+    """search.embeddings.cache_key: a cache written before it (("emb", model, kind, text) keys,
+    arrays as values) still answers, without a call to the model, and the vector moves to the
+    string key."""
+    class Model:
+        model, calls = "e5", 0
+
+        def embed(self, texts, kind):
+            Model.calls += 1
+            return np.zeros((len(texts), 2), dtype=np.float32)
+
+    cache = diskcache.Cache(str(tmp_path))
+    cache.set(("emb", "e5", "passage", "known"), np.array([0.5, 2.0], dtype=np.float64))
+    vectors = CachedEmbedder(Model(), cache).embed(["known"], "passage")
+    assert Model.calls == 0 and vectors.dtype == np.float32 and vectors.tolist() == [[0.5, 2.0]]
+    assert np.frombuffer(cache.get(cache_key("e5", "passage", "known")), dtype=np.float32).tolist() == [0.5, 2.0]
+    assert CachedEmbedder(Model(), cache).embed(["other"], "passage").tolist() == [[0.0, 0.0]] and Model.calls == 1
 
 
 class ReentryDetectingModel:

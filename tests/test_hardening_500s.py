@@ -85,7 +85,7 @@ def test_an_id_past_32_bits_in_an_api_address_is_a_404(admin_app, api, method, p
 def test_the_route_id_pattern_is_exactly_the_32_bit_range(number, matches):
     import re
 
-    from app import Int32Converter
+    from web.flask_app import Int32Converter
     assert bool(re.fullmatch(Int32Converter.regex, number)) is matches
 
 

@@ -273,6 +273,38 @@ def test_the_next_preview_against_the_same_catalog_cross_validates_only_its_afte
     assert report.as_dict() | {"elapsed_ms": 0} == alone.as_dict() | {"elapsed_ms": 0}
 
 
+def test_the_cross_validation_reads_each_rank_off_the_ranked_ids_where_the_whole_ranking_puts_it(service):
+    """evaluation.impact._Workbench.cv_rank reads a case's cross-validated rank off the ranked ids
+    (search.pipeline.Pipeline.ranked_ids): for every case of the demo, on one fold's index and on
+    the live one, the rank of its first gold task in the pipeline's whole ranking (every task
+    visible, no pins), and None where there is no gold or no word."""
+    import evaluation.impact as impact
+    from search.fitting import FOLDS
+    from search.fitting.cv import cv_folds
+    from search.request import EVERYONE, SearchRequest
+
+    tasks, cases = demo(service)
+    live = service.live()
+    bench = impact._Workbench(impact.Serving(service.settings, service.embedder, service.enrichment, live),
+                              service.embedder, EVERYONE, None)
+    fit, _held = next(iter(cv_folds(list(cases), FOLDS, impact.CV_SEED, bench.embedder)))
+    fold = bench.index(tasks, fit, live.params, fitted_prototypes=False)
+    bench.adopt(live.index, cases, live.params)
+    whole = bench.index(tasks, cases, live.params, fitted_prototypes=True)
+    checked = 0
+    for side in (fold, whole):
+        for case in [*cases, CaseRecord(query="zzqx", gold=(ASQ,)), CaseRecord(query="not a task at all", gold=())]:
+            pipeline = side.pipeline
+            request = SearchRequest.of_case(case.query, EVERYONE, k=impact.CV_DEPTH, pins=False, explain=False)
+            analysed = pipeline.analyse(request)
+            ids = [r.task.id for r in pipeline.rank(request, analysed, pipeline.embed([analysed])[0]).result.ranked]
+            expected = next((i + 1 for i, task_id in enumerate(ids) if task_id in case.gold), None) \
+                if case.gold and analysed.words else None
+            assert bench.cv_rank(side, case.query, case.gold) == expected, case.query
+            checked += expected is not None
+    assert checked > len(cases)   # most cases' gold is within the top 50 on both indexes
+
+
 class FlakyEmbeddings:
     """The service with an embedder that fails its first `failures` calls (an outage that ends)."""
 

@@ -76,6 +76,17 @@ def test_normalise_never_raises_is_idempotent_and_printable(text):
 
 
 @PROPERTY_SETTINGS
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+@example("A\x00b\x1b[31mC\x7fD\tE\n")
+def test_the_ascii_shortcut_folds_exactly_as_the_unicode_path(text):
+    """lexicon.normalise reads an ASCII text with str.lower and a table for the controls: the
+    same result as NFKC, case-folding, NFKD, dropping marks and blanking the unprintable."""
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+                     if not unicodedata.combining(ch))
+    assert normalise(text) == "".join(ch if ch.isprintable() else " " for ch in folded)
+
+
+@PROPERTY_SETTINGS
 @given(ANY_TEXT)
 @example("I'm looking for what's new")
 @example("where's the ASQ:SE-2 in-kind")
