@@ -355,8 +355,8 @@ class _Workbench:
     def _rank(self, side: _Indexed, query: str, gold: tuple[str, ...]) -> Ranking:
         pipeline = side.pipeline
         request = SearchRequest.of_case(query, self.viewer, k=CV_DEPTH, pins=True, explain=False)
-        analysed = pipeline.analyse(request)
-        if not analysed.words or not pipeline.index.visible(*request.viewer.visible())[1]:
+        analysed = _rankable(pipeline, request)
+        if analysed is None:
             return Ranking((), None, abstained=True)
         ranked = pipeline.rank(request, analysed, pipeline.embed([analysed])[0])
         ids = [item.task.id for item in ranked.result.ranked]
@@ -374,10 +374,19 @@ class _Workbench:
         gold = tuple(gold)
         pipeline = side.pipeline
         request = SearchRequest.of_case(query, EVERYONE, k=CV_DEPTH, pins=False, explain=False)
-        analysed = pipeline.analyse(request)
-        if not gold or not analysed.words or not pipeline.index.visible(*request.viewer.visible())[1]:
+        analysed = _rankable(pipeline, request) if gold else None
+        if analysed is None:
             return None
         return gold_rank(pipeline.ranked_ids(request, analysed, pipeline.embed([analysed])[0], CV_DEPTH), set(gold))
+
+
+def _rankable(pipeline: Pipeline, request: SearchRequest):
+    """The request's analysed query, or None where nothing can rank it: a query without a word,
+    or a viewer who may see no task."""
+    analysed = pipeline.analyse(request)
+    if not analysed.words or not pipeline.index.visible(*request.viewer.visible())[1]:
+        return None
+    return analysed
 
 
 # -- the parts of the report -----------------------------------------------------------------------
