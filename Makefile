@@ -10,6 +10,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
+# Packages install through uv (PyPI's pip-compatible installer, pinned below) where it installs,
+# else through pip: the three requirement files into a new virtualenv took 45.8 s with pip and
+# 19.8 s with uv (its own install and the bytecode compilation included), both with empty caches
+# (docs/architecture.md, "Set-up"). Bytecode is compiled at install as pip does: this project's
+# machines set PYTHONDONTWRITEBYTECODE, so a library left without .pyc files would be compiled
+# again in every process that imports it.
+UV_VERSION := 0.13.9
+UV     := $(VENV)/bin/uv
+install = { [ -x $(UV) ] && UV_LINK_MODE=copy $(UV) pip install -q --compile-bytecode --python $(PY) -r $(1); } || \
+	  $(PIP) install -r $(1)
 
 # prometheus_client's multiprocess directory (wiped at each start); override to move it.
 PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/instance/prometheus-multiproc
@@ -39,17 +49,18 @@ llm: $(VENV)/.llm
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
+	$(PIP) install uv==$(UV_VERSION) || echo "note: uv did not install; installing with pip"
 
 $(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
-	$(PIP) install -r requirements.txt
+	$(call install,requirements.txt)
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
-	$(PIP) install -r requirements-dev.txt
+	$(call install,requirements-dev.txt)
 	touch $@
 
 $(VENV)/.llm: requirements-llm.txt $(VENV)/.runtime
-	$(PIP) install -r requirements-llm.txt
+	$(call install,requirements-llm.txt)
 	touch $@
 
 # Browser tests drive Debian's Chromium (never a downloaded one); promtool (Debian's prometheus
