@@ -313,9 +313,20 @@ class _Workbench:
 
     def adopt(self, index: SearchIndex, cases: Sequence[CaseRecord], params: RankerParams) -> None:
         """Use a live index (built by the service from these active tasks and `cases` for
-        `params`, with its vectors and fitted prototypes) instead of building the same again."""
+        `params`, with its vectors and fitted prototypes) instead of building the same again.
+        Its rankings are kept in the bench's memo for the next preview of the same live state
+        and viewer: every preview ranks every test case on its before side (changed_cases), the
+        same work until the next publish (the demo: ~430 rankings, a fifth of a preview)."""
         key = self._key(index.tasks, cases, params, True, frozenset())
-        self._indexes[key] = _Indexed(make_pipeline(index, params, self.settings, self.embedder))
+        rankings: dict = {}
+        if self.memo is not None:
+            memo_key, anchors = ("rankings", id(self.live), id(params), self.viewer), (self.live, params)
+            kept = self.memo.get(memo_key, anchors)
+            if kept is None:
+                self.memo.put(memo_key, anchors, rankings)
+            else:
+                rankings = kept
+        self._indexes[key] = _Indexed(make_pipeline(index, params, self.settings, self.embedder), rankings)
 
     def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], params: RankerParams,
               fitted_prototypes: bool, held_out: frozenset[str] = frozenset()) -> _Indexed:
@@ -535,8 +546,9 @@ class ImpactMemo:
     with (held here, compared by identity: any reload, refit or publish is another state). A
     confirmation page shown again (a reload, a stale or malformed confirmation answered with the
     page) costs a look-up instead of a second preview (~1 s on the demo, ops/bench_preview.py).
-    It also keeps each side's cross-validated ranks (_cv_ranks), so the next preview against the
-    same live catalog cross-validates only its after side."""
+    It also keeps each side's cross-validated ranks (_cv_ranks) and the live side's ranking of
+    every test case (_Workbench.adopt), so the next preview against the same live catalog
+    cross-validates and ranks only its after side."""
 
     def __init__(self, capacity: int = 16):
         self._entries: LRU[tuple] = LRU(capacity)

@@ -6,6 +6,7 @@ Speed is measured by ops/bench_preview.py, never here.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -271,6 +272,39 @@ def test_the_next_preview_against_the_same_catalog_cross_validates_only_its_afte
     assert computed == [len(cases), len(cases) + 1, len(cases) + 1]   # the after side only
     alone = preview_change(service, tasks, cases, tasks, [*cases, second], [second.query])
     assert report.as_dict() | {"elapsed_ms": 0} == alone.as_dict() | {"elapsed_ms": 0}
+
+
+def test_the_next_preview_of_the_same_live_state_ranks_only_its_after_side(service, monkeypatch):
+    """ImpactMemo keeps the live side's rankings of every test case (evaluation.impact._Workbench.adopt):
+    a second, different edit ranks only its after side (and, on its before side, its own new
+    query), a preview as another viewer or against
+    another live state ranks its before side again, and each report is the one a preview without
+    the memo makes."""
+    import evaluation.impact as impact
+
+    tasks, cases = demo(service)
+    ranked = []
+    real = impact._Workbench._rank
+    monkeypatch.setattr(impact._Workbench, "_rank",
+                        lambda bench, side, query, gold: ranked.append(id(side)) or real(bench, side, query, gold))
+    memo = ImpactMemo()
+    first = CaseRecord(query="plot a child's growth chart", gold=("health.growth-bmi",))
+    second = CaseRecord(query="shots a child still needs", gold=("health.immunizations",))
+    preview_change(service, tasks, cases, tasks, [*cases, first], [first.query], memo=memo)
+    assert len(set(ranked)) == 2 and len(ranked) >= 2 * len(cases)     # both sides: every case
+    ranked.clear()
+    report = preview_change(service, tasks, cases, tasks, [*cases, second], [second.query], memo=memo)
+    counts = sorted(Counter(ranked).values())
+    assert counts == [1, len(cases) + 1]   # before: only the edited query, new to it; after: every case
+    alone = preview_change(service, tasks, cases, tasks, [*cases, second], [second.query])
+    assert report.as_dict() | {"elapsed_ms": 0} == alone.as_dict() | {"elapsed_ms": 0}
+    for other in (lambda: preview_change(service, tasks, cases, tasks, [*cases, second], [second.query],
+                                         view_as=EVERY_ROLE, memo=memo),
+                  lambda: preview_change(Reloaded(service), tasks, cases, tasks, [*cases, second], [second.query],
+                                         memo=memo)):
+        ranked.clear()
+        other()
+        assert len(set(ranked)) == 2 and len(ranked) >= 2 * len(cases)   # before and after again
 
 
 def test_the_cross_validation_reads_each_rank_off_the_ranked_ids_where_the_whole_ranking_puts_it(service):
