@@ -78,9 +78,10 @@ class Profile:
     recovery_timeout_s: float = 60.0
 
 
-#: The suite's version: three clients each searching about ten times a second (100-200 a second
-#: back to back, which kept both cores of a 2-core machine busy for the whole run and slowed the
-#: rest of the suite beside it) still put 60-250 searches through each fault.
+#: The suite's version: three clients each pausing 0.1 s between searches put 13-105 searches
+#: through each fault (13: the LLM hang's clients wait out its 2 s timeout); back to back they
+#: sent 64-653 (100-200 a second), which kept both cores of a 2-core machine busy for the whole
+#: run and slowed the rest of the suite beside it (docs/design/abuse-and-faults.md, "In CI").
 QUICK = Profile(clients=3, hold_s=2.5, pause_s=0.1, settle_s=0.5, write_every_s=1.0, recovery_timeout_s=60.0)
 
 
