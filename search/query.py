@@ -143,7 +143,7 @@ def reads_no_catalog_word(index: SearchIndex, query: str, query_words: list[str]
 def typing_class_read(index: SearchIndex, query: str, prefix_search: bool, typing: bool | None) -> int:
     """The typing class of `query` (search.typed.unfinished), 0 where it reads as a whole query,
     prefix search is off, or the caller says it is submitted (`typing` False)."""
-    if not prefix_search or index.typed is None or typing is False:
+    if not prefix_search or typing is False or index.typed is None:   # (a submitted query never reads the typed index)
         return 0
     return typing_unfinished(index.typed, query)
 

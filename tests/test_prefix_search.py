@@ -62,3 +62,34 @@ def test_prefix_cases_cut_queries_after_n_characters():
     cases = [CaseRecord(query="developmental screening", gold=("a",)), CaseRecord(query="weather", gold=())]
     assert [c.query for c in prefix_cases(cases, 5)] == ["devel"]
     assert [c.query for c in prefix_cases(cases, None)] == ["developmental screening"]
+
+
+def test_the_typed_index_is_built_at_the_first_query_that_reads_it_once(demo_tasks, demo_cases, monkeypatch):
+    """search.index.SearchIndex.typed: an index build leaves it for later, a submitted query (a test
+    case's, a cross-validation fold's, a preview's) never builds it, a query that may still be
+    typed builds it once for the index and every copy of it, and it is the index an eager build
+    makes."""
+    from dataclasses import replace
+
+    import search.index as index_module
+
+    built = []
+    real = index_module.build_typed_index
+    monkeypatch.setattr(index_module, "build_typed_index", lambda *args: built.append(args) or real(*args))
+    index = build_index(demo_tasks, build_lexicon(demo_cases), SETTINGS.field_weights, cases=demo_cases)
+    copy = replace(index, category_labels=dict(index.category_labels))
+    assert not built
+    assert not analyse_query(index, "hearin", typing=False).unfinished
+    assert not built
+    assert analyse_query(copy, "hearin").unfinished                 # may still be typed: read
+    assert len(built) == 1
+    assert analyse_query(index, "immuniz").unfinished and top(index, "devel", 2)
+    assert len(built) == 1 and index.typed is copy.typed
+    eager = real(tuple(demo_tasks), tuple(demo_cases))
+    assert index.typed.words == eager.words and (index.typed.matrix != eager.matrix).nnz == 0
+    assert index.typed.openings == eager.openings
+
+
+def test_the_live_index_has_its_typed_index_before_the_first_keystroke(demo_app):
+    live = demo_app.extensions["taskfinder"].search.live()
+    assert live.index.typed_source is not None and live.index.typed_source._make is None   # already built
