@@ -318,14 +318,8 @@ class _Workbench:
         and viewer: every preview ranks every test case on its before side (changed_cases), the
         same work until the next publish (the demo: ~430 rankings, a fifth of a preview)."""
         key = self._key(index.tasks, cases, params, True, frozenset())
-        rankings: dict = {}
-        if self.memo is not None:
-            memo_key, anchors = ("rankings", id(self.live), id(params), self.viewer), (self.live, params)
-            kept = self.memo.get(memo_key, anchors)
-            if kept is None:
-                self.memo.put(memo_key, anchors, rankings)
-            else:
-                rankings = kept
+        rankings: dict = {} if self.memo is None else self.memo.get_or_make(
+            ("rankings", id(self.live), id(params), self.viewer), (self.live, params), dict)
         self._indexes[key] = _Indexed(make_pipeline(index, params, self.settings, self.embedder), rankings)
 
     def index(self, tasks: Sequence[TaskRecord], cases: Sequence[CaseRecord], params: RankerParams,
@@ -506,11 +500,7 @@ def _cv_ranks(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str
     key = ("cv", tuple(t for t in tasks if t.active), tuple(cases), id(params), bench.embedder is not None,
            id(bench.live))
     anchors = (params, bench.live)
-    ranks = bench.memo.get(key, anchors)
-    if ranks is None:
-        ranks = _cv_ranks_now(bench, tasks, cases, params)
-        bench.memo.put(key, anchors, ranks)
-    return ranks
+    return bench.memo.get_or_make(key, anchors, lambda: _cv_ranks_now(bench, tasks, cases, params))
 
 
 def _cv_ranks_now(bench: _Workbench, tasks, cases, params: RankerParams) -> dict[str, tuple[tuple[str, ...], int | None]]:
@@ -561,6 +551,14 @@ class ImpactMemo:
 
     def put(self, key: tuple, anchors: tuple, value) -> None:
         self._entries.put(key, (anchors, value))
+
+    def get_or_make(self, key: tuple, anchors: tuple, make: Callable[[], object]):
+        """The value kept under `key` and `anchors`, else `make()`, kept there."""
+        value = self.get(key, anchors)
+        if value is None:
+            value = make()
+            self.put(key, anchors, value)
+        return value
 
 
 def change_impact(serving: Serving, before: Side, after: Side, queries: Sequence[str], viewer: Viewer = PUBLIC,

@@ -34,7 +34,6 @@ ENRICHED_FIELD_WEIGHT = 1.0
 # differ much because of length alone.
 LEXICAL_K1 = 1.2
 FIELD_B = {"name": 0.3, "aliases": 0.3, "category": 0.0, "help": 0.75, "enriched": 0.5}
-T = TypeVar("T")
 MEMO_SIZE = 50_000   # typo-correction answers remembered per index
 # Type-ahead: the query's last word is also read as the start of a longer word (search.index.
 # prefix_expansion), once it has this many characters, expanded to at most this many terms.
@@ -144,8 +143,15 @@ class SearchIndex:
         still being typed reads it: the cross-validation folds of a fit's whole-query passes,
         of a preview and of an evaluation never do (1,807 builds cost 6.9 CPU s in the test
         suite, ~10% of each index build); the service reads it as it builds the live index
-        (serving.service), so that no keystroke waits for it."""
+        (serving.service: `warm`), so that no keystroke waits for it."""
         return self.typed_source.get() if self.typed_source is not None else None
+
+    def warm(self) -> None:
+        """Build what this index defers (`typed`), and so do its counterfactuals (`written`,
+        `trusted`): what a server calls before the index answers its first request."""
+        for part in (self, self.written, self.trusted):
+            if part is not None and part.typed_source is not None:
+                part.typed_source.get()
 
     def memo_corrections(self, word: str, last: bool, min_similarity: float, compute):
         """The typo corrections of `word`, computed once per index (at most MEMO_SIZE entries)."""
@@ -336,6 +342,9 @@ def build_index(tasks: Sequence[TaskRecord], lexicon: RationaleLexicon, field_we
                        typed_source=Deferred(partial(build_typed_index, tuple(tasks), tuple(cases))))
 
 
+T = TypeVar("T")
+
+
 class Deferred(Generic[T]):
     """A value made by `make()` at its first `get()`, once, whichever thread asks first."""
 
@@ -351,6 +360,10 @@ class Deferred(Generic[T]):
                     self._value = self._make()
                     self._make = None
         return self._value
+
+    @property
+    def made(self) -> bool:
+        return self._make is None
 
 
 def term_support(*matrices: sparse.csc_matrix) -> np.ndarray:

@@ -237,9 +237,7 @@ class SearchService:
         digest = cases_digest(tasks, cases)
         params, stale = self.params_for(digest)
         index = serving_index(self.settings, tasks, cases, params, IndexOptions(enrichment))
-        for part in (index, index.written, index.trusted):   # built here, off the request path: a
-            if part is not None:                              # keystroke reads them (SearchIndex.typed)
-                part.typed
+        index.warm()   # what the index defers is built here, off the request path
         live = LiveIndex(revision, index, cases, frozenset(r for t in tasks for r in t.roles), vectors_ok=False,
                          params=params, digest=digest, fit_stale=stale)
         live = self._attach_vectors(live)

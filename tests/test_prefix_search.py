@@ -92,4 +92,4 @@ def test_the_typed_index_is_built_at_the_first_query_that_reads_it_once(demo_tas
 
 def test_the_live_index_has_its_typed_index_before_the_first_keystroke(demo_app):
     live = demo_app.extensions["taskfinder"].search.live()
-    assert live.index.typed_source is not None and live.index.typed_source._make is None   # already built
+    assert live.index.typed_source is not None and live.index.typed_source.made   # already built
