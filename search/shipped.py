@@ -30,8 +30,9 @@ A server never refits the data it was installed for, so its answers stay the shi
 Nor is a fit the same to the bit on another CPU: numpy and OpenBLAS pick their kernels by the
 instructions the CPU has (AVX-512 or not), and a sum taken in another order rounds otherwise.
 Two AMD EPYC VMs whose model embedded every sampled text to the same bit still fitted the demo
-to different params (one with AVX-512, one without). So the artefact records the instruction
-sets it was made with (`machine`), and `check` compares the params only on a machine with the
+to different params (one with AVX-512, one without); so did two with the same AVX-512 levels
+whose OpenBLAS chose different kernels. So the artefact records the instruction sets and the
+OpenBLAS kernels it was made with (`machine`), and `check` compares the params only on a machine with the
 same ones; elsewhere it compares what does not depend on them (the data, the settings, the
 texts) and says so.
 """
@@ -61,11 +62,21 @@ FIT_SETTINGS = ("shortlist_size", "weights", "degraded_weights", "field_weights"
 
 
 def machine() -> list[str]:
-    """The CPU instruction-set levels numpy dispatches on here (its public build report:
-    `np.show_config`; OpenBLAS selects its kernels by the same CPU): what a fit's bits depend
-    on besides the code, the data and the BLAS threading."""
+    """What a fit's bits depend on besides the code, the data and the BLAS threading: the CPU
+    instruction-set levels numpy dispatches on here (its public build report, `np.show_config`)
+    and the kernel each loaded OpenBLAS chose for this CPU ("openblas:Haswell"), read by
+    threadpoolctl (the maintained reader of what a process's BLAS libraries are; numpy's own
+    `show_runtime` uses it). The two can disagree: an AMD EPYC of family 26 (Zen 5) reports the
+    AVX-512 levels the artefact was made with, yet its OpenBLAS runs the Haswell kernels, and its
+    demo fit differed from the shipped one; with OPENBLAS_CORETYPE=SkylakeX the same machine
+    fitted the shipped params to the bit (2026-11-30), so those are the kernels they were made with."""
+    import scipy.linalg  # noqa: F401  (loads scipy's own OpenBLAS, which the fit's L-BFGS runs on)
+    from threadpoolctl import threadpool_info
+
     simd = np.show_config(mode="dicts").get("SIMD Extensions", {})
-    return sorted({*simd.get("baseline", ()), *simd.get("found", ())})
+    kernels = {f"{pool['internal_api']}:{pool.get('architecture')}" for pool in threadpool_info()
+               if pool.get("user_api") == "blas"}
+    return sorted({*simd.get("baseline", ()), *simd.get("found", ()), *kernels})
 
 
 class FitSource(Protocol):
@@ -246,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the shipped demo fit is stale: " + "; ".join(differences) + ". Run `python -m search.shipped write`.")
         return 1
     if not same_machine:
-        print("the shipped demo fit was made on a CPU with other instruction sets: its data, settings and texts "
+        print("the shipped demo fit was made on a CPU with other instruction sets or OpenBLAS kernels: its data, settings and texts "
               "are what a fresh fit makes; its params are compared only on such a CPU")
         return 0
     print("the shipped demo fit is what a fresh fit makes")

@@ -19,7 +19,9 @@ fresh fit cannot be bit-identical, so these tests check what does not depend on 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -56,12 +58,29 @@ def _sample(shipped: ShippedFit):
 
 @pytest.fixture(scope="module")
 def same_cpu(shipped) -> bool:
-    """Whether this CPU has the instruction sets the artefact was made with (search.shipped.machine)
+    """Whether this CPU has the instruction sets and OpenBLAS kernels the artefact was made with (search.shipped.machine)
     and embeds the shipped texts bit for bit as the artefact's did. Equal vectors alone were not
     enough: two AMD EPYC VMs embedded them alike and fitted different params (AVX-512 or not)."""
     from search.shipped import machine
 
     return shipped.machine == tuple(machine()) and all(np.array_equal(now, then) for _, then, now in _sample(shipped))
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="OpenBLAS's x86 kernel names")
+def test_the_machine_a_fit_is_made_on_names_the_openblas_kernels_it_ran_on():
+    """Two CPUs with the same instruction-set levels can run different OpenBLAS kernels (a Zen 5
+    EPYC runs Haswell's where the artefact was made with SkylakeX's) and fit the demo to other
+    bits: `machine` must tell them apart, or the params are compared where they cannot match."""
+    def machine_with(kernel: str) -> list[str]:
+        code = "import json; from search.shipped import machine; print(json.dumps(machine()))"
+        env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "PYTHONPATH": str(PROJECT_ROOT)}
+        done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                              text=True, timeout=120, check=True)
+        return json.loads(done.stdout)
+
+    nehalem, haswell = machine_with("Nehalem"), machine_with("Haswell")   # any x86-64-v3 CPU runs both
+    assert "openblas:Nehalem" in nehalem and "openblas:Haswell" in haswell
+    assert nehalem != haswell
 
 
 @pytest.mark.xdist_group("demo-fit")   # tests/conftest.py: FIT_GROUPS (the other tests here fit nothing)
