@@ -43,7 +43,12 @@ def alembic_config(url: str):
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Run Alembic migrations up to `revision` on `engine`'s database."""
+    """Run Alembic migrations up to `revision` on `engine`'s database. A database already at the
+    newest migration is left as it is without loading Alembic's scripts (one query, where
+    Alembic's own no-op upgrade compiled the 18 migration files: ~20 ms of CPU, run by every
+    server start and by the test suite ~430 times)."""
+    if revision == "head" and at_newest_migration(engine):
+        return
     from alembic import command
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
