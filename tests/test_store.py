@@ -38,6 +38,30 @@ def test_an_upgrade_at_head_runs_no_migration_and_one_behind_runs_the_missing_on
     assert ran == ["head"] and db.at_newest_migration(engine)
 
 
+def test_an_import_reads_the_store_in_statements_that_do_not_grow_with_its_size(store, engine):
+    """A SELECT per task asked whether it existed (200 for the demo's tasks on an empty store):
+    the rows an import writes are read in one statement per LOAD_CHUNK keys."""
+    from sqlalchemy import event
+
+    selects = []
+    listener = lambda conn, cursor, statement, *rest: selects.append(statement) if statement.lstrip().upper().startswith("SELECT") else None  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        counts = []
+        for size in (10, 600):   # 600: past one chunk (catalog.store.LOAD_CHUNK, 500)
+            selects.clear()
+            tasks = [TaskRecord(id=f"t{size}.{i}", name=f"Task {i}", category="c") for i in range(size)]
+            assert store.import_tasks(tasks)["created"] == size
+            counts.append(len(selects))
+            selects.clear()
+            store.import_tasks([TaskRecord(**{**t.__dict__, "help": "changed"}) for t in tasks])   # all updated
+            counts.append(len(selects))
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    assert max(counts) <= min(counts) + 2, counts   # one more SELECT ... IN per chunk
+    assert {t.id for t in store.tasks()} >= {"t600.599", "t10.9"}
+
+
 def test_import_round_trips_every_field_and_bumps_the_revision(store):
     assert store.revision() == 0
     report = store.import_tasks(TASKS)
