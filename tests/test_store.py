@@ -1,4 +1,5 @@
-"""The catalog store on SQLite and PostgreSQL: migrations, upserts, revisions, conflicts."""
+"""The catalog store on SQLite and PostgreSQL: migrations, upserts, revisions, conflicts. Speed is
+measured by ops/bench_store_import.py, never here."""
 import pytest
 from sqlalchemy import inspect
 

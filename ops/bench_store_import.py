@@ -1,0 +1,105 @@
+"""Latency of importing the demo catalog into an empty store, and of a restart's migration check.
+
+    python ops/bench_store_import.py [--runs 7] [--postgres URL | --no-postgres]
+
+For each database (a new SQLite file; a new schema of the PostgreSQL database at --postgres,
+127.0.0.1:5432/test by default, skipped where it cannot be reached): a migrated, empty store,
+then `import_tasks` of the demo's 200 tasks and `import_cases` of its 258 cases, timed together;
+the median of --runs fresh stores. Then `catalog.db.upgrade` of a store already at the newest
+migration (what every server start and `app.py` command runs), the median of 20 calls.
+Wall-clock medians in ms; the load average is printed (a shared machine's other work is in them).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import create_engine, text  # noqa: E402
+from sqlalchemy.exc import OperationalError  # noqa: E402
+
+from catalog import db  # noqa: E402
+from catalog.demo import DEMO_CASES, DEMO_CATALOG  # noqa: E402
+from catalog.formats import load_cases_file, load_tasks_file  # noqa: E402
+from catalog.store import CatalogStore  # noqa: E402
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def sqlite_store(directory: Path):
+    engine = db.make_engine(f"sqlite:///{directory / f'{uuid.uuid4().hex}.db'}")
+    db.upgrade(engine)
+    return engine, lambda: engine.dispose()
+
+
+def postgres_store(url: str):
+    schema = "bench_" + uuid.uuid4().hex[:12]
+    admin = create_engine(url)
+    with admin.begin() as connection:
+        connection.execute(text(f"CREATE SCHEMA {schema}"))
+    engine = create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
+    db.upgrade(engine)
+
+    def drop() -> None:
+        engine.dispose()
+        with admin.begin() as connection:
+            connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+    return engine, drop
+
+
+def measure(make, runs: int, tasks, cases) -> dict:
+    imports, checks = [], []
+    for _ in range(runs):
+        engine, close = make()
+        try:
+            store = CatalogStore(engine)
+            start = time.perf_counter()
+            store.import_tasks(tasks)
+            store.import_cases(cases)
+            imports.append((time.perf_counter() - start) * 1000.0)
+        finally:
+            close()
+    engine, close = make()
+    try:
+        for _ in range(20):
+            start = time.perf_counter()
+            db.upgrade(engine)
+            checks.append((time.perf_counter() - start) * 1000.0)
+    finally:
+        close()
+    return {"import_ms": round(statistics.median(imports), 1), "upgrade_at_head_ms": round(statistics.median(checks), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--postgres", default=os.environ.get("TEST_POSTGRES_URL", POSTGRES))
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    tasks = load_tasks_file(DEMO_CATALOG)
+    cases = load_cases_file(DEMO_CASES, {t.id for t in tasks})
+    with tempfile.TemporaryDirectory() as directory:
+        figures = measure(lambda: sqlite_store(Path(directory)), args.runs, tasks, cases)
+    print(f"sqlite      import of the demo ({len(tasks)} tasks, {len(cases)} cases) median {figures['import_ms']} ms; "
+          f"upgrade at head median {figures['upgrade_at_head_ms']} ms")
+    if not args.no_postgres:
+        try:
+            figures = measure(lambda: postgres_store(args.postgres), args.runs, tasks, cases)
+        except OperationalError as exc:
+            print(f"postgresql  skipped: {str(exc).splitlines()[0]}")
+        else:
+            print(f"postgresql  import of the demo median {figures['import_ms']} ms; "
+                  f"upgrade at head median {figures['upgrade_at_head_ms']} ms")
+    print(f"load average: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
