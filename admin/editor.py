@@ -157,8 +157,7 @@ def case_page(case_id: int):
     except NotFound:
         return refuse(404, "no such test case")
     by_id = tasks_by_id()
-    history = [v for v in store().versions(limit=200) if any(c.kind == CASE and c.key == str(case_id)
-                                                            for c in v.changes)]
+    history = store().record_history(CASE, str(case_id))
     return render_template("admin/case.html", case=case, tasks=by_id, retired=retired_gold(case, by_id),
                            history=history, served=served_now(case.query))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, Boolean, DateTime, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -99,6 +99,21 @@ class CatalogVersion(Base):
     store_revision: Mapped[int] = mapped_column(Integer, nullable=False)
     rollback_of: Mapped[int | None] = mapped_column(Integer, nullable=True)
     changes: Mapped[list] = mapped_column(JSON, nullable=False)
+
+
+class RecordChange(Base):
+    """Which records a catalog version changed: one row per (version, record), written with the
+    version (CatalogStore._publish; migration 0019 filled it from the versions before it). A
+    record's history (CatalogStore.record_history) and the highest version a re-created task
+    reached (CatalogStore._write) are read through it, not off every version's changeset."""
+
+    __tablename__ = "record_changes"
+    __table_args__ = (Index("ix_record_changes_record", "kind", "key"),)
+
+    version_id: Mapped[int] = mapped_column(Integer, ForeignKey("catalog_versions.id", ondelete="CASCADE"),
+                                            primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)   # a task id, a case id, a block's key
 
 
 class LearnedBlock(Base):

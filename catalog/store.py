@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
-from catalog.models import CatalogVersion, LearnedBlock, RankerFit, StoreRevision, Task, TestCase
+from catalog.models import CatalogVersion, LearnedBlock, RankerFit, RecordChange, StoreRevision, Task, TestCase
 from catalog.records import CaseRecord, TaskRecord
 from catalog.versions import (BLOCK, CASE, TASK, Change, RevertPlan, RollbackPlan, VersionRecord, block_key,
                               block_pair, block_snapshot, case_from, case_snapshot, changes_between, content, diff,
@@ -285,7 +285,7 @@ class CatalogStore:
         # let an editor still holding the deleted task's page overwrite the new one unwarned.
         again = [(kind, key) for kind, key, _ in created if kind == TASK and (kind, key) not in recreate_versions]
         if again:
-            reached = last_versions(_version_record(r) for r in session.scalars(select(CatalogVersion)))
+            reached = last_versions(_version_record(r) for r in _versions_touching(session, TASK, [k for _, k in again]))
             recreate_versions = {**{k: reached[k] + 1 for k in again if k in reached}, **recreate_versions}
         for kind, key, row in created:
             if (kind, key) in recreate_versions:  # the ORM inserts version 1 whatever it is given
@@ -315,6 +315,8 @@ class CatalogStore:
                              rollback_of=rollback_of, changes=[c.as_dict() for c in changes])
         session.add(row)
         session.flush()
+        session.execute(insert(RecordChange), [{"version_id": row.id, "kind": kind, "key": key}   # one executemany
+                                               for kind, key in dict.fromkeys((c.kind, c.key) for c in changes)])
         if self.audit is not None:
             target = f"{changes[0].kind}:{changes[0].key}" if len(changes) == 1 else "catalog"
             self.audit(session, actor, f"catalog.{kind}", target,
@@ -446,6 +448,11 @@ class CatalogStore:
             rows = session.scalars(select(CatalogVersion).order_by(CatalogVersion.id.desc())
                                    .offset(offset).limit(limit))
             return [_version_record(row) for row in rows]
+
+    def record_history(self, kind: str, key: str) -> list[VersionRecord]:
+        """Every version that changed the record (`kind`, `key`), newest first (record_changes)."""
+        with self._sessions() as session:
+            return [_version_record(row) for row in reversed(_versions_touching(session, kind, [key]))]
 
     def version_count(self) -> int:
         with self._sessions() as session:
@@ -642,6 +649,21 @@ def _load_rows(session: Session, keys: list[tuple[str, str]]) -> dict[tuple[str,
         if kind == BLOCK:   # a composite key (query, task id); an edit names a few
             rows[(kind, key)] = session.get(LearnedBlock, _primary_key(kind, key))
     return {key: rows[key] for key in keys}   # in the targets' order, as they were read before
+
+
+def _versions_touching(session: Session, kind: str, keys: list[str]) -> list[CatalogVersion]:
+    """The versions that changed any of these records of `kind`, oldest first: read through
+    record_changes, LOAD_CHUNK keys per statement."""
+    ids: set[int] = set()
+    for start in range(0, len(keys), LOAD_CHUNK):
+        ids.update(session.scalars(select(RecordChange.version_id).where(
+            RecordChange.kind == kind, RecordChange.key.in_(keys[start:start + LOAD_CHUNK]))))
+    ordered = sorted(ids)
+    rows: list[CatalogVersion] = []
+    for start in range(0, len(ordered), LOAD_CHUNK):
+        rows += session.scalars(select(CatalogVersion).where(CatalogVersion.id.in_(ordered[start:start + LOAD_CHUNK]))
+                                .order_by(CatalogVersion.id))
+    return rows
 
 
 def _primary_key(kind: str, key: str):

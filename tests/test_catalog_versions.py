@@ -265,3 +265,39 @@ def test_the_index_and_the_fit_tolerate_cases_whose_gold_names_a_retired_task(se
     fitted_settings = settings.with_overrides(embeddings_enabled=False)
     _, report = fit_ranker(fitted_settings, tasks, demo_cases, None, params, options=FitOptions(max_queries=60))
     assert report["status"] == "fitted"
+
+
+def test_a_records_history_is_every_version_that_touched_it_however_many_came_after(loaded):
+    """The admin's case page listed the versions that touched a case among the newest 200 only:
+    past them its history read "none recorded"."""
+    store = loaded
+    case = store.add_case(CaseRecord("a case with a long history after it", ("a.one",), "", None))
+    created = store.versions(limit=1)[0].id
+    other = next(c for c in store.cases() if c.query == "who came today")
+    for n in range(205):
+        other = store.update_case(other.id, other.version, replace(other, rationale=f"edit {n}"))
+    assert [v.id for v in store.record_history("case", str(case.id))] == [created]
+    edited = store.update_case(case.id, case.version, replace(case, rationale="edited at last"))
+    history = store.record_history("case", str(case.id))
+    assert [v.id for v in history] == [store.versions(limit=1)[0].id, created]   # newest first
+    assert history[0].changes[0].after["rationale"] == edited.rationale
+    assert len(store.record_history("case", str(other.id))) == 1 + 205   # its import, then each edit
+
+
+def test_the_migration_fills_every_records_history_from_the_versions_before_it(loaded, engine):
+    from catalog import db
+
+    store = loaded
+    case = next(c for c in store.cases() if c.query == "enroll a kid")
+    store.update_case(case.id, case.version, replace(case, rationale="changed"))
+    task = store.task("c.three")
+    store.update_task(task.id, task.version, replace(task, help="Routes of the buses"))
+    store.delete_case(case.id, store.case(case.id).version)
+    expected = {}
+    for version in reversed(store.versions(limit=100)):   # oldest first
+        for change in version.changes:
+            expected.setdefault((change.kind, change.key), []).insert(0, version.id)
+    db.downgrade(engine, "0018")
+    db.upgrade(engine)
+    assert {key: [v.id for v in store.record_history(*key)] for key in expected} == expected
+    assert len(expected) == len(TASKS) + len(CASES)

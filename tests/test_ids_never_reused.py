@@ -87,11 +87,12 @@ def test_the_migration_keeps_the_rows_and_the_highest_id_the_history_names(tmp_p
     named only by the version history now, is not given out again."""
     path = tmp_path / "old.db"
     engine = db.make_engine(f"sqlite:///{path}")
-    db.upgrade(engine, "0017")
-    store = CatalogStore(engine)
+    db.upgrade(engine)
+    store = CatalogStore(engine)   # the store writes the newest schema: the history is made there,
     kept = store.add_case(CaseRecord("kept case", (), "", None))
     gone = store.add_case(CaseRecord("deleted before the upgrade", (), "", None))
     store.delete_case(gone.id, gone.version)
+    db.downgrade(engine, "0017")   # then the database is taken back to before 0018, rows kept
     with engine.begin() as connection:
         connection.execute(text("INSERT INTO users (name, password_hash, role, active, auth_epoch, created_at, "
                                 "updated_at) VALUES ('alice', 'x', 'editor', 1, 1, CURRENT_TIMESTAMP, "

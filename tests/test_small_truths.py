@@ -308,3 +308,35 @@ def test_search_on_a_migrated_database_still_answers(tmp_path, shared_cache_dir,
         close_app(app)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["results"]
+
+
+# -- a test case's page lists all of its history ---------------------------------------------------------
+def test_a_case_page_lists_the_version_that_made_it_after_205_later_versions(tmp_path, shared_cache_dir):
+    """Its "History" read the versions touching it among the newest 200 only ("none recorded"
+    once 200 others came after); now CatalogStore.record_history, every version that touched it."""
+    from dataclasses import replace
+
+    from catalog.records import CaseRecord, TaskRecord
+    from tests.conftest import ADMIN_PASSWORD
+
+    tasks = [TaskRecord("a.one", "Enrollment form", "Enroll a child", "enrollment"),
+             TaskRecord("b.two", "Attendance", "Daily attendance", "attendance")]
+    app = build_app(make_settings(tmp_path, shared_cache_dir, SECRET_KEY="k" * 40), tasks,
+                    [CaseRecord("who came today", ("b.two",), "came = attendance", "natural_language")])
+    try:
+        services = app.extensions["taskfinder"]
+        services.accounts.hasher = FAST_HASHER
+        services.accounts.create_user("vera", ADMIN_PASSWORD, "viewer", actor="cli:test")
+        store = services.store
+        case = store.add_case(CaseRecord("enroll a kid", ("a.one",), "enroll = enrollment", "synonym"))
+        made = store.versions(limit=1)[0]
+        other = store.cases()[0]
+        for n in range(205):
+            other = store.update_case(other.id, other.version, replace(other, rationale=f"edit {n}"))
+        client, _ = signed_in(app, "vera")
+        html = client.get(f"/admin/cases/{case.id}").get_data(as_text=True)
+        history = html.split("<h2>History</h2>", 1)[1]
+        assert f'/admin/versions/{made.id}"' in history and f"Version {made.id}<" in history
+        assert "none recorded" not in history
+    finally:
+        close_app(app)

@@ -59,7 +59,8 @@ def test_an_import_reads_the_store_in_statements_that_do_not_grow_with_its_size(
             counts.append(len(selects))
     finally:
         event.remove(engine, "before_cursor_execute", listener)
-    assert max(counts) <= min(counts) + 2, counts   # one more SELECT ... IN per chunk
+    # one more SELECT ... IN per chunk of keys, in each read: the rows, and the history of re-created ids
+    assert max(counts) <= min(counts) + 4, counts
     assert {t.id for t in store.tasks()} >= {"t600.599", "t10.9"}
 
 
