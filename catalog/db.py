@@ -45,8 +45,8 @@ def alembic_config(url: str):
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Run Alembic migrations up to `revision` on `engine`'s database. A database already at the
     newest migration is left as it is without loading Alembic's scripts: one query, 0.07 ms on
-    SQLite and 0.35 ms on PostgreSQL, where Alembic's own no-op upgrade, which compiles the 18
-    migration files, took 5.9 and 6.7 ms (`python ops/bench_store_import.py`); every server start
+    SQLite and 0.35 ms on PostgreSQL, where Alembic's own no-op upgrade, which compiles every
+    migration file (18 then), took 5.9 and 6.7 ms (`python ops/bench_store_import.py`); every server start
     and command runs it, and the test suite ~430 times."""
     if revision == "head" and at_newest_migration(engine):
         return
