@@ -19,6 +19,7 @@ from admin.throttle import DEVICE_COOKIE, DEVICE_COOKIE_PATH, DeviceCookies, Loc
 from infra.words import counted
 from catalog.records import CaseRecord, TaskRecord
 from catalog.store import CatalogStore, NotFound
+from catalog.versions import TASK
 from web.limits import request_client
 from catalog.validation import bounded_int
 from search.learned import ANONYMOUS_WINDOW
@@ -164,7 +165,7 @@ def task_page(task_id: str):
         return refuse(404, "no such task")
     all_cases = store().cases()
     return render_template("admin/task.html", task=task, cases=filter_cases(all_cases, task=task.id),
-                           learned=task_learned_rows(task.id, all_cases))
+                           learned=task_learned_rows(task.id, all_cases), history=store().record_history(TASK, task.id))
 
 
 def cases_page():

@@ -310,12 +310,14 @@ def test_search_on_a_migrated_database_still_answers(tmp_path, shared_cache_dir,
     assert json.loads(result.output)["results"]
 
 
-# -- a test case's page lists all of its history ---------------------------------------------------------
-def test_a_case_page_lists_the_version_that_made_it_after_205_later_versions(tmp_path, shared_cache_dir):
-    """Its "History" read the versions touching it among the newest 200 only ("none recorded"
-    once 200 others came after); now CatalogStore.record_history, every version that touched it."""
-    from dataclasses import replace
+# -- a record's page lists all of its history --------------------------------------------------------------
+def _history_section(html: str) -> str:
+    return html.split("<h2>History</h2>", 1)[1].split("</ul>", 1)[0]
 
+
+@pytest.fixture
+def tiny_app(tmp_path, shared_cache_dir):
+    """Two tasks and one case on a fresh SQLite store, with a viewer `vera`."""
     from catalog.records import CaseRecord, TaskRecord
     from tests.conftest import ADMIN_PASSWORD
 
@@ -323,20 +325,49 @@ def test_a_case_page_lists_the_version_that_made_it_after_205_later_versions(tmp
              TaskRecord("b.two", "Attendance", "Daily attendance", "attendance")]
     app = build_app(make_settings(tmp_path, shared_cache_dir, SECRET_KEY="k" * 40), tasks,
                     [CaseRecord("who came today", ("b.two",), "came = attendance", "natural_language")])
-    try:
-        services = app.extensions["taskfinder"]
-        services.accounts.hasher = FAST_HASHER
-        services.accounts.create_user("vera", ADMIN_PASSWORD, "viewer", actor="cli:test")
-        store = services.store
-        case = store.add_case(CaseRecord("enroll a kid", ("a.one",), "enroll = enrollment", "synonym"))
-        made = store.versions(limit=1)[0]
-        other = store.cases()[0]
-        for n in range(205):
-            other = store.update_case(other.id, other.version, replace(other, rationale=f"edit {n}"))
-        client, _ = signed_in(app, "vera")
-        html = client.get(f"/admin/cases/{case.id}").get_data(as_text=True)
-        history = html.split("<h2>History</h2>", 1)[1]
-        assert f'/admin/versions/{made.id}"' in history and f"Version {made.id}<" in history
-        assert "none recorded" not in history
-    finally:
-        close_app(app)
+    services = app.extensions["taskfinder"]
+    services.accounts.hasher = FAST_HASHER
+    services.accounts.create_user("vera", ADMIN_PASSWORD, "viewer", actor="cli:test")
+    yield app
+    close_app(app)
+
+
+def test_a_case_page_lists_the_version_that_made_it_after_205_later_versions(tiny_app):
+    """Its "History" read the versions touching it among the newest 200 only ("none recorded"
+    once 200 others came after); now CatalogStore.record_history, every version that touched it."""
+    from dataclasses import replace
+
+    from catalog.records import CaseRecord
+
+    store = tiny_app.extensions["taskfinder"].store
+    case = store.add_case(CaseRecord("enroll a kid", ("a.one",), "enroll = enrollment", "synonym"))
+    made = store.versions(limit=1)[0]
+    other = next(c for c in store.cases() if c.id != case.id)
+    for n in range(205):
+        other = store.update_case(other.id, other.version, replace(other, rationale=f"edit {n}"))
+    client, _ = signed_in(tiny_app, "vera")
+    history = _history_section(client.get(f"/admin/cases/{case.id}").get_data(as_text=True))
+    assert f'/admin/versions/{made.id}"' in history and f"Version {made.id}<" in history
+    assert "none recorded" not in history
+
+
+def test_a_task_page_lists_every_version_that_changed_the_task_newest_first(tiny_app):
+    """A task's page listed its test cases and what use taught it, not its history: its import,
+    each edit, its retirement and return are versions of it like a case's."""
+    from dataclasses import replace
+
+    store = tiny_app.extensions["taskfinder"].store
+    task = store.task("a.one")
+    task = store.update_task(task.id, task.version, replace(task, help="Enroll a child in the program"))
+    task = store.set_task_active(task.id, task.version, False)
+    store.set_task_active(task.id, task.version, True)
+    untouched = store.task("b.two")
+    client, _ = signed_in(tiny_app, "vera")
+    history = _history_section(client.get("/admin/tasks/a.one").get_data(as_text=True))
+    mine = [v for v in store.versions(limit=10) if any(c.kind == "task" and c.key == "a.one" for c in v.changes)]
+    assert len(mine) == 4   # the import, the edit, retired, back
+    assert re.findall(r"Version (\d+)<", history) == [str(v.id) for v in mine]
+    for words in ("Task brought back", "Task retired", "Task edited", "Tasks imported"):
+        assert words in history
+    other = _history_section(client.get(f"/admin/tasks/{untouched.id}").get_data(as_text=True))
+    assert re.findall(r"Version (\d+)<", other) == [str(mine[-1].id)]   # only the import touched it
