@@ -631,6 +631,10 @@ def _block_query(query: str) -> str:
 LOAD_CHUNK = 500
 
 
+def _chunks(items: list) -> list[list]:
+    return [items[start:start + LOAD_CHUNK] for start in range(0, len(items), LOAD_CHUNK)]
+
+
 def _load_rows(session: Session, keys: list[tuple[str, str]]) -> dict[tuple[str, str], object]:
     """(kind, key) -> its row, or None where there is none: what session.get gives each, the
     tasks and test cases read by one SELECT ... IN per LOAD_CHUNK keys. An import of the demo's
@@ -640,10 +644,8 @@ def _load_rows(session: Session, keys: list[tuple[str, str]]) -> dict[tuple[str,
     rows: dict[tuple[str, str], object] = {}
     for kind, model in ((TASK, Task), (CASE, TestCase)):
         wanted = list(dict.fromkeys(key for k, key in keys if k == kind))
-        found = {}
-        for start in range(0, len(wanted), LOAD_CHUNK):
-            chunk = [_primary_key(kind, key) for key in wanted[start:start + LOAD_CHUNK]]
-            found.update((row.id, row) for row in session.scalars(select(model).where(model.id.in_(chunk))))
+        found = {row.id: row for chunk in _chunks([_primary_key(kind, key) for key in wanted])
+                 for row in session.scalars(select(model).where(model.id.in_(chunk)))}
         rows.update(((kind, key), found.get(_primary_key(kind, key))) for key in wanted)
     for kind, key in keys:
         if kind == BLOCK:   # a composite key (query, task id); an edit names a few
@@ -653,17 +655,11 @@ def _load_rows(session: Session, keys: list[tuple[str, str]]) -> dict[tuple[str,
 
 def _versions_touching(session: Session, kind: str, keys: list[str]) -> list[CatalogVersion]:
     """The versions that changed any of these records of `kind`, oldest first: read through
-    record_changes, LOAD_CHUNK keys per statement."""
-    ids: set[int] = set()
-    for start in range(0, len(keys), LOAD_CHUNK):
-        ids.update(session.scalars(select(RecordChange.version_id).where(
-            RecordChange.kind == kind, RecordChange.key.in_(keys[start:start + LOAD_CHUNK]))))
-    ordered = sorted(ids)
-    rows: list[CatalogVersion] = []
-    for start in range(0, len(ordered), LOAD_CHUNK):
-        rows += session.scalars(select(CatalogVersion).where(CatalogVersion.id.in_(ordered[start:start + LOAD_CHUNK]))
-                                .order_by(CatalogVersion.id))
-    return rows
+    record_changes, one statement per LOAD_CHUNK keys."""
+    found = {row.id: row for chunk in _chunks(keys) for row in session.scalars(
+        select(CatalogVersion).where(CatalogVersion.id.in_(
+            select(RecordChange.version_id).where(RecordChange.kind == kind, RecordChange.key.in_(chunk)))))}
+    return [found[version_id] for version_id in sorted(found)]
 
 
 def _primary_key(kind: str, key: str):

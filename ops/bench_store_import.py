@@ -17,15 +17,12 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.exc import OperationalError  # noqa: E402
 
 from catalog import db  # noqa: E402
@@ -33,53 +30,28 @@ from catalog.demo import DEMO_CASES, DEMO_CATALOG  # noqa: E402
 from catalog.formats import load_cases_file, load_tasks_file  # noqa: E402
 from catalog.records import TaskRecord  # noqa: E402
 from catalog.store import CatalogStore  # noqa: E402
+from ops.bench_analytics import database  # noqa: E402  (a fresh migrated database of either kind)
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-def sqlite_store(directory: Path):
-    engine = db.make_engine(f"sqlite:///{directory / f'{uuid.uuid4().hex}.db'}")
-    db.upgrade(engine)
-    return engine, lambda: engine.dispose()
-
-
-def postgres_store(url: str):
-    schema = "bench_" + uuid.uuid4().hex[:12]
-    admin = create_engine(url)
-    with admin.begin() as connection:
-        connection.execute(text(f"CREATE SCHEMA {schema}"))
-    engine = create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
-    db.upgrade(engine)
-
-    def drop() -> None:
-        engine.dispose()
-        with admin.begin() as connection:
-            connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
-    return engine, drop
-
-
-def measure(make, runs: int, tasks, cases) -> dict:
+def measure(url: str | None, runs: int, tasks, cases) -> dict:
+    """On fresh migrated databases (ops.bench_analytics.database: a SQLite file for None, else a
+    new schema of the PostgreSQL database at `url`)."""
     imports, checks = [], []
     for _ in range(runs):
-        engine, close = make()
-        try:
+        with database(url) as engine:
             store = CatalogStore(engine)
             start = time.perf_counter()
             store.import_tasks(tasks)
             store.import_cases(cases)
             imports.append((time.perf_counter() - start) * 1000.0)
-        finally:
-            close()
-    engine, close = make()
-    try:
+    with database(url) as engine:
         for _ in range(20):
             start = time.perf_counter()
             db.upgrade(engine)
             checks.append((time.perf_counter() - start) * 1000.0)
         adds = add_task_with_history(CatalogStore(engine), tasks, cases)
-    finally:
-        close()
     return {"import_ms": round(statistics.median(imports), 1), "upgrade_at_head_ms": round(statistics.median(checks), 2),
             "add_task_ms": adds}
 
@@ -119,14 +91,13 @@ def main() -> None:
     args = parser.parse_args()
     tasks = load_tasks_file(DEMO_CATALOG)
     cases = load_cases_file(DEMO_CASES, {t.id for t in tasks})
-    with tempfile.TemporaryDirectory() as directory:
-        figures = measure(lambda: sqlite_store(Path(directory)), args.runs, tasks, cases)
+    figures = measure(None, args.runs, tasks, cases)
     print(f"sqlite      import of the demo ({len(tasks)} tasks, {len(cases)} cases) median {figures['import_ms']} ms; "
           f"upgrade at head median {figures['upgrade_at_head_ms']} ms; add_task {figures['add_task_ms']} ms "
           "(new / after 1,000 edits / after 20 re-imports)")
     if not args.no_postgres:
         try:
-            figures = measure(lambda: postgres_store(args.postgres), args.runs, tasks, cases)
+            figures = measure(args.postgres, args.runs, tasks, cases)
         except OperationalError as exc:
             print(f"postgresql  skipped: {str(exc).splitlines()[0]}")
         else:
