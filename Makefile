@@ -63,14 +63,15 @@ $(VENV)/.llm: requirements-llm.txt $(VENV)/.runtime
 	$(call install,requirements-llm.txt)
 	touch $@
 
-# Browser tests drive Debian's Chromium (never a downloaded one); promtool (Debian's prometheus
-# package) checks the alert rules. Installed here when missing and we may (root); otherwise the
-# tests that need them say so and skip.
+# Browser tests drive Debian's Chromium headless shell (never a downloaded browser; a plain
+# chromium serves too: tests/browser/conftest.py); promtool (Debian's prometheus package) checks
+# the alert rules. Installed here when missing and we may (root); otherwise the tests that need
+# them say so and skip.
 browser:
-	@command -v chromium >/dev/null && command -v promtool >/dev/null || \
-	  { [ "$$(id -u)" = 0 ] && { apt-get install -y -q chromium prometheus >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q chromium prometheus >/dev/null; }; } || \
-	    echo "note: install Debian's chromium and prometheus packages to run the browser and promtool tests"; }
+	@command -v chromium-headless-shell >/dev/null && command -v promtool >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && { apt-get install -y -q chromium-headless-shell prometheus >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium-headless-shell prometheus >/dev/null; }; } || \
+	    echo "note: install Debian's chromium-headless-shell and prometheus packages to run the browser and promtool tests"; }
 
 # axe-core (npm registry, pinned; not vendored) for the widget's accessibility test; without npm
 # that one check skips (tests/browser/test_widget.py).

@@ -34,8 +34,9 @@ TOOL_VARIABLES = (
      "tests only: the PostgreSQL of the store tests (each test uses its own schema)"),
     ("`TEST_REDIS_URL`", "`redis://127.0.0.1:6379/0`",
      "tests only: the Redis of the rate-limit and throttle tests (each test uses its own key prefix)"),
-    ("`CHROMIUM_PATH`, `AXE_CORE_JS`", "`/usr/bin/chromium`, `.axe/node_modules/axe-core/axe.min.js`",
-     "tests only: Debian's Chromium for the browser tests, and axe-core (installed by `make test` from npm)"),
+    ("`CHROMIUM_PATH`, `AXE_CORE_JS`", "`/usr/bin/chromium-headless-shell`, `.axe/node_modules/axe-core/axe.min.js`",
+     "tests only: Debian's Chromium for the browser tests (its headless shell, else `chromium`), and axe-core "
+     "(installed by `make test` from npm)"),
 )
 
 _UNITS = {1: "second", 60: "minute", 3600: "hour", 86400: "day"}
