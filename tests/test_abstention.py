@@ -9,6 +9,7 @@ import pytest
 from catalog.records import CaseRecord, TaskRecord
 from catalog.splits import holdout_split
 from lexicon.rationale import build_lexicon
+from ops.bench_typical import by_numpy
 from search.confidence import assess
 from search.exemplars import typical_neighbour
 from search.fitting import CVQuery, conformal_threshold, fit_abstention, fit_ranker, negative_evidence
@@ -76,6 +77,24 @@ def test_typical_neighbour_is_each_tasks_own_exemplar_spread():
     typical = typical_neighbour(vectors, np.array([0, 3, 5]), np.array([0, 1, 2]), 3)
     assert typical[0] > 0.98 and typical[1] == pytest.approx(0.0, abs=1e-6)
     assert typical[2] == pytest.approx(np.median(typical[:2]))   # one exemplar: the catalog's median
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_typical_neighbour_equals_numpys_sample_and_median_to_the_bit(seed):
+    """Groups of 1 to 300 exemplars (odd and even counts, past TYPICAL_SAMPLE), some exemplars in
+    another language, tasks without exemplars: the same float32 values as numpy's sample and
+    median give (ops/bench_typical.py's `by_numpy`, the code before)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([0, 1, 2, 3, 4, 7, 12, 13, 128, 129, 200, 301], size=40)
+    vectors = rng.standard_normal((int(sizes.sum()), 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    present = sizes > 0
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[present].astype(np.int64)
+    rows = np.flatnonzero(present)
+    other = rng.random(len(vectors)) < 0.2 if seed % 2 else None
+    expected = by_numpy(vectors, starts, rows, len(sizes), other)
+    got = typical_neighbour(vectors, starts, rows, len(sizes), other)
+    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
 
 
 def test_a_catalog_without_out_of_scope_cases_abstains_within_its_budget(settings, demo_tasks, demo_cases):
