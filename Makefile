@@ -34,8 +34,9 @@ serve-prod: setup
 	$(PY) app.py db upgrade
 	PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(VENV)/bin/gunicorn -c ops/gunicorn.conf.py
 
-# The suite runs on PYTEST_WORKERS processes (pytest-xdist; 1: in this process, e.g. for pdb).
-PYTEST_WORKERS ?= 2
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist; 1: in this process, e.g. for pdb): three on
+# our two cores, one of them running the browser tests, which mostly wait (tests/conftest.py, BROWSER_GROUP).
+PYTEST_WORKERS ?= 3
 
 test: setup-dev llm browser axe
 	@t0=$$(date +%s); $(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS); \

@@ -27,7 +27,7 @@ from catalog.formats import load_cases_file, load_tasks_file
 from catalog.store import CatalogStore
 from settings import Settings
 
-# One BLAS thread per test process. `make test` runs two xdist workers on two cores, and
+# One BLAS thread per test process. `make test` runs xdist workers on two cores, and
 # OpenBLAS's threads spin-wait for each other: two workers each running a two-thread fit made
 # the pair of the demo's fitting tests take 99 s instead of 36 s (tests/test_api.py's fitted
 # abstention beside tests/test_typed_prefix.py's demo prefixes). Set here, before the workers
@@ -41,7 +41,7 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
-# FIT_GROUPS: under pytest-xdist (`make test` runs 2 workers, --dist loadgroup) the tests that fit
+# FIT_GROUPS: under pytest-xdist (`make test` runs 3 workers, --dist loadgroup) the tests that fit
 # the demo share one worker, the group "demo-fit": fits of the whole demo and of its evaluation
 # training split. A ranker fit memoises its prototype fits per process (search.prototypes), so the
 # second fit on the same folds costs seconds instead of a minute; and the first fit embeds the
@@ -50,6 +50,18 @@ FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 # group changes where a test runs, never what it asserts. pytest-xdist 3.8 marks a group by
 # rewriting `item._nodeid`, which pytest 9 no longer reads (`nodeid` comes from `item._id`): the
 # groups were silently ignored until pytest_collection_modifyitems below put the mark in the id.
+
+
+# BROWSER_GROUP: the browser tests (tests/browser) are one xdist group, "browser", so that one
+# worker runs them all while the other two run the rest; `make test` runs three workers on two
+# cores for it. A browser test mostly waits (for Chromium, a person's typing pace, the widget's
+# pauses): the 68 of them held 173 s of a worker's time for 41 s of its CPU on the AMD EPYC kind
+# with AVX-512 (2026-11-30), so with two workers that core stood idle for minutes while the other
+# worker's tests queued. The one in a FIT_GROUPS group stays in its group (it needs that fit).
+# Measured there, `make test`: 361 s with two workers and no group, 321 s with three and the group
+# (docs/architecture.md, "Three workers, the browser tests on one of them").
+BROWSER_GROUP = "browser"
+BROWSER_TESTS = "tests/browser/"
 
 
 def pytest_configure(config):
@@ -72,7 +84,8 @@ LONGEST_FIRST = ("tests/test_faults.py", "tests/test_preview_is_live.py", "tests
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """On an xdist worker under --dist loadgroup: the modules of LONGEST_FIRST first (each kept
-    whole, the rest in their order), and the id of each test marked `xdist_group(name)` ending
+    whole, the rest in their order), the browser tests in BROWSER_GROUP unless a fit group holds
+    them, and the id of each test marked `xdist_group(name)` ending
     in "@name", which is how the controller's scheduler groups them (FIT_GROUPS above: xdist's
     own suffix is lost under pytest 9; a no-op where it is already there). Outside loadgroup,
     nothing."""
@@ -81,6 +94,8 @@ def pytest_collection_modifyitems(config, items):
     first = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
     items[:] = sorted(items, key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
     for item in items:
+        if item.nodeid.startswith(BROWSER_TESTS) and not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(BROWSER_GROUP))
         names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
         if not names:
             continue
