@@ -71,6 +71,7 @@ def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Se
     (stored as the store's fit; no background refit)."""
     with tempfile.TemporaryDirectory(prefix="taskfinder-eval-") as tmp:
         engine = make_engine(f"sqlite:///{Path(tmp) / 'eval.db'}")
+        service = None
         try:
             upgrade(engine)
             store = CatalogStore(engine)
@@ -83,6 +84,8 @@ def throwaway_service(settings: Settings, tasks: Sequence[TaskRecord], train: Se
                                     store, embedder, reranker, Metrics(), enrichment=catalog_enrichment(settings))
             yield store, service
         finally:
+            if service is not None:   # its revision watcher polls the store: stopped before the file goes
+                service.close()
             engine.dispose()
 
 

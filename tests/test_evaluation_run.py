@@ -249,3 +249,23 @@ def test_the_markdown_report_reads_a_fit_with_typing_and_foreign_weights():
     assert "full mode, 40 CV queries: shipped defaults Hit@1 0.700" in text
     assert "typed prefixes, full mode, 40 CV cuts: whole-query weights Hit@1 0.360" in text
     assert "typing weights Hit@1 0.430" in text
+
+
+def test_a_throwaway_service_stops_polling_its_store_before_the_store_is_deleted():
+    """evaluation.runner.throwaway_service deletes its temporary SQLite store on exit. The
+    service's revision watcher polled that store every REVISION_POLL_S and was left running, so
+    a poll could open the file again (recreating its -wal and -shm files) while the directory
+    was being removed: `OSError: Directory not empty` failed an evaluation run (seen in the suite
+    under load, tests/test_rerank_llama_integration.py). On exit nothing may still poll it."""
+    from evaluation.runner import throwaway_service
+
+    tasks = load_tasks_file(CATALOG)
+    cases = load_cases_file(CASES, {t.id for t in tasks})
+    settings = make_settings(Path("/nonexistent"), Path("/nonexistent"), EMBEDDINGS_ENABLED="0", REVISION_POLL_S="0.01")
+    for _ in range(20):
+        with throwaway_service(settings, tasks, cases, None) as (_store, service):
+            service.live(wait=True)
+            directory = Path(str(_store.engine.url.database)).parent
+            assert service.watcher.running()
+        assert not service.watcher.running()
+        assert not directory.exists()
