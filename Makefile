@@ -1,6 +1,6 @@
 # Taskfinder: the two commands of the README.
 #   make run    set up, migrate the embedded SQLite database, load the demo catalog, serve on localhost
-#   make test   set up (with the local LLM) and run the whole test suite (2 worker processes)
+#   make test   set up (with the local LLM) and run the whole test suite (3 worker processes)
 #   make serve-prod   production serving: migrate, then gunicorn with WEB_CONCURRENCY workers
 #                     (ops/gunicorn.conf.py) and Prometheus metrics aggregated over the workers.
 #                     Admin sessions: SECRET_KEY, or else ONE key for every worker, generated once
