@@ -11,7 +11,7 @@
 # python3. Debian builds it with profile-guided and link-time optimisation; the python3 our
 # machines put first on PATH (pyenv's 3.11.7) is built without either. On the AMD EPYC Zen 4 VM,
 # `make test` by turns in one worktree: 326 s and 331 s (user 526 and 533 s) with pyenv's, 293 s and
-# 299 s (user 459 and 470 s) with Debian's; a pure-Python loop 0.50 s against 0.37 s
+# 299 s (user 459 and 470 s) with Debian's; architecture.md's fixed loop 1.66-1.81 against 1.26-1.36 CPU s
 # (docs/architecture.md, "The interpreter"). Override with PYTHON=...
 DEBIAN_PYTHON := /usr/bin/python3.11
 PYTHON ?= $(shell $(DEBIAN_PYTHON) -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' \

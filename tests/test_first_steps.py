@@ -111,8 +111,9 @@ def test_app_py_search_imports_no_other_command_s_modules(tmp_path):
 def _venv_command(tmp_path: Path, *make_args: str) -> str:
     """The command `make` would create a new virtualenv with (a dry run: nothing is made)."""
     venv = tmp_path / "venv"
-    done = subprocess.run(["make", "-n", f"VENV={venv}", *make_args, f"{venv}/bin/python"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under `make test`
+    done = subprocess.run(["make", "-n", "--no-print-directory", f"VENV={venv}", *make_args, f"{venv}/bin/python"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.splitlines()[0]
 
 
