@@ -91,6 +91,7 @@ def pytest_collection_finish(session):
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
+
 # LONGEST_FIRST: modules holding single tests of 10-50 s (a fault run, real servers, the local
 # LLM, random edits with fits, a store embedding the demo itself), longest first. Under --dist
 # loadgroup the controller hands out the xdist groups first (largest first), then single tests in

@@ -263,9 +263,9 @@ def test_a_throwaway_service_stops_polling_its_store_before_the_store_is_deleted
     cases = load_cases_file(CASES, {t.id for t in tasks})
     settings = make_settings(Path("/nonexistent"), Path("/nonexistent"), EMBEDDINGS_ENABLED="0", REVISION_POLL_S="0.01")
     for _ in range(20):
-        with throwaway_service(settings, tasks, cases, None) as (_store, service):
+        with throwaway_service(settings, tasks, cases, None) as (store, service):
             service.live(wait=True)
-            directory = Path(str(_store.engine.url.database)).parent
+            directory = Path(str(store.engine.url.database)).parent
             assert service.watcher.running()
         assert not service.watcher.running()
         assert not directory.exists()
