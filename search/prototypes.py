@@ -29,9 +29,9 @@ L2 = 1e-6
 INIT_SCALE = 20.0
 MAX_ITER = 200
 # L-BFGS-B's memory (scipy's `maxcor`, 10 by default): the corrections it keeps to approximate
-# the inverse Hessian. Its own routine costs O(maxcor x tasks x dim) a step, and on a catalog of
-# the demo's size that is most of this fit's time: with 10, 0.49 of a fold's 0.77 CPU s against 0.26 s
-# in the objective (200 tasks x 384 dims = 76,800 variables; AMD EPYC Zen 4, one BLAS thread).
+# the inverse Hessian. Its own routine costs O(maxcor x tasks x dim) a step; on a catalog of the
+# demo's size that is most of this fit's time: with 10, 0.49 of a fold's 0.77 CPU s, 0.26 s in
+# the objective (200 tasks x 384 dims = 76,800 variables; AMD EPYC Zen 4, one BLAS thread).
 # With 5: 0.50 s in all, the same stopping rule; held-out figures the same within 0.002 but one
 # seed's OOS FPR (demo 20%; CLINC150 few-shot seeds 1-3: docs/design/performance.md, "The
 # prototype fit's memory"). A two-loop L-BFGS in numpy took 0.43-0.58 s: the library stays.
@@ -41,12 +41,12 @@ MEMORY = 5
 # nearest-neighbour signals still are), so that a background fit stays within minutes.
 MAX_WORK = 100_000_000
 
-# fit_prototypes is a pure function of its inputs and its L-BFGS fit is most of a ranker fit's
-# time (the demo: 17 of 28 s, six fits: one per CV fold and the final one). A process refits on
-# the same folds again and again (a background refit after an edit that leaves a fold's training
-# cases alone, the evaluation's fits, the test suite's), so results are memoised by a digest of
-# the inputs: a hit returns the very matrix the fit would compute. 16 entries of 200 x 384
-# float32 are 5 MB.
+# fit_prototypes is a pure function of its inputs and its L-BFGS fit is a large part of a ranker
+# fit's time (the demo: 3.3 of ~7.7 CPU s, six fits: one per CV fold and the final one). A
+# process refits on the same folds again and again (a background refit after an edit that leaves
+# a fold's training cases alone, the evaluation's fits, the test suite's), so results are
+# memoised by a digest of the inputs: a hit returns the very matrix the fit would compute. 16
+# entries of 200 x 384 float32 are 5 MB.
 _MEMO: LRU[np.ndarray] = LRU(16)
 
 
@@ -86,7 +86,8 @@ def fit_prototypes(vectors: np.ndarray, task_rows: np.ndarray, n_tasks: int, cen
         return known.copy()
     from scipy.optimize import minimize  # lazy: 0.3 s of imports a search never needs
 
-    result = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "maxcor": MEMORY})
+    result = minimize(objective, start, jac=True, method="L-BFGS-B",
+                      options={"maxiter": max_iter, "maxcor": MEMORY})
     prototypes = result.x.reshape(n_tasks, dim).astype(np.float32)
     _MEMO.put(key, prototypes.copy())
     return prototypes
