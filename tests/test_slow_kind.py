@@ -1,0 +1,73 @@
+"""ops/slow_kind.sh: a command run as on the slow AMD EPYC kind (issue 44 item 9; docs/architecture.md,
+"Where item 9 stands"). What it promises and a test can hold without timing anything: the command
+runs in a cgroup of its own whose cpu.shares give it SLOW_KIND_SHARE of each CPU against the busy
+loops (one pinned to each CPU), its exit status is the command's, and nothing of it is left after:
+no cgroup, no loop. Bad input is refused with a message."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from settings import PROJECT_ROOT
+
+SCRIPT = PROJECT_ROOT / "ops" / "slow_kind.sh"
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+HOG = "while True: pass"
+needs_cgroups = pytest.mark.skipif(not os.access(CPU_CGROUPS, os.W_OK),
+                                   reason="needs root and the cgroup v1 cpu controller")
+# one worker runs them one after the other: each compares what is left with what was there before
+pytestmark = pytest.mark.xdist_group("slow-kind")
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=60)
+
+
+def own_group_shares() -> str:
+    """A command that prints its cpu cgroup and that group's cpu.shares."""
+    return ('g=$(grep ":cpu:" /proc/self/cgroup | cut -d: -f3); '
+            f'echo "$g"; cat "{CPU_CGROUPS}$g/cpu.shares"; cat "{CPU_CGROUPS}$g/../hog/cpu.shares"')
+
+
+def leftovers() -> tuple[list[str], int]:
+    groups = [p.name for p in CPU_CGROUPS.glob("taskfinder-slow-*")]
+    hogs = subprocess.run(["pgrep", "-fc", HOG], capture_output=True, text=True).stdout.strip()
+    return groups, int(hogs or 0)
+
+
+def test_bad_input_is_refused_with_a_message():
+    done = run()
+    assert done.returncode == 2 and "usage" in done.stderr
+    done = run("true", SLOW_KIND_SHARE="1.5")
+    assert done.returncode == 2 and "SLOW_KIND_SHARE" in done.stderr and "1.5" in done.stderr
+
+
+@needs_cgroups
+def test_the_command_runs_in_its_own_group_with_the_share_and_nothing_is_left_after():
+    before = leftovers()
+    many = run("sh", "-c", own_group_shares())
+    assert many.returncode == 0, many.stderr
+    group, shares, hog = many.stdout.split()
+    assert group.startswith("/taskfinder-slow-") and group.endswith("/command")
+    cpus = os.cpu_count()
+    # per CPU the command's weight (its shares spread over every CPU it keeps busy) against the
+    # loops' (theirs spread over every CPU, one loop each) is 0.4 : 0.6
+    assert int(shares) / (int(shares) + int(hog)) == pytest.approx(0.4, abs=0.01)
+    one = run("--one-thread", "sh", "-c", own_group_shares())
+    _, shares, hog = one.stdout.split()
+    assert int(shares) / (int(shares) + int(hog) / cpus) == pytest.approx(0.4, abs=0.01)
+    half = run("sh", "-c", own_group_shares(), SLOW_KIND_SHARE="0.5")
+    _, shares, hog = half.stdout.split()
+    assert int(shares) == int(hog)
+    assert leftovers() == before
+
+
+@needs_cgroups
+def test_its_exit_status_is_the_commands():
+    before = leftovers()
+    assert run("sh", "-c", "exit 7").returncode == 7
+    assert leftovers() == before
