@@ -52,7 +52,7 @@ cleanup() {
 }
 trap cleanup EXIT
 for cpu in "${cpu_ids[@]}"; do
-    taskset -c "$cpu" python3 -c 'while True: pass' &
+    taskset -c "$cpu" sh -c 'while :; do :; done' &
     hogs+=("$!")
     echo "$!" > "$group/hog/cgroup.procs"
 done

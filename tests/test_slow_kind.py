@@ -15,7 +15,7 @@ from settings import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "ops" / "slow_kind.sh"
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
-HOG = "while True: pass"
+HOG = "while :; do :; done"
 needs_cgroups = pytest.mark.skipif(not os.access(CPU_CGROUPS, os.W_OK),
                                    reason="needs root and the cgroup v1 cpu controller")
 # one worker runs them one after the other: each compares what is left with what was there before
@@ -28,9 +28,11 @@ def run(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def own_group_shares() -> str:
-    """A command that prints its cpu cgroup and that group's cpu.shares."""
+    """A command that prints its cpu cgroup, that group's cpu.shares, the loops' cpu.shares, and
+    the CPU each loop is pinned to."""
     return ('g=$(grep ":cpu:" /proc/self/cgroup | cut -d: -f3); '
-            f'echo "$g"; cat "{CPU_CGROUPS}$g/cpu.shares"; cat "{CPU_CGROUPS}$g/../hog/cpu.shares"')
+            f'echo "$g"; cat "{CPU_CGROUPS}$g/cpu.shares"; cat "{CPU_CGROUPS}$g/../hog/cpu.shares"; '
+            f'for p in $(cat "{CPU_CGROUPS}$g/../hog/cgroup.procs"); do taskset -cp "$p" | sed "s/.*: //"; done')
 
 
 def leftovers() -> tuple[list[str], int]:
@@ -51,17 +53,18 @@ def test_the_command_runs_in_its_own_group_with_the_share_and_nothing_is_left_af
     before = leftovers()
     many = run("sh", "-c", own_group_shares())
     assert many.returncode == 0, many.stderr
-    group, shares, hog = many.stdout.split()
+    group, shares, hog, *pinned = many.stdout.split()
     assert group.startswith("/taskfinder-slow-") and group.endswith("/command")
-    cpus = os.cpu_count()
+    cpus = len(os.sched_getaffinity(0))
+    assert sorted(int(cpu) for cpu in pinned) == sorted(os.sched_getaffinity(0))   # one loop on each CPU
     # per CPU the command's weight (its shares spread over every CPU it keeps busy) against the
     # loops' (theirs spread over every CPU, one loop each) is 0.4 : 0.6
     assert int(shares) / (int(shares) + int(hog)) == pytest.approx(0.4, abs=0.01)
     one = run("--one-thread", "sh", "-c", own_group_shares())
-    _, shares, hog = one.stdout.split()
+    _, shares, hog, *_ = one.stdout.split()
     assert int(shares) / (int(shares) + int(hog) / cpus) == pytest.approx(0.4, abs=0.01)
     half = run("sh", "-c", own_group_shares(), SLOW_KIND_SHARE="0.5")
-    _, shares, hog = half.stdout.split()
+    _, shares, hog, *_ = half.stdout.split()
     assert int(shares) == int(hog)
     assert leftovers() == before
 
