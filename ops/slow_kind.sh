@@ -20,20 +20,27 @@ share="${SLOW_KIND_SHARE:-0.4}"
 one_thread=0
 if [ "${1:-}" = "--one-thread" ]; then one_thread=1; shift; fi
 [ $# -gt 0 ] || { echo "usage: $0 [--one-thread] COMMAND..." >&2; exit 2; }
-python3 -c "import sys; assert 0 < float(sys.argv[1]) < 1" "$share" 2>/dev/null ||
-    { echo "error: SLOW_KIND_SHARE must be a number between 0 and 1, not '$share'" >&2; exit 2; }
 root=/sys/fs/cgroup/cpu
-[ -w "$root" ] || { echo "error: needs root and the cgroup v1 cpu controller at $root" >&2; exit 2; }
 
 HOG_SHARES=600
-# the CPUs this process may run on (not `nproc`: it reads OMP_NUM_THREADS, which the tests set to 1)
-cpu_ids=($(python3 -c "import os; print(*sorted(os.sched_getaffinity(0)))"))
+# One line: the command's cpu.shares, then the CPUs this process may run on (not `nproc`: it reads
+# OMP_NUM_THREADS, which the tests set to 1). Per CPU, the command's weight against the loops'
+# (HOG_SHARES spread over every CPU) is share : 1 - share; with --one-thread its shares stay on
+# one CPU, the loops' still spread over all.
+plan=$(python3 -c "import os, sys
+s, h, one = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1'
+cpus = sorted(os.sched_getaffinity(0))
+assert 0 < s < 1
+print(max(2, round((h / len(cpus) if one else h) * s / (1 - s))), *cpus)" \
+    "$share" "$HOG_SHARES" "$one_thread" 2>/dev/null) || plan=""
+read -r shares cpu_ids_line <<< "$plan" || true
+[ -n "$cpu_ids_line" ] ||
+    { echo "error: SLOW_KIND_SHARE must be a number between 0 and 1, not '$share'" >&2; exit 2; }
+cpu_ids=($cpu_ids_line)
 cpus=${#cpu_ids[@]}
-# the command's shares: its per-CPU weight against the loops' HOG_SHARES / cpus is share : 1 - share
-shares=$(python3 -c "import sys; s, h, n, one = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1'
-print(max(2, round((h / n if one else h) * s / (1 - s))))" "$share" "$HOG_SHARES" "$cpus" "$one_thread")
 group="$root/taskfinder-slow-$$"
-mkdir -p "$group/hog" "$group/command"
+mkdir -p "$group/hog" "$group/command" 2>/dev/null ||
+    { echo "error: cannot make a cgroup under $root (needs root and the cgroup v1 cpu controller)" >&2; exit 2; }
 echo "$HOG_SHARES" > "$group/hog/cpu.shares"
 echo "$shares" > "$group/command/cpu.shares"
 

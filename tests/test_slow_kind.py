@@ -16,6 +16,8 @@ from settings import PROJECT_ROOT
 SCRIPT = PROJECT_ROOT / "ops" / "slow_kind.sh"
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
 HOG = "while :; do :; done"
+# one worker runs them one after the other: each compares what is left with what was there before
+pytestmark = pytest.mark.xdist_group("slow-kind")
 
 
 def _can_make_cpu_cgroups() -> bool:
@@ -34,8 +36,6 @@ def _can_make_cpu_cgroups() -> bool:
 def cpu_cgroups():
     if not _can_make_cpu_cgroups():
         pytest.skip("needs root and the cgroup v1 cpu controller")
-# one worker runs them one after the other: each compares what is left with what was there before
-pytestmark = pytest.mark.xdist_group("slow-kind")
 
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess:
